@@ -1,0 +1,18 @@
+//! # idspace
+//!
+//! The Linux kernel's task-ID machinery as user-space concurrent data structures.
+//!
+//! Each module brings one family of kernel designs, taken from the LKML patch series that
+//! introduced them, behind one trait per family so that designs can be swapped and measured:
+//!
+//! * [`table`]: handle tables keyed by (owner, id), the POSIX-timer ID designs (global hash,
+//!   CPU-scaled hash with per-bucket locks, per-owner radix tree) with exact-ID restore mode.
+//!
+//! Every concurrent module takes its primitives from one facade, so the whole crate can be
+//! model-checked with [loom](https://docs.rs/loom) by building with `RUSTFLAGS="--cfg loom"`.
+
+#![warn(missing_docs, unsafe_op_in_unsafe_fn)]
+
+pub mod padded;
+pub(crate) mod sync;
+pub mod table;

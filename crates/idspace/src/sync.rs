@@ -1,0 +1,54 @@
+//! The one place where concurrency primitives come from.
+//!
+//! Every concurrent module imports its atomics, locks and threads from here, so that building
+//! with `RUSTFLAGS="--cfg loom"` swaps the whole crate onto [loom]'s model-checked primitives
+//! without a line changing elsewhere. The facade also papers over lock poisoning: a panic while
+//! a lock is held cannot leave our structures half-updated (no code of ours panics with a lock
+//! held, and user values are never dropped under a lock), so [`lock`], [`read`] and [`write`]
+//! recover the guard instead of propagating the poison.
+//!
+//! [loom]: https://docs.rs/loom
+
+#[cfg(loom)]
+pub(crate) use loom::sync::{
+    atomic::{AtomicPtr, AtomicUsize, Ordering},
+    Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::{
+    atomic::{AtomicPtr, AtomicUsize, Ordering},
+    Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
+
+/// Locks `mutex`, recovering the guard if another thread panicked while holding it.
+#[inline]
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Tries to lock `mutex` without blocking; `None` if another thread holds it.
+#[inline]
+pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    #[cfg(not(loom))]
+    use std::sync::TryLockError;
+    #[cfg(loom)]
+    use loom::sync::TryLockError;
+    match mutex.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
+
+/// Takes `lock` for reading, recovering the guard after a poisoning panic.
+#[inline]
+pub(crate) fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Takes `lock` for writing, recovering the guard after a poisoning panic.
+#[inline]
+pub(crate) fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

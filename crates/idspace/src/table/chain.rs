@@ -1,0 +1,389 @@
+//! What the two hash designs share: chains of entries, the owner bookkeeping around them, and
+//! the [`IdTable`] operations written once over any way of finding and locking a chain.
+
+use core::ops::{Deref, DerefMut};
+use std::collections::HashSet;
+
+use super::hash::{mix, BuildIntHasher};
+use super::owners::Owners;
+use super::radix::RadixEntry;
+use super::{next_id, Id, IdTable, Owner, Rejected, TableError};
+use crate::sync::{lock, Mutex, MutexGuard};
+
+/// One entry: its key and its value, stored inline in the chain.
+pub(crate) struct Node<T> {
+    pub(crate) owner: Owner,
+    pub(crate) id: Id,
+    pub(crate) value: T,
+}
+
+/// The entries that hash to one bucket, in no particular order.
+pub(crate) struct Chain<T> {
+    nodes: Vec<Node<T>>,
+}
+
+impl<T> Default for Chain<T> {
+    fn default() -> Self {
+        Chain { nodes: Vec::new() }
+    }
+}
+
+impl<T> Chain<T> {
+    /// The slot of (owner, id), walking the chain as the kernel walks its hlist.
+    #[inline]
+    pub(crate) fn find(&self, owner: Owner, id: Id) -> Option<usize> {
+        self.nodes
+            .iter()
+            .position(|node| node.id == id && node.owner == owner)
+    }
+
+    #[inline]
+    pub(crate) fn push(&mut self, node: Node<T>) {
+        self.nodes.push(node);
+    }
+
+    /// Removes the node in `slot`; the last node takes its place.
+    #[inline]
+    pub(crate) fn take(&mut self, slot: usize) -> Node<T> {
+        self.nodes.swap_remove(slot)
+    }
+
+    /// Moves out every node for which `moves` holds, appending it to `to` (a bucket split).
+    pub(crate) fn split_into(&mut self, to: &mut Chain<T>, mut moves: impl FnMut(&Node<T>) -> bool) {
+        let mut slot = 0;
+        while slot < self.nodes.len() {
+            if moves(&self.nodes[slot]) {
+                to.nodes.push(self.nodes.swap_remove(slot));
+            } else {
+                slot += 1;
+            }
+        }
+    }
+
+    /// Heap bytes of the chain's node array.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.nodes.capacity() * core::mem::size_of::<Node<T>>()
+    }
+
+    #[inline]
+    pub(crate) fn value(&self, slot: usize) -> &T {
+        &self.nodes[slot].value
+    }
+}
+
+/// A locked chain: either one chain of a table behind one global lock, or a chain with a lock
+/// of its own.
+pub(crate) enum ChainGuard<'a, T> {
+    /// The global design: the whole table is locked; `index` names the chain.
+    Shared {
+        all: MutexGuard<'a, Box<[Chain<T>]>>,
+        index: usize,
+    },
+    /// A per-bucket lock.
+    Own(MutexGuard<'a, Chain<T>>),
+}
+
+impl<T> Deref for ChainGuard<'_, T> {
+    type Target = Chain<T>;
+    #[inline]
+    fn deref(&self) -> &Chain<T> {
+        match self {
+            ChainGuard::Shared { all, index } => &all[*index],
+            ChainGuard::Own(chain) => chain,
+        }
+    }
+}
+
+impl<T> DerefMut for ChainGuard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Chain<T> {
+        match self {
+            ChainGuard::Shared { all, index } => &mut all[*index],
+            ChainGuard::Own(chain) => chain,
+        }
+    }
+}
+
+/// How a hash design finds and locks the chain of a hash.
+pub(crate) trait Chains<T>: Send + Sync {
+    /// Locks the chain that holds (or would hold) keys with this hash.
+    fn lock(&self, hash: u64) -> ChainGuard<'_, T>;
+    /// Called after an insert, with no chain locked: a growing table may split buckets here.
+    fn inserted(&self, _hash: u64) {}
+    /// Called after a removal, with no chain locked.
+    fn removed(&self, _hash: u64) {}
+    /// Bytes held by the buckets and chains.
+    fn memory_bytes(&self) -> usize;
+}
+
+/// Per-owner bookkeeping of the hash designs: the cursor, restore mode, and the owner's list of
+/// IDs (the kernel's per-process timer list, walked by `/proc/PID/timers` and at exit).
+#[derive(Default)]
+pub(crate) struct OwnerIds {
+    cursor: Id,
+    restoring: bool,
+    ids: HashSet<Id, BuildIntHasher>,
+}
+
+/// An owner's slot in the registry; its mutex plays the kernel's `siglock`.
+pub(crate) struct OwnerSlot {
+    state: Mutex<OwnerIds>,
+}
+
+impl Default for OwnerSlot {
+    fn default() -> Self {
+        OwnerSlot {
+            state: Mutex::new(OwnerIds::default()),
+        }
+    }
+}
+
+/// The hash designs' [`IdTable`], written once over their [`Chains`].
+///
+/// Lock order: the owner's state, then one chain. Lookups take only the chain.
+pub(crate) struct ChainedTable<C> {
+    chains: C,
+    owners: Owners<OwnerSlot>,
+    max_id: Id,
+}
+
+impl<C> ChainedTable<C> {
+    pub(crate) fn new(chains: C, max_id: Id) -> Self {
+        ChainedTable {
+            chains,
+            owners: Owners::new(),
+            max_id,
+        }
+    }
+
+    pub(crate) fn chains(&self) -> &C {
+        &self.chains
+    }
+
+    pub(crate) fn max_id(&self) -> Id {
+        self.max_id
+    }
+}
+
+/// Inserts (owner, id) if its chain has no such entry: the kernel's `posix_timer_add_at`.
+#[inline]
+fn try_insert<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id, value: T) -> Result<(), T> {
+    let hash = mix(owner, id);
+    let mut chain = chains.lock(hash);
+    if chain.find(owner, id).is_some() {
+        return Err(value);
+    }
+    chain.push(Node { owner, id, value });
+    drop(chain);
+    chains.inserted(hash);
+    Ok(())
+}
+
+/// Takes (owner, id) out of its chain.
+#[inline]
+fn take<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id) -> Option<T> {
+    let hash = mix(owner, id);
+    let mut chain = chains.lock(hash);
+    let slot = chain.find(owner, id)?;
+    let node = chain.take(slot);
+    drop(chain);
+    chains.removed(hash);
+    Some(node.value)
+}
+
+impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
+    fn name(&self) -> &'static str {
+        "chained"
+    }
+
+    fn create(&self, owner: Owner, value: T) -> Result<Id, Rejected<T>> {
+        let max_id = self.max_id;
+        self.owners.with(owner, |slot| {
+            let mut state = lock(&slot.state);
+            if state.ids.len() > max_id as usize {
+                return Err(Rejected {
+                    error: TableError::Full,
+                    value,
+                });
+            }
+            // Some ID is free, so the probe ends within max_id + 1 steps.
+            let mut id = state.cursor;
+            let mut value = value;
+            loop {
+                match try_insert(&self.chains, owner, id, value) {
+                    Ok(()) => break,
+                    Err(back) => value = back,
+                }
+                id = next_id(id, max_id);
+            }
+            state.ids.insert(id);
+            state.cursor = next_id(id, max_id);
+            Ok(id)
+        })
+    }
+
+    fn create_at(&self, owner: Owner, id: Id, value: T) -> Result<Id, Rejected<T>> {
+        let max_id = self.max_id;
+        self.owners.with_existing_or(
+            owner,
+            value,
+            |slot, value| {
+                let mut state = lock(&slot.state);
+                let error = if !state.restoring {
+                    TableError::NotRestoring
+                } else if id > max_id {
+                    TableError::Invalid
+                } else {
+                    match try_insert(&self.chains, owner, id, value) {
+                        Ok(()) => {
+                            state.ids.insert(id);
+                            state.cursor = next_id(id, max_id);
+                            return Ok(id);
+                        }
+                        Err(value) => return Err(Rejected { error: TableError::Busy, value }),
+                    }
+                };
+                Err(Rejected { error, value })
+            },
+            // An owner without state has restore mode off.
+            |value| Err(Rejected { error: TableError::NotRestoring, value }),
+        )
+    }
+
+    fn set_restore(&self, owner: Owner, on: bool) {
+        if on {
+            self.owners.with(owner, |slot| lock(&slot.state).restoring = true);
+        } else {
+            self.owners
+                .with_existing(owner, |slot| lock(&slot.state).restoring = false);
+        }
+    }
+
+    fn is_restoring(&self, owner: Owner) -> bool {
+        self.owners
+            .with_existing(owner, |slot| lock(&slot.state).restoring)
+            .unwrap_or(false)
+    }
+
+    fn get(&self, owner: Owner, id: Id) -> Option<Entry<'_, T>> {
+        let guard = self.chains.lock(mix(owner, id));
+        let slot = guard.find(owner, id)?;
+        Some(Entry {
+            inner: EntryInner::Chain { guard, slot },
+        })
+    }
+
+    fn remove(&self, owner: Owner, id: Id) -> Result<T, TableError> {
+        self.owners
+            .with_existing(owner, |slot| {
+                let mut state = lock(&slot.state);
+                if !state.ids.remove(&id) {
+                    return Err(TableError::NotFound);
+                }
+                // The owner's list and the chains agree under the owner's lock.
+                take(&self.chains, owner, id).ok_or(TableError::NotFound)
+            })
+            .unwrap_or(Err(TableError::NotFound))
+    }
+
+    fn ids(&self, owner: Owner) -> Vec<Id> {
+        let mut ids: Vec<Id> = self
+            .owners
+            .with_existing(owner, |slot| lock(&slot.state).ids.iter().copied().collect())
+            .unwrap_or_default();
+        ids.sort_unstable();
+        ids
+    }
+
+    fn remove_owner(&self, owner: Owner) -> usize {
+        let Some(slot) = self.owners.remove(owner) else {
+            return 0;
+        };
+        // No other thread can reach `slot` any more; its lock is uncontended.
+        let ids = core::mem::take(&mut lock(&slot.state).ids);
+        let values: Vec<T> = ids.iter().filter_map(|&id| take(&self.chains, owner, id)).collect();
+        let removed = values.len();
+        drop(values); // user destructors run with no lock held
+        removed
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let owners = self.owners.memory_bytes(|slot| {
+            lock(&slot.state).ids.capacity() * (core::mem::size_of::<Id>() + 1)
+        });
+        self.chains.memory_bytes() + owners
+    }
+}
+
+/// A guard that derefs to an entry's value; it holds the lock that protects the entry.
+///
+/// Returned by [`IdTable::get`]. Drop it before calling into the same table from this thread.
+#[must_use = "the entry's lock is held until the guard is dropped"]
+pub struct Entry<'a, T> {
+    pub(crate) inner: EntryInner<'a, T>,
+}
+
+pub(crate) enum EntryInner<'a, T> {
+    Chain { guard: ChainGuard<'a, T>, slot: usize },
+    Tree(RadixEntry<'a, T>),
+}
+
+impl<T> Deref for Entry<'_, T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        match &self.inner {
+            EntryInner::Chain { guard, slot } => guard.value(*slot),
+            EntryInner::Tree(entry) => entry.value(),
+        }
+    }
+}
+
+impl<T: core::fmt::Debug> core::fmt::Debug for Entry<'_, T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_tuple("Entry").field(&**self).finish()
+    }
+}
+
+/// Implements [`IdTable`] for a newtype over [`ChainedTable`] by delegation.
+macro_rules! delegate_chained_table {
+    ($design:ident, $name:literal) => {
+        impl<T: Send> $crate::table::IdTable<T> for $design<T> {
+            fn name(&self) -> &'static str {
+                $name
+            }
+            #[inline]
+            fn create(&self, owner: Owner, value: T) -> Result<Id, Rejected<T>> {
+                self.table.create(owner, value)
+            }
+            #[inline]
+            fn create_at(&self, owner: Owner, id: Id, value: T) -> Result<Id, Rejected<T>> {
+                self.table.create_at(owner, id, value)
+            }
+            fn set_restore(&self, owner: Owner, on: bool) {
+                self.table.set_restore(owner, on)
+            }
+            fn is_restoring(&self, owner: Owner) -> bool {
+                self.table.is_restoring(owner)
+            }
+            #[inline]
+            fn get(&self, owner: Owner, id: Id) -> Option<Entry<'_, T>> {
+                self.table.get(owner, id)
+            }
+            #[inline]
+            fn remove(&self, owner: Owner, id: Id) -> Result<T, TableError> {
+                self.table.remove(owner, id)
+            }
+            fn ids(&self, owner: Owner) -> Vec<Id> {
+                self.table.ids(owner)
+            }
+            fn remove_owner(&self, owner: Owner) -> usize {
+                self.table.remove_owner(owner)
+            }
+            fn memory_bytes(&self) -> usize {
+                self.table.memory_bytes()
+            }
+        }
+    };
+}
+pub(crate) use delegate_chained_table;

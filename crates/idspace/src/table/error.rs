@@ -1,0 +1,63 @@
+//! Errors of the table operations.
+
+use core::fmt;
+
+/// Why a table operation failed. The names follow the kernel's errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TableError {
+    /// The owner has no free ID (the kernel's `-EAGAIN` after trying every ID).
+    Full,
+    /// The requested ID is taken (`-EBUSY` in restore mode).
+    Busy,
+    /// The requested ID is out of range (`-EINVAL`).
+    Invalid,
+    /// An exact ID was requested while the owner's restore mode is off.
+    NotRestoring,
+    /// No entry has this (owner, id) (`-EINVAL` from the timer syscalls).
+    NotFound,
+}
+
+impl TableError {
+    /// The error's name in the replay protocol (`"full"`, `"busy"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TableError::Full => "full",
+            TableError::Busy => "busy",
+            TableError::Invalid => "invalid",
+            TableError::NotRestoring => "not_restoring",
+            TableError::NotFound => "not_found",
+        }
+    }
+}
+
+impl fmt::Display for TableError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = match self {
+            TableError::Full => "the owner has no free ID",
+            TableError::Busy => "the requested ID is already taken",
+            TableError::Invalid => "the requested ID is out of range",
+            TableError::NotRestoring => "exact IDs need the owner's restore mode on",
+            TableError::NotFound => "no entry has this owner and ID",
+        };
+        f.write_str(text)
+    }
+}
+
+impl std::error::Error for TableError {}
+
+/// A create that failed: the error, and the value handed back so that nothing is lost.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Rejected<T> {
+    /// Why the create failed.
+    pub error: TableError,
+    /// The value that was not stored.
+    pub value: T,
+}
+
+impl<T> fmt::Display for Rejected<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl<T: fmt::Debug> std::error::Error for Rejected<T> {}

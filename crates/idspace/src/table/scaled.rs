@@ -1,0 +1,453 @@
+//! [`ScaledHash`]: the 6.15 kernel table, a lock per bucket, sized from the CPU count; and our
+//! growing variant of it.
+//!
+//! # Growth by linear hashing
+//!
+//! The kernel sizes the table once at boot, so chains lengthen as timers accumulate. Our default
+//! grows instead, one bucket at a time, with no step that stops other threads:
+//!
+//! * Buckets live in *segments* that are never moved or freed while the table lives: segment 0
+//!   holds the initial `B` buckets, segment `k ≥ 1` the next `B·2^(k-1)`. A bucket's address is
+//!   therefore stable, and a thread that found a bucket can lock it without fear that the memory
+//!   goes away.
+//! * One atomic word, `buckets`, is the number of buckets in use, `n = m + split` with
+//!   `m = B·2^L` the largest such power at or below `n`. A hash `h` lives in bucket
+//!   `h mod m`, or in `h mod 2m` if `h mod m < split` (that bucket was already split).
+//! * Splitting bucket `split` moves the entries whose `h mod 2m` is `m + split` into the new
+//!   bucket `m + split`. The splitter locks the old bucket, then the new one (ascending index
+//!   order, so it cannot deadlock with anyone), moves the entries, and stores `n + 1` *while
+//!   still holding the old bucket's lock*.
+//! * Every operation reads `n`, computes the bucket, locks it, and reads `n` again. If the bucket
+//!   for its hash under the new count is a different one, a split moved its key away between the
+//!   read and the lock: it unlocks and retries. Otherwise its key's home cannot change while it
+//!   holds the lock, because moving a key out of a bucket needs that bucket's lock, and any split
+//!   that already happened is visible (the splitter's store happens before its unlock, which
+//!   happens before our lock).
+//! * Inserts add to one of 64 cache-padded counters chosen by the hash's top bits; when a
+//!   counter, scaled up by 64, says the table holds more than `max_load` entries per bucket, the
+//!   inserting thread splits a few buckets if no other thread is splitting (a `try_lock`, never
+//!   a wait). Segments are allocated by the splitter when the split reaches them.
+//!
+//! The table never shrinks: a table that once held many entries keeps its buckets (the kernel's
+//! never shrinks either).
+
+use core::ptr;
+
+use super::chain::{delegate_chained_table, Chain, ChainGuard, ChainedTable, Chains, Entry};
+use super::hash::mix;
+use super::{Id, Owner, Rejected, TableError, MAX_ID};
+use crate::padded::CachePadded;
+use crate::sync::{lock, try_lock, AtomicPtr, AtomicUsize, Mutex, Ordering};
+
+/// Buckets per CPU in the kernel's sizing (`512 × num_possible_cpus()`).
+pub const BUCKETS_PER_CPU: usize = 512;
+
+/// Entries per bucket above which the growing table splits buckets.
+pub const DEFAULT_MAX_LOAD: usize = 2;
+
+#[cfg(not(loom))]
+const COUNTER_BITS: u32 = 6;
+#[cfg(loom)]
+const COUNTER_BITS: u32 = 1;
+const COUNTERS: usize = 1 << COUNTER_BITS;
+/// Buckets split per growth step: more than one, so growth keeps ahead of inserts.
+const SPLITS_PER_GROW: usize = 4;
+/// Segments available: segment `k` holds `B·2^(k-1)` buckets, far more than memory allows.
+#[cfg(not(loom))]
+const MAX_SEGMENTS: usize = 40;
+#[cfg(loom)]
+const MAX_SEGMENTS: usize = 4;
+
+/// How a [`ScaledHash`] is sized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sizing {
+    /// A fixed number of buckets, like the kernel's table (rounded up to a power of two).
+    Fixed {
+        /// Number of buckets.
+        buckets: usize,
+    },
+    /// Start with `initial` buckets (rounded up to a power of two) and split buckets while the
+    /// table holds more than `max_load` entries per bucket.
+    Growing {
+        /// Number of buckets to start with.
+        initial: usize,
+        /// Entries per bucket (at least 1) above which buckets are split.
+        max_load: usize,
+    },
+}
+
+impl Sizing {
+    /// The kernel's bucket count for `cpus` CPUs: `roundup_pow_of_two(512 × cpus)`.
+    pub fn kernel_buckets(cpus: usize) -> usize {
+        (BUCKETS_PER_CPU * cpus.max(1)).next_power_of_two()
+    }
+
+    /// The kernel's fixed table for this machine's CPU count.
+    pub fn kernel() -> Sizing {
+        Sizing::Fixed {
+            buckets: Self::kernel_buckets(available_cpus()),
+        }
+    }
+
+    /// Our default: the kernel's initial size for this machine, growing past two entries per
+    /// bucket.
+    pub fn growing() -> Sizing {
+        Sizing::Growing {
+            initial: Self::kernel_buckets(available_cpus()),
+            max_load: DEFAULT_MAX_LOAD,
+        }
+    }
+}
+
+fn available_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// One bucket: a lock and its chain, alone on its cache line so that two CPUs working on
+/// neighbouring buckets do not share a line.
+#[repr(align(64))]
+struct Bucket<T> {
+    chain: Mutex<Chain<T>>,
+}
+
+impl<T> Bucket<T> {
+    fn new() -> Self {
+        Bucket {
+            chain: Mutex::new(Chain::default()),
+        }
+    }
+}
+
+pub(crate) struct ScaledChains<T> {
+    /// log2 of the initial bucket count `B`.
+    base_shift: u32,
+    /// Entries per bucket that trigger a split; 0 for a fixed table.
+    max_load: usize,
+    /// Buckets in use (`n`). Stored only by a splitter holding `grow_lock` and the lock of the
+    /// bucket being split.
+    buckets: AtomicUsize,
+    /// Segment `k` points at `seg_len(k)` buckets, or is null until the split reaches it.
+    segments: Box<[AtomicPtr<Bucket<T>>]>,
+    /// Approximate entry count, sharded by the hash's top bits (growing tables only).
+    entries: Box<[CachePadded<AtomicUsize>]>,
+    /// Serialises splitters; taken with `try_lock` only.
+    grow_lock: Mutex<()>,
+}
+
+// SAFETY: the raw segment pointers own `Bucket<T>`s, which hold `T`s behind mutexes; sharing
+// the table shares access to those `T`s only through the mutexes, so `T: Send` suffices, as for
+// `Mutex<T>`.
+unsafe impl<T: Send> Send for ScaledChains<T> {}
+// SAFETY: see `Send`: every access to a `T` goes through its bucket's mutex.
+unsafe impl<T: Send> Sync for ScaledChains<T> {}
+
+impl<T: Send> ScaledChains<T> {
+    fn new(sizing: Sizing) -> Self {
+        let (initial, max_load) = match sizing {
+            Sizing::Fixed { buckets } => (buckets, 0),
+            Sizing::Growing { initial, max_load } => (initial, max_load.max(1)),
+        };
+        let initial = initial.max(1).next_power_of_two();
+        let base_shift = initial.trailing_zeros();
+        let segments: Box<[AtomicPtr<Bucket<T>>]> = (0..MAX_SEGMENTS)
+            .map(|_| AtomicPtr::new(ptr::null_mut()))
+            .collect();
+        let counters = if max_load == 0 { 0 } else { COUNTERS };
+        let chains = ScaledChains {
+            base_shift,
+            max_load,
+            buckets: AtomicUsize::new(initial),
+            segments,
+            entries: (0..counters)
+                .map(|_| CachePadded(AtomicUsize::new(0)))
+                .collect(),
+            grow_lock: Mutex::new(()),
+        };
+        // Not yet shared: the store needs no ordering beyond the one that publishes `chains`.
+        chains.segments[0].store(chains.alloc_segment(0), Ordering::Relaxed);
+        chains
+    }
+
+    #[inline]
+    fn base(&self) -> usize {
+        1 << self.base_shift
+    }
+
+    fn seg_len(&self, segment: usize) -> usize {
+        if segment == 0 {
+            self.base()
+        } else {
+            self.base() << (segment - 1)
+        }
+    }
+
+    /// (segment, offset) of bucket `index`.
+    #[inline]
+    fn locate(&self, index: usize) -> (usize, usize) {
+        let quotient = index >> self.base_shift;
+        if quotient == 0 {
+            (0, index)
+        } else {
+            let segment = (usize::BITS - quotient.leading_zeros()) as usize;
+            (segment, index - (self.base() << (segment - 1)))
+        }
+    }
+
+    /// `m`: the largest `B·2^L` at or below `n`.
+    #[inline]
+    fn level_size(&self, n: usize) -> usize {
+        let quotient = n >> self.base_shift;
+        self.base() << (usize::BITS - 1 - quotient.leading_zeros())
+    }
+
+    /// The bucket of `hash` when `n` buckets are in use.
+    #[inline]
+    fn address(&self, hash: u64, n: usize) -> usize {
+        let m = self.level_size(n);
+        let low = hash as usize & (m - 1);
+        if low < n - m {
+            hash as usize & (2 * m - 1)
+        } else {
+            low
+        }
+    }
+
+    /// Bucket `index`, which must be below a bucket count this thread has read.
+    #[inline]
+    fn bucket(&self, index: usize) -> &Bucket<T> {
+        let (segment, offset) = self.locate(index);
+        // Acquire pairs with the Release store in `split` that published the segment, so the
+        // buckets' initialisation is visible. (The Acquire load of `buckets` that gave us
+        // `index` already orders this; the load states it locally.)
+        let base = self.segments[segment].load(Ordering::Acquire);
+        debug_assert!(!base.is_null(), "bucket {index} read before its segment exists");
+        // SAFETY: `index` is below a bucket count read from `buckets`, and every segment that
+        // holds a bucket below that count was allocated and published before the count (see
+        // `split`), so `base` points at `seg_len(segment)` initialised buckets with
+        // `offset < seg_len(segment)`. Segments are freed only in `drop`, which has `&mut self`,
+        // so the bucket outlives the returned `&self`-bound reference.
+        unsafe { &*base.add(offset) }
+    }
+
+    fn alloc_segment(&self, segment: usize) -> *mut Bucket<T> {
+        let buckets: Box<[Bucket<T>]> = (0..self.seg_len(segment)).map(|_| Bucket::new()).collect();
+        Box::into_raw(buckets).cast::<Bucket<T>>()
+    }
+
+    /// Splits bucket `n - m` into the new bucket `n`; false if the table cannot grow further.
+    fn split(&self, n: usize) -> bool {
+        let m = self.level_size(n);
+        let (src, dst) = (n - m, n);
+        let (segment, offset) = self.locate(dst);
+        if segment >= self.segments.len() {
+            return false;
+        }
+        if offset == 0 && self.segments[segment].load(Ordering::Relaxed).is_null() {
+            // Release pairs with the Acquire loads in `bucket`: the new buckets' initialisation
+            // happens before anyone can reach them.
+            self.segments[segment].store(self.alloc_segment(segment), Ordering::Release);
+        }
+        // Lock order: ascending bucket index (src < dst); every other thread locks one bucket.
+        let mut from = lock(&self.bucket(src).chain);
+        let mut to = lock(&self.bucket(dst).chain);
+        let mask = 2 * m - 1;
+        from.split_into(&mut to, |node| mix(node.owner, node.id) as usize & mask == dst);
+        // Release pairs with the Acquire loads in `lock`: whoever sees n + 1 also sees the new
+        // segment. Stored while `from` is locked: a thread that locks `src` after us re-reads
+        // the count and learns that its key may have moved.
+        self.buckets.store(n + 1, Ordering::Release);
+        true
+    }
+
+    #[cold]
+    fn grow(&self, estimate: usize) {
+        let Some(_splitting) = try_lock(&self.grow_lock) else {
+            return; // another thread is splitting; it will catch up
+        };
+        for _ in 0..SPLITS_PER_GROW {
+            // Only splitters store `buckets`, and we are the only splitter.
+            let n = self.buckets.load(Ordering::Relaxed);
+            if estimate <= n * self.max_load || !self.split(n) {
+                break;
+            }
+        }
+    }
+
+    pub(crate) fn bucket_count(&self) -> usize {
+        self.buckets.load(Ordering::Acquire)
+    }
+}
+
+impl<T: Send> Chains<T> for ScaledChains<T> {
+    #[inline]
+    fn lock(&self, hash: u64) -> ChainGuard<'_, T> {
+        loop {
+            // Acquire pairs with the Release store in `split`.
+            let n = self.buckets.load(Ordering::Acquire);
+            let index = self.address(hash, n);
+            let guard = lock(&self.bucket(index).chain);
+            if self.max_load == 0 {
+                return ChainGuard::Own(guard);
+            }
+            // Re-read under the lock: a split of `index` that finished before we locked is
+            // visible now (its store happened before its unlock, which happened before our
+            // lock). Relaxed suffices for that, Acquire keeps the segment reasoning local.
+            let now = self.buckets.load(Ordering::Acquire);
+            if now == n || self.address(hash, now) == index {
+                return ChainGuard::Own(guard);
+            }
+            // A split moved our key's home between the read and the lock: go again.
+        }
+    }
+
+    #[inline]
+    fn inserted(&self, hash: u64) {
+        if self.max_load == 0 {
+            return;
+        }
+        let shard = (hash >> (64 - COUNTER_BITS)) as usize;
+        // Relaxed: the counters are an estimate that only decides when to split.
+        let count = self.entries[shard].fetch_add(1, Ordering::Relaxed) + 1;
+        let estimate = count << COUNTER_BITS;
+        if estimate > self.buckets.load(Ordering::Relaxed) * self.max_load {
+            self.grow(estimate);
+        }
+    }
+
+    #[inline]
+    fn removed(&self, hash: u64) {
+        if self.max_load != 0 {
+            let shard = (hash >> (64 - COUNTER_BITS)) as usize;
+            self.entries[shard].fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let mut bytes = core::mem::size_of::<Self>()
+            + self.segments.len() * core::mem::size_of::<AtomicPtr<Bucket<T>>>()
+            + self.entries.len() * core::mem::size_of::<CachePadded<AtomicUsize>>();
+        for index in 0..self.bucket_count() {
+            bytes += lock(&self.bucket(index).chain).heap_bytes();
+        }
+        for segment in 0..self.segments.len() {
+            if !self.segments[segment].load(Ordering::Acquire).is_null() {
+                bytes += self.seg_len(segment) * core::mem::size_of::<Bucket<T>>();
+            }
+        }
+        bytes
+    }
+}
+
+impl<T> Drop for ScaledChains<T> {
+    fn drop(&mut self) {
+        let base = 1usize << self.base_shift;
+        for (segment, slot) in self.segments.iter().enumerate() {
+            let start = slot.load(Ordering::Acquire);
+            if start.is_null() {
+                continue;
+            }
+            let len = if segment == 0 {
+                base
+            } else {
+                base << (segment - 1)
+            };
+            // SAFETY: `start` came from `Box::<[Bucket<T>]>::into_raw` in `alloc_segment` with
+            // exactly `len` buckets, and `&mut self` means no reference to a bucket remains.
+            drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(start, len)) });
+        }
+    }
+}
+
+/// The 6.15 kernel table: a mutex per cache-line-aligned bucket, `512 × CPUs` buckets, growing
+/// by default (see [`Sizing`]).
+///
+/// Lookups lock one bucket; creates and removes lock the owner, then one bucket. With
+/// [`Sizing::Growing`] the table splits buckets as it fills, keeping chains short without ever
+/// stopping other threads.
+pub struct ScaledHash<T> {
+    table: ChainedTable<ScaledChains<T>>,
+    sizing: Sizing,
+}
+
+impl<T: Send> ScaledHash<T> {
+    /// Our default: the kernel's initial size for this machine, growing (see [`Sizing::growing`]).
+    pub fn new() -> Self {
+        Self::with_sizing(Sizing::growing())
+    }
+
+    /// The kernel's fixed table for this machine (see [`Sizing::kernel`]).
+    pub fn kernel_sized() -> Self {
+        Self::with_sizing(Sizing::kernel())
+    }
+
+    /// A table sized as asked, with the kernel's ID range.
+    pub fn with_sizing(sizing: Sizing) -> Self {
+        Self::with_sizing_and_max_id(sizing, MAX_ID)
+    }
+
+    /// A table sized as asked whose IDs run `0..=max_id`.
+    pub fn with_sizing_and_max_id(sizing: Sizing, max_id: Id) -> Self {
+        ScaledHash {
+            table: ChainedTable::new(ScaledChains::new(sizing), max_id.min(MAX_ID)),
+            sizing,
+        }
+    }
+
+    /// Buckets currently in use.
+    pub fn buckets(&self) -> usize {
+        self.table.chains().bucket_count()
+    }
+
+    /// How the table was sized.
+    pub fn sizing(&self) -> Sizing {
+        self.sizing
+    }
+
+    /// The largest ID this table hands out.
+    pub fn max_id(&self) -> Id {
+        self.table.max_id()
+    }
+}
+
+impl<T: Send> Default for ScaledHash<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+delegate_chained_table!(ScaledHash, "scaled");
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addressing_covers_every_bucket_once() {
+        let chains = ScaledChains::<()>::new(Sizing::Growing {
+            initial: 4,
+            max_load: 1,
+        });
+        for n in 4..64 {
+            let mut seen = vec![false; n];
+            for hash in 0..256u64 {
+                let index = chains.address(hash, n);
+                assert!(index < n, "hash {hash} addressed bucket {index} of {n}");
+                seen[index] = true;
+            }
+            assert!(seen.iter().all(|&s| s), "some bucket unreachable at n = {n}");
+        }
+    }
+
+    #[test]
+    fn segments_tile_the_bucket_indices() {
+        let chains = ScaledChains::<()>::new(Sizing::Fixed { buckets: 8 });
+        let mut expected = (0, 0);
+        for index in 0..1000 {
+            assert_eq!(chains.locate(index), expected, "bucket {index}");
+            expected.1 += 1;
+            if expected.1 == chains.seg_len(expected.0) {
+                expected = (expected.0 + 1, 0);
+            }
+        }
+    }
+}

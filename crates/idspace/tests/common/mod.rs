@@ -1,0 +1,31 @@
+//! Helpers shared by the integration tests.
+
+#![allow(dead_code)]
+
+use idspace::table::{GlobalHash, Id, IdTable, Radix, ScaledHash, Sizing};
+
+/// Every table design, in configurations that exercise their machinery: the growing scaled
+/// hash starts tiny so that it splits constantly.
+pub fn table_designs(max_id: Id) -> Vec<Box<dyn IdTable<u64>>> {
+    vec![
+        Box::new(GlobalHash::with_max_id(max_id)),
+        Box::new(ScaledHash::with_sizing_and_max_id(
+            Sizing::Growing {
+                initial: 1,
+                max_load: 1,
+            },
+            max_id,
+        )),
+        Box::new(ScaledHash::with_sizing_and_max_id(
+            Sizing::Fixed { buckets: 64 },
+            max_id,
+        )),
+        Box::new(ScaledHash::with_sizing_and_max_id(Sizing::growing(), max_id)),
+        Box::new(Radix::with_max_id(max_id)),
+    ]
+}
+
+/// A label for assertion messages.
+pub fn label(table: &dyn IdTable<u64>, index: usize) -> String {
+    format!("design #{index} ({})", table.name())
+}

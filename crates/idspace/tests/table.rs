@@ -1,0 +1,165 @@
+//! The table suite: every design must pass every test here.
+
+mod common;
+
+use common::{label, table_designs};
+use idspace::table::{IdTable, Rejected, TableError, MAX_ID};
+
+fn each_design(max_id: u32, test: impl Fn(&dyn IdTable<u64>, &str)) {
+    for (index, table) in table_designs(max_id).iter().enumerate() {
+        test(table.as_ref(), &label(table.as_ref(), index));
+    }
+}
+
+#[test]
+fn create_takes_ids_from_the_owner_cursor() {
+    each_design(MAX_ID, |table, name| {
+        assert_eq!(table.create(1, 10), Ok(0), "{name}");
+        assert_eq!(table.create(1, 11), Ok(1), "{name}");
+        assert_eq!(table.create(2, 20), Ok(0), "{name}: owners are independent");
+        assert_eq!(table.remove(1, 0), Ok(10), "{name}");
+        assert_eq!(table.create(1, 12), Ok(2), "{name}: the cursor does not go back");
+        assert_eq!(table.ids(1), vec![1, 2], "{name}");
+        assert_eq!(*table.get(1, 2).unwrap(), 12, "{name}");
+        assert!(table.get(1, 0).is_none(), "{name}");
+        assert!(table.get(3, 0).is_none(), "{name}: unknown owner");
+    });
+}
+
+#[test]
+fn restore_mode_creates_exact_ids_and_moves_the_cursor() {
+    each_design(MAX_ID, |table, name| {
+        let not_restoring = table.create_at(5, 7, 1);
+        assert_eq!(not_restoring, Err(Rejected { error: TableError::NotRestoring, value: 1 }), "{name}");
+        table.set_restore(5, true);
+        assert!(table.is_restoring(5), "{name}");
+        assert_eq!(table.create_at(5, 1_000_000, 2), Ok(1_000_000), "{name}");
+        assert_eq!(table.create_at(5, 2_000_000, 3), Ok(2_000_000), "{name}");
+        let busy = table.create_at(5, 1_000_000, 4).unwrap_err();
+        assert_eq!((busy.error, busy.value), (TableError::Busy, 4), "{name}");
+        let invalid = table.create_at(5, MAX_ID + 1, 5).unwrap_err();
+        assert_eq!(invalid.error, TableError::Invalid, "{name}");
+        assert_eq!(table.create(5, 6), Ok(2_000_001), "{name}: cursor = id + 1");
+        table.set_restore(5, false);
+        assert!(!table.is_restoring(5), "{name}");
+        let off = table.create_at(5, 9, 7).unwrap_err();
+        assert_eq!(off.error, TableError::NotRestoring, "{name}");
+        assert_eq!(table.ids(5), vec![1_000_000, 2_000_000, 2_000_001], "{name}");
+    });
+}
+
+#[test]
+fn cursor_wraps_from_i32_max_to_zero() {
+    each_design(MAX_ID, |table, name| {
+        table.set_restore(9, true);
+        assert_eq!(table.create(9, 0), Ok(0), "{name}");
+        assert_eq!(table.create_at(9, MAX_ID - 1, 1), Ok(MAX_ID - 1), "{name}");
+        assert_eq!(table.create(9, 2), Ok(MAX_ID), "{name}");
+        assert_eq!(table.create(9, 3), Ok(1), "{name}: wrapped past i32::MAX, 0 is taken");
+        assert_eq!(table.ids(9), vec![0, 1, MAX_ID - 1, MAX_ID], "{name}");
+    });
+}
+
+#[test]
+fn a_full_owner_reports_full_and_keeps_the_value() {
+    each_design(3, |table, name| {
+        for expected in 0..=3 {
+            assert_eq!(table.create(1, expected.into()), Ok(expected), "{name}");
+        }
+        let full = table.create(1, 99).unwrap_err();
+        assert_eq!((full.error, full.value), (TableError::Full, 99), "{name}");
+        assert_eq!(table.create(2, 5), Ok(0), "{name}: another owner is not full");
+        assert_eq!(table.remove(1, 2), Ok(2), "{name}");
+        assert_eq!(table.create(1, 7), Ok(2), "{name}: the only free ID");
+    });
+}
+
+#[test]
+fn remove_reports_not_found() {
+    each_design(MAX_ID, |table, name| {
+        assert_eq!(table.remove(1, 0), Err(TableError::NotFound), "{name}");
+        table.create(1, 1).unwrap();
+        assert_eq!(table.remove(1, 1), Err(TableError::NotFound), "{name}");
+        assert_eq!(table.remove(2, 0), Err(TableError::NotFound), "{name}");
+        assert_eq!(table.remove(1, 0), Ok(1), "{name}");
+        assert_eq!(table.remove(1, 0), Err(TableError::NotFound), "{name}");
+    });
+}
+
+#[test]
+fn remove_owner_forgets_entries_cursor_and_restore_mode() {
+    each_design(MAX_ID, |table, name| {
+        let empty = table.memory_bytes();
+        table.set_restore(4, true);
+        for value in 0..100 {
+            table.create(4, value).unwrap();
+        }
+        table.create(8, 1).unwrap();
+        assert_eq!(table.remove_owner(4), 100, "{name}");
+        assert_eq!(table.remove_owner(4), 0, "{name}");
+        assert!(table.ids(4).is_empty(), "{name}");
+        assert!(!table.is_restoring(4), "{name}");
+        assert_eq!(table.create(4, 5), Ok(0), "{name}: the cursor starts again");
+        assert_eq!(table.ids(8), vec![0], "{name}: other owners keep theirs");
+        table.remove_owner(4);
+        table.remove_owner(8);
+        assert!(table.memory_bytes() >= empty, "{name}");
+    });
+}
+
+#[test]
+fn memory_grows_with_entries() {
+    each_design(MAX_ID, |table, name| {
+        let empty = table.memory_bytes();
+        for value in 0..5000 {
+            table.create(1, value).unwrap();
+        }
+        assert!(table.memory_bytes() > empty + 5000 * 8, "{name}: entries are counted");
+    });
+}
+
+#[test]
+fn sparse_ids_cost_the_radix_tree_a_leaf_each() {
+    use idspace::table::{Radix, ScaledHash};
+    let radix = Radix::new();
+    let hash = ScaledHash::new();
+    for table in [&radix as &dyn IdTable<u64>, &hash] {
+        table.set_restore(1, true);
+        for index in 0..2048u32 {
+            table.create_at(1, index * 512, index.into()).unwrap();
+        }
+    }
+    // 2048 leaves of 64 eight-byte slots at least.
+    assert!(radix.memory_bytes() > 2048 * 64 * 8, "{}", radix.memory_bytes());
+    assert!(hash.memory_bytes() < radix.memory_bytes() / 2);
+}
+
+#[test]
+fn growing_table_splits_buckets_as_it_fills() {
+    use idspace::table::{ScaledHash, Sizing};
+    let table = ScaledHash::with_sizing(Sizing::Growing { initial: 16, max_load: 2 });
+    for value in 0..10_000 {
+        table.create(value % 7, value).unwrap();
+    }
+    assert!(table.buckets() >= 10_000 / 2 / 2, "{} buckets", table.buckets());
+    let fixed = ScaledHash::<u64>::with_sizing(Sizing::Fixed { buckets: 100 });
+    assert_eq!(fixed.buckets(), 128, "rounded up to a power of two");
+    for value in 0..1000 {
+        fixed.create(1, value).unwrap();
+    }
+    assert_eq!(fixed.buckets(), 128, "a fixed table does not grow");
+}
+
+#[test]
+fn entries_guard_their_values() {
+    each_design(MAX_ID, |table, name| {
+        table.create(3, 42).unwrap();
+        {
+            let entry = table.get(3, 0).expect("present");
+            assert_eq!(*entry, 42, "{name}");
+            assert!(format!("{entry:?}").contains("42"), "{name}");
+        }
+        assert!(table.contains(3, 0), "{name}");
+        assert!(!table.contains(3, 1), "{name}");
+    });
+}

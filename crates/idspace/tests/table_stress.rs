@@ -1,0 +1,84 @@
+//! Real threads hammering every design: no ID handed out twice, nothing lost.
+//!
+//! Each thread creates entries with values unique to it, in a shared owner and in its own
+//! owner, looks them up, removes some, and once in a while drops its own owner wholesale. The
+//! checks: a lookup of an entry the thread holds always finds the thread's own value (an ID
+//! handed out twice would show another thread's value, or make `remove` return it), and at the
+//! end every owner's ID list is exactly the union of what the threads still hold.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Barrier;
+use std::thread;
+
+use common::{label, table_designs};
+use idspace::table::{IdTable, MAX_ID};
+
+const THREADS: u64 = 8;
+const ROUNDS: u64 = if cfg!(debug_assertions) { 3_000 } else { 30_000 };
+const SHARED: u64 = 1_000;
+
+fn hammer(table: &dyn IdTable<u64>, name: &str) {
+    let barrier = Barrier::new(THREADS as usize);
+    let shared_held: Vec<Vec<(u32, u64)>> = thread::scope(|scope| {
+        let workers: Vec<_> = (0..THREADS)
+            .map(|thread| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    let own = thread;
+                    let mut shared = Vec::new();
+                    let mut mine = Vec::new();
+                    barrier.wait();
+                    for round in 0..ROUNDS {
+                        let value = (thread << 40) | round;
+                        let id = table.create(SHARED, value).expect("never full");
+                        shared.push((id, value));
+                        let id = table.create(own, value).expect("never full");
+                        mine.push((id, value));
+                        if round % 3 == 0 {
+                            let (id, value) = shared.swap_remove((round as usize * 7) % shared.len());
+                            assert_eq!(table.remove(SHARED, id), Ok(value), "{name}: shared id {id}");
+                        }
+                        if round % 2 == 0 {
+                            let (id, value) = mine.swap_remove(mine.len() / 2);
+                            assert_eq!(table.remove(own, id), Ok(value), "{name}: own id {id}");
+                        }
+                        if let Some(&(id, value)) = shared.get(round as usize % shared.len().max(1)) {
+                            assert_eq!(table.get(SHARED, id).map(|e| *e), Some(value), "{name}");
+                        }
+                        if round % 5_000 == 4_999 {
+                            assert_eq!(table.remove_owner(own), mine.len(), "{name}");
+                            mine.clear();
+                        }
+                    }
+                    let ids: BTreeSet<u32> = mine.iter().map(|&(id, _)| id).collect();
+                    assert_eq!(ids.len(), mine.len(), "{name}: an own id handed out twice");
+                    assert_eq!(table.ids(own), ids.into_iter().collect::<Vec<_>>(), "{name}");
+                    for &(id, value) in &mine {
+                        assert_eq!(table.remove(own, id), Ok(value), "{name}");
+                    }
+                    shared
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let all: Vec<(u32, u64)> = shared_held.into_iter().flatten().collect();
+    let ids: BTreeSet<u32> = all.iter().map(|&(id, _)| id).collect();
+    assert_eq!(ids.len(), all.len(), "{name}: a shared id handed out twice");
+    assert_eq!(table.ids(SHARED), ids.iter().copied().collect::<Vec<_>>(), "{name}");
+    for (id, value) in all {
+        assert_eq!(table.get(SHARED, id).map(|e| *e), Some(value), "{name}");
+    }
+    for owner in 0..THREADS {
+        assert!(table.ids(owner).is_empty(), "{name}: owner {owner} kept entries");
+    }
+}
+
+#[test]
+fn stress_every_design() {
+    for (index, table) in table_designs(MAX_ID).iter().enumerate() {
+        hammer(table.as_ref(), &label(table.as_ref(), index));
+    }
+}
