@@ -1,1 +1,104 @@
-fn main(){}
+//! `idspace`: the lab (`bench`) and the replay driver (`replay`).
+
+mod lab;
+mod replay;
+
+use std::io;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static ALLOCATOR: lab::alloc::CountingAlloc = lab::alloc::CountingAlloc;
+
+/// The Linux kernel's task-ID machinery in user space: the lab and the replay driver.
+#[derive(Parser)]
+#[command(name = "idspace", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the lab: experiments against our designs, the peers and the kernel, with a report.
+    Bench {
+        /// Experiments to run (all by default); `--list` shows them.
+        experiments: Vec<String>,
+        /// Reduced sizes that fit in a few minutes on 2 cores (the default).
+        #[arg(long, conflicts_with = "full")]
+        quick: bool,
+        /// The seeds' sizes where the machine allows.
+        #[arg(long)]
+        full: bool,
+        /// Where report.md, results.json and the plots go.
+        #[arg(long, default_value = "lab")]
+        out: PathBuf,
+        /// List the experiments and exit.
+        #[arg(long)]
+        list: bool,
+    },
+    /// Drive a design from JSON lines on stdin; one JSON answer per line on stdout.
+    Replay {
+        #[command(subcommand)]
+        family: Family,
+    },
+}
+
+#[derive(Subcommand)]
+enum Family {
+    /// Handle tables keyed by (owner, id): the POSIX-timer ID designs.
+    Table {
+        /// Which design to drive.
+        #[arg(long, value_enum)]
+        design: replay::table::TableDesign,
+    },
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Bench {
+            experiments,
+            quick: _,
+            full,
+            out,
+            list,
+        } => {
+            if list {
+                for experiment in lab::experiments() {
+                    println!("{:<10} {}", experiment.name(), experiment.about());
+                }
+                return ExitCode::SUCCESS;
+            }
+            let scale = if full {
+                lab::Scale::Full
+            } else {
+                lab::Scale::Quick
+            };
+            match lab::run(&experiments, scale, &out) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("idspace bench: {error}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Command::Replay { family } => {
+            let mut replayer: Box<dyn replay::Replayer> = match family {
+                Family::Table { design } => Box::new(replay::table::TableReplay::new(design)),
+            };
+            let stdin = io::stdin().lock();
+            let stdout = io::stdout().lock();
+            match replay::run(replayer.as_mut(), stdin, stdout) {
+                Ok(false) => ExitCode::SUCCESS,
+                Ok(true) => ExitCode::from(1),
+                Err(error) if error.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("idspace replay: {error}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+    }
+}

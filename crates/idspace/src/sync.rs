@@ -24,16 +24,16 @@ pub(crate) use std::sync::{
 /// Locks `mutex`, recovering the guard if another thread panicked while holding it.
 #[inline]
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Tries to lock `mutex` without blocking; `None` if another thread holds it.
 #[inline]
 pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    #[cfg(not(loom))]
+    // loom's `try_lock` reports with std's error type too.
     use std::sync::TryLockError;
-    #[cfg(loom)]
-    use loom::sync::TryLockError;
     match mutex.try_lock() {
         Ok(guard) => Some(guard),
         Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
@@ -50,5 +50,6 @@ pub(crate) fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
 /// Takes `lock` for writing, recovering the guard after a poisoning panic.
 #[inline]
 pub(crate) fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+    lock.write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

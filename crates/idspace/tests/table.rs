@@ -18,7 +18,11 @@ fn create_takes_ids_from_the_owner_cursor() {
         assert_eq!(table.create(1, 11), Ok(1), "{name}");
         assert_eq!(table.create(2, 20), Ok(0), "{name}: owners are independent");
         assert_eq!(table.remove(1, 0), Ok(10), "{name}");
-        assert_eq!(table.create(1, 12), Ok(2), "{name}: the cursor does not go back");
+        assert_eq!(
+            table.create(1, 12),
+            Ok(2),
+            "{name}: the cursor does not go back"
+        );
         assert_eq!(table.ids(1), vec![1, 2], "{name}");
         assert_eq!(*table.get(1, 2).unwrap(), 12, "{name}");
         assert!(table.get(1, 0).is_none(), "{name}");
@@ -30,7 +34,14 @@ fn create_takes_ids_from_the_owner_cursor() {
 fn restore_mode_creates_exact_ids_and_moves_the_cursor() {
     each_design(MAX_ID, |table, name| {
         let not_restoring = table.create_at(5, 7, 1);
-        assert_eq!(not_restoring, Err(Rejected { error: TableError::NotRestoring, value: 1 }), "{name}");
+        assert_eq!(
+            not_restoring,
+            Err(Rejected {
+                error: TableError::NotRestoring,
+                value: 1
+            }),
+            "{name}"
+        );
         table.set_restore(5, true);
         assert!(table.is_restoring(5), "{name}");
         assert_eq!(table.create_at(5, 1_000_000, 2), Ok(1_000_000), "{name}");
@@ -44,7 +55,11 @@ fn restore_mode_creates_exact_ids_and_moves_the_cursor() {
         assert!(!table.is_restoring(5), "{name}");
         let off = table.create_at(5, 9, 7).unwrap_err();
         assert_eq!(off.error, TableError::NotRestoring, "{name}");
-        assert_eq!(table.ids(5), vec![1_000_000, 2_000_000, 2_000_001], "{name}");
+        assert_eq!(
+            table.ids(5),
+            vec![1_000_000, 2_000_000, 2_000_001],
+            "{name}"
+        );
     });
 }
 
@@ -55,7 +70,11 @@ fn cursor_wraps_from_i32_max_to_zero() {
         assert_eq!(table.create(9, 0), Ok(0), "{name}");
         assert_eq!(table.create_at(9, MAX_ID - 1, 1), Ok(MAX_ID - 1), "{name}");
         assert_eq!(table.create(9, 2), Ok(MAX_ID), "{name}");
-        assert_eq!(table.create(9, 3), Ok(1), "{name}: wrapped past i32::MAX, 0 is taken");
+        assert_eq!(
+            table.create(9, 3),
+            Ok(1),
+            "{name}: wrapped past i32::MAX, 0 is taken"
+        );
         assert_eq!(table.ids(9), vec![0, 1, MAX_ID - 1, MAX_ID], "{name}");
     });
 }
@@ -68,7 +87,11 @@ fn a_full_owner_reports_full_and_keeps_the_value() {
         }
         let full = table.create(1, 99).unwrap_err();
         assert_eq!((full.error, full.value), (TableError::Full, 99), "{name}");
-        assert_eq!(table.create(2, 5), Ok(0), "{name}: another owner is not full");
+        assert_eq!(
+            table.create(2, 5),
+            Ok(0),
+            "{name}: another owner is not full"
+        );
         assert_eq!(table.remove(1, 2), Ok(2), "{name}");
         assert_eq!(table.create(1, 7), Ok(2), "{name}: the only free ID");
     });
@@ -114,7 +137,10 @@ fn memory_grows_with_entries() {
         for value in 0..5000 {
             table.create(1, value).unwrap();
         }
-        assert!(table.memory_bytes() > empty + 5000 * 8, "{name}: entries are counted");
+        assert!(
+            table.memory_bytes() > empty + 5000 * 8,
+            "{name}: entries are counted"
+        );
     });
 }
 
@@ -130,18 +156,29 @@ fn sparse_ids_cost_the_radix_tree_a_leaf_each() {
         }
     }
     // 2048 leaves of 64 eight-byte slots at least.
-    assert!(radix.memory_bytes() > 2048 * 64 * 8, "{}", radix.memory_bytes());
+    assert!(
+        radix.memory_bytes() > 2048 * 64 * 8,
+        "{}",
+        radix.memory_bytes()
+    );
     assert!(hash.memory_bytes() < radix.memory_bytes() / 2);
 }
 
 #[test]
 fn growing_table_splits_buckets_as_it_fills() {
     use idspace::table::{ScaledHash, Sizing};
-    let table = ScaledHash::with_sizing(Sizing::Growing { initial: 16, max_load: 2 });
+    let table = ScaledHash::with_sizing(Sizing::Growing {
+        initial: 16,
+        max_load: 2,
+    });
     for value in 0..10_000 {
         table.create(value % 7, value).unwrap();
     }
-    assert!(table.buckets() >= 10_000 / 2 / 2, "{} buckets", table.buckets());
+    assert!(
+        table.buckets() >= 10_000 / 2 / 2,
+        "{} buckets",
+        table.buckets()
+    );
     let fixed = ScaledHash::<u64>::with_sizing(Sizing::Fixed { buckets: 100 });
     assert_eq!(fixed.buckets(), 128, "rounded up to a power of two");
     for value in 0..1000 {

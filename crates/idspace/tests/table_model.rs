@@ -104,7 +104,10 @@ fn op_strategy(max_id: Id) -> impl Strategy<Value = Op> {
 fn check(max_id: Id, ops: &[Op]) {
     for (index, table) in table_designs(max_id).iter().enumerate() {
         let name = label(table.as_ref(), index);
-        let mut model = Model { max_id, owners: HashMap::new() };
+        let mut model = Model {
+            max_id,
+            owners: HashMap::new(),
+        };
         for (step, op) in ops.iter().enumerate() {
             let value = step as u64 * 1000 + 7;
             let at = format!("{name}, step {step}: {op:?}");
@@ -115,7 +118,9 @@ fn check(max_id: Id, ops: &[Op]) {
                     assert_eq!(got, want, "{at}");
                 }
                 Op::CreateAt(owner, id) => {
-                    let got = table.create_at(owner, id, value).map_err(|r| (r.error, r.value));
+                    let got = table
+                        .create_at(owner, id, value)
+                        .map_err(|r| (r.error, r.value));
                     let want = model.create_at(owner, id, value).map_err(|e| (e, value));
                     assert_eq!(got, want, "{at}");
                 }
@@ -130,7 +135,11 @@ fn check(max_id: Id, ops: &[Op]) {
                 }
                 Op::Get(owner, id) => {
                     let got = table.get(owner, id).map(|entry| *entry);
-                    let want = model.owners.get(&owner).and_then(|s| s.entries.get(&id)).copied();
+                    let want = model
+                        .owners
+                        .get(&owner)
+                        .and_then(|s| s.entries.get(&id))
+                        .copied();
                     assert_eq!(got, want, "{at}");
                 }
                 Op::Remove(owner, id) => {
@@ -158,7 +167,11 @@ fn check(max_id: Id, ops: &[Op]) {
         }
         for (owner, state) in &model.owners {
             let want: Vec<Id> = state.entries.keys().copied().collect();
-            assert_eq!(table.ids(*owner), want, "{name}: final IDs of owner {owner}");
+            assert_eq!(
+                table.ids(*owner),
+                want,
+                "{name}: final IDs of owner {owner}"
+            );
         }
     }
 }

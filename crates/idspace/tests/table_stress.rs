@@ -16,7 +16,11 @@ use common::{label, table_designs};
 use idspace::table::{IdTable, MAX_ID};
 
 const THREADS: u64 = 8;
-const ROUNDS: u64 = if cfg!(debug_assertions) { 3_000 } else { 30_000 };
+const ROUNDS: u64 = if cfg!(debug_assertions) {
+    3_000
+} else {
+    30_000
+};
 const SHARED: u64 = 1_000;
 
 fn hammer(table: &dyn IdTable<u64>, name: &str) {
@@ -37,14 +41,20 @@ fn hammer(table: &dyn IdTable<u64>, name: &str) {
                         let id = table.create(own, value).expect("never full");
                         mine.push((id, value));
                         if round % 3 == 0 {
-                            let (id, value) = shared.swap_remove((round as usize * 7) % shared.len());
-                            assert_eq!(table.remove(SHARED, id), Ok(value), "{name}: shared id {id}");
+                            let (id, value) =
+                                shared.swap_remove((round as usize * 7) % shared.len());
+                            assert_eq!(
+                                table.remove(SHARED, id),
+                                Ok(value),
+                                "{name}: shared id {id}"
+                            );
                         }
                         if round % 2 == 0 {
                             let (id, value) = mine.swap_remove(mine.len() / 2);
                             assert_eq!(table.remove(own, id), Ok(value), "{name}: own id {id}");
                         }
-                        if let Some(&(id, value)) = shared.get(round as usize % shared.len().max(1)) {
+                        if let Some(&(id, value)) = shared.get(round as usize % shared.len().max(1))
+                        {
                             assert_eq!(table.get(SHARED, id).map(|e| *e), Some(value), "{name}");
                         }
                         if round % 5_000 == 4_999 {
@@ -54,7 +64,11 @@ fn hammer(table: &dyn IdTable<u64>, name: &str) {
                     }
                     let ids: BTreeSet<u32> = mine.iter().map(|&(id, _)| id).collect();
                     assert_eq!(ids.len(), mine.len(), "{name}: an own id handed out twice");
-                    assert_eq!(table.ids(own), ids.into_iter().collect::<Vec<_>>(), "{name}");
+                    assert_eq!(
+                        table.ids(own),
+                        ids.into_iter().collect::<Vec<_>>(),
+                        "{name}"
+                    );
                     for &(id, value) in &mine {
                         assert_eq!(table.remove(own, id), Ok(value), "{name}");
                     }
@@ -67,12 +81,19 @@ fn hammer(table: &dyn IdTable<u64>, name: &str) {
     let all: Vec<(u32, u64)> = shared_held.into_iter().flatten().collect();
     let ids: BTreeSet<u32> = all.iter().map(|&(id, _)| id).collect();
     assert_eq!(ids.len(), all.len(), "{name}: a shared id handed out twice");
-    assert_eq!(table.ids(SHARED), ids.iter().copied().collect::<Vec<_>>(), "{name}");
+    assert_eq!(
+        table.ids(SHARED),
+        ids.iter().copied().collect::<Vec<_>>(),
+        "{name}"
+    );
     for (id, value) in all {
         assert_eq!(table.get(SHARED, id).map(|e| *e), Some(value), "{name}");
     }
     for owner in 0..THREADS {
-        assert!(table.ids(owner).is_empty(), "{name}: owner {owner} kept entries");
+        assert!(
+            table.ids(owner).is_empty(),
+            "{name}: owner {owner} kept entries"
+        );
     }
 }
 

@@ -4,6 +4,8 @@
 use core::ops::{Deref, DerefMut};
 use std::collections::HashSet;
 
+use smallvec::SmallVec;
+
 use super::hash::{mix, BuildIntHasher};
 use super::owners::Owners;
 use super::radix::RadixEntry;
@@ -17,14 +19,21 @@ pub(crate) struct Node<T> {
     pub(crate) value: T,
 }
 
+/// Entries a chain holds inline, in its bucket, before it spills to the heap. Two entries of a
+/// pointer-sized value fill a 64-byte bucket line with its lock; the designs keep chains
+/// around two entries long, so most lookups touch one line.
+const INLINE: usize = 2;
+
 /// The entries that hash to one bucket, in no particular order.
 pub(crate) struct Chain<T> {
-    nodes: Vec<Node<T>>,
+    nodes: SmallVec<[Node<T>; INLINE]>,
 }
 
 impl<T> Default for Chain<T> {
     fn default() -> Self {
-        Chain { nodes: Vec::new() }
+        Chain {
+            nodes: SmallVec::new(),
+        }
     }
 }
 
@@ -35,6 +44,11 @@ impl<T> Chain<T> {
         self.nodes
             .iter()
             .position(|node| node.id == id && node.owner == owner)
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.nodes.len()
     }
 
     #[inline]
@@ -49,7 +63,11 @@ impl<T> Chain<T> {
     }
 
     /// Moves out every node for which `moves` holds, appending it to `to` (a bucket split).
-    pub(crate) fn split_into(&mut self, to: &mut Chain<T>, mut moves: impl FnMut(&Node<T>) -> bool) {
+    pub(crate) fn split_into(
+        &mut self,
+        to: &mut Chain<T>,
+        mut moves: impl FnMut(&Node<T>) -> bool,
+    ) {
         let mut slot = 0;
         while slot < self.nodes.len() {
             if moves(&self.nodes[slot]) {
@@ -60,9 +78,13 @@ impl<T> Chain<T> {
         }
     }
 
-    /// Heap bytes of the chain's node array.
+    /// Heap bytes of the chain's node array (none while it fits inline).
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.nodes.capacity() * core::mem::size_of::<Node<T>>()
+        if self.nodes.spilled() {
+            self.nodes.capacity() * core::mem::size_of::<Node<T>>()
+        } else {
+            0
+        }
     }
 
     #[inline]
@@ -108,10 +130,9 @@ impl<T> DerefMut for ChainGuard<'_, T> {
 pub(crate) trait Chains<T>: Send + Sync {
     /// Locks the chain that holds (or would hold) keys with this hash.
     fn lock(&self, hash: u64) -> ChainGuard<'_, T>;
-    /// Called after an insert, with no chain locked: a growing table may split buckets here.
-    fn inserted(&self, _hash: u64) {}
-    /// Called after a removal, with no chain locked.
-    fn removed(&self, _hash: u64) {}
+    /// Called after an insert of a key with `hash` left its chain `len` entries long, with no
+    /// chain locked: a growing table may split buckets here.
+    fn inserted(&self, _hash: u64, _len: usize) {}
     /// Bytes held by the buckets and chains.
     fn memory_bytes(&self) -> usize;
 }
@@ -174,8 +195,9 @@ fn try_insert<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id, value: T) -> Re
         return Err(value);
     }
     chain.push(Node { owner, id, value });
+    let len = chain.len();
     drop(chain);
-    chains.inserted(hash);
+    chains.inserted(hash, len);
     Ok(())
 }
 
@@ -185,10 +207,7 @@ fn take<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id) -> Option<T> {
     let hash = mix(owner, id);
     let mut chain = chains.lock(hash);
     let slot = chain.find(owner, id)?;
-    let node = chain.take(slot);
-    drop(chain);
-    chains.removed(hash);
-    Some(node.value)
+    Some(chain.take(slot).value)
 }
 
 impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
@@ -240,19 +259,30 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
                             state.cursor = next_id(id, max_id);
                             return Ok(id);
                         }
-                        Err(value) => return Err(Rejected { error: TableError::Busy, value }),
+                        Err(value) => {
+                            return Err(Rejected {
+                                error: TableError::Busy,
+                                value,
+                            })
+                        }
                     }
                 };
                 Err(Rejected { error, value })
             },
             // An owner without state has restore mode off.
-            |value| Err(Rejected { error: TableError::NotRestoring, value }),
+            |value| {
+                Err(Rejected {
+                    error: TableError::NotRestoring,
+                    value,
+                })
+            },
         )
     }
 
     fn set_restore(&self, owner: Owner, on: bool) {
         if on {
-            self.owners.with(owner, |slot| lock(&slot.state).restoring = true);
+            self.owners
+                .with(owner, |slot| lock(&slot.state).restoring = true);
         } else {
             self.owners
                 .with_existing(owner, |slot| lock(&slot.state).restoring = false);
@@ -289,7 +319,9 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
     fn ids(&self, owner: Owner) -> Vec<Id> {
         let mut ids: Vec<Id> = self
             .owners
-            .with_existing(owner, |slot| lock(&slot.state).ids.iter().copied().collect())
+            .with_existing(owner, |slot| {
+                lock(&slot.state).ids.iter().copied().collect()
+            })
             .unwrap_or_default();
         ids.sort_unstable();
         ids
@@ -301,7 +333,10 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
         };
         // No other thread can reach `slot` any more; its lock is uncontended.
         let ids = core::mem::take(&mut lock(&slot.state).ids);
-        let values: Vec<T> = ids.iter().filter_map(|&id| take(&self.chains, owner, id)).collect();
+        let values: Vec<T> = ids
+            .iter()
+            .filter_map(|&id| take(&self.chains, owner, id))
+            .collect();
         let removed = values.len();
         drop(values); // user destructors run with no lock held
         removed
@@ -324,7 +359,10 @@ pub struct Entry<'a, T> {
 }
 
 pub(crate) enum EntryInner<'a, T> {
-    Chain { guard: ChainGuard<'a, T>, slot: usize },
+    Chain {
+        guard: ChainGuard<'a, T>,
+        slot: usize,
+    },
     Tree(RadixEntry<'a, T>),
 }
 

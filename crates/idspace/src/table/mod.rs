@@ -66,7 +66,7 @@
 mod chain;
 mod error;
 mod global;
-pub(crate) mod hash;
+pub mod hash;
 mod owners;
 mod radix;
 mod scaled;

@@ -121,19 +121,30 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
                             state.cursor = next_id(id, max_id);
                             return Ok(id);
                         }
-                        Err(value) => return Err(Rejected { error: TableError::Busy, value }),
+                        Err(value) => {
+                            return Err(Rejected {
+                                error: TableError::Busy,
+                                value,
+                            })
+                        }
                     }
                 };
                 Err(Rejected { error, value })
             },
             // An owner without state has restore mode off.
-            |value| Err(Rejected { error: TableError::NotRestoring, value }),
+            |value| {
+                Err(Rejected {
+                    error: TableError::NotRestoring,
+                    value,
+                })
+            },
         )
     }
 
     fn set_restore(&self, owner: Owner, on: bool) {
         if on {
-            self.owners.with(owner, |slot| write(&slot.state).restoring = true);
+            self.owners
+                .with(owner, |slot| write(&slot.state).restoring = true);
         } else {
             self.owners
                 .with_existing(owner, |slot| write(&slot.state).restoring = false);
@@ -176,7 +187,12 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
         self.owners
             .with_existing(owner, |slot| {
                 let state = read(&slot.state);
-                state.tree.indices().into_iter().map(|id| id as Id).collect()
+                state
+                    .tree
+                    .indices()
+                    .into_iter()
+                    .map(|id| id as Id)
+                    .collect()
             })
             .unwrap_or_default()
     }
@@ -190,7 +206,8 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
     }
 
     fn memory_bytes(&self) -> usize {
-        self.owners.memory_bytes(|slot| read(&slot.state).tree.heap_bytes())
+        self.owners
+            .memory_bytes(|slot| read(&slot.state).tree.heap_bytes())
     }
 }
 

@@ -23,10 +23,20 @@
 //!   holds the lock, because moving a key out of a bucket needs that bucket's lock, and any split
 //!   that already happened is visible (the splitter's store happens before its unlock, which
 //!   happens before our lock).
-//! * Inserts add to one of 64 cache-padded counters chosen by the hash's top bits; when a
-//!   counter, scaled up by 64, says the table holds more than `max_load` entries per bucket, the
-//!   inserting thread splits a few buckets if no other thread is splitting (a `try_lock`, never
-//!   a wait). Segments are allocated by the splitter when the split reaches them.
+//! * Growth is triggered the classic linear-hashing way, by overflow: an insert that leaves its
+//!   chain longer than `max_load` entries causes, on average, two buckets to be split: the next
+//!   ones in order, not necessarily its own (the overflowing chain's turn comes). No entry
+//!   count is kept, so inserts and removes share no counter cache line, and the average load
+//!   settles below `max_load`.
+//! * Splits are published a *block* at a time: one growth step splits the next 64 buckets (the
+//!   hash's locality unit, see [`mix`]) while holding their 64 locks, then stores the new count
+//!   once. An overflow triggers a step with probability 2/64 (decided by the key's hash), so
+//!   the shared count and the splitter's `try_lock` are written once per 64 splits instead of
+//!   once per split: on two cores that removed most of the cost of growing. A level smaller
+//!   than 64 buckets is split whole at every overflow.
+//! * A step runs only if no other thread is splitting (a `try_lock`, never a wait): a
+//!   descheduled splitter delays growth but never blocks an insert. Segments are allocated by
+//!   the splitter when the split reaches them.
 //!
 //! The table never shrinks: a table that once held many entries keeps its buckets (the kernel's
 //! never shrinks either).
@@ -36,22 +46,21 @@ use core::ptr;
 use super::chain::{delegate_chained_table, Chain, ChainGuard, ChainedTable, Chains, Entry};
 use super::hash::mix;
 use super::{Id, Owner, Rejected, TableError, MAX_ID};
-use crate::padded::CachePadded;
-use crate::sync::{lock, try_lock, AtomicPtr, AtomicUsize, Mutex, Ordering};
+use smallvec::SmallVec;
+
+use crate::sync::{lock, try_lock, AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering};
 
 /// Buckets per CPU in the kernel's sizing (`512 × num_possible_cpus()`).
 pub const BUCKETS_PER_CPU: usize = 512;
 
-/// Entries per bucket above which the growing table splits buckets.
+/// Chain length above which an insert splits a bucket: the entries a bucket holds inline.
 pub const DEFAULT_MAX_LOAD: usize = 2;
 
-#[cfg(not(loom))]
-const COUNTER_BITS: u32 = 6;
-#[cfg(loom)]
-const COUNTER_BITS: u32 = 1;
-const COUNTERS: usize = 1 << COUNTER_BITS;
-/// Buckets split per growth step: more than one, so growth keeps ahead of inserts.
-const SPLITS_PER_GROW: usize = 4;
+/// Buckets split per overflow, on average: a little more than one, so that growth catches up
+/// after a splitter was descheduled.
+const SPLITS_PER_OVERFLOW: usize = 1;
+/// Buckets one growth step splits under one publication of the bucket count.
+const GROWTH_SPAN: usize = 64;
 /// Segments available: segment `k` holds `B·2^(k-1)` buckets, far more than memory allows.
 #[cfg(not(loom))]
 const MAX_SEGMENTS: usize = 40;
@@ -66,12 +75,12 @@ pub enum Sizing {
         /// Number of buckets.
         buckets: usize,
     },
-    /// Start with `initial` buckets (rounded up to a power of two) and split buckets while the
-    /// table holds more than `max_load` entries per bucket.
+    /// Start with `initial` buckets (rounded up to a power of two) and split the next bucket
+    /// whenever an insert leaves a chain longer than `max_load`.
     Growing {
         /// Number of buckets to start with.
         initial: usize,
-        /// Entries per bucket (at least 1) above which buckets are split.
+        /// Chain length (at least 1) above which an insert splits a bucket.
         max_load: usize,
     },
 }
@@ -89,8 +98,8 @@ impl Sizing {
         }
     }
 
-    /// Our default: the kernel's initial size for this machine, growing past two entries per
-    /// bucket.
+    /// Our default: the kernel's initial size for this machine, splitting whenever a chain
+    /// outgrows the two entries a bucket holds inline.
     pub fn growing() -> Sizing {
         Sizing::Growing {
             initial: Self::kernel_buckets(available_cpus()),
@@ -121,15 +130,13 @@ impl<T> Bucket<T> {
 pub(crate) struct ScaledChains<T> {
     /// log2 of the initial bucket count `B`.
     base_shift: u32,
-    /// Entries per bucket that trigger a split; 0 for a fixed table.
+    /// Chain length above which an insert splits a bucket; 0 for a fixed table.
     max_load: usize,
     /// Buckets in use (`n`). Stored only by a splitter holding `grow_lock` and the lock of the
     /// bucket being split.
     buckets: AtomicUsize,
     /// Segment `k` points at `seg_len(k)` buckets, or is null until the split reaches it.
     segments: Box<[AtomicPtr<Bucket<T>>]>,
-    /// Approximate entry count, sharded by the hash's top bits (growing tables only).
-    entries: Box<[CachePadded<AtomicUsize>]>,
     /// Serialises splitters; taken with `try_lock` only.
     grow_lock: Mutex<()>,
 }
@@ -152,15 +159,11 @@ impl<T: Send> ScaledChains<T> {
         let segments: Box<[AtomicPtr<Bucket<T>>]> = (0..MAX_SEGMENTS)
             .map(|_| AtomicPtr::new(ptr::null_mut()))
             .collect();
-        let counters = if max_load == 0 { 0 } else { COUNTERS };
         let chains = ScaledChains {
             base_shift,
             max_load,
             buckets: AtomicUsize::new(initial),
             segments,
-            entries: (0..counters)
-                .map(|_| CachePadded(AtomicUsize::new(0)))
-                .collect(),
             grow_lock: Mutex::new(()),
         };
         // Not yet shared: the store needs no ordering beyond the one that publishes `chains`.
@@ -220,7 +223,10 @@ impl<T: Send> ScaledChains<T> {
         // buckets' initialisation is visible. (The Acquire load of `buckets` that gave us
         // `index` already orders this; the load states it locally.)
         let base = self.segments[segment].load(Ordering::Acquire);
-        debug_assert!(!base.is_null(), "bucket {index} read before its segment exists");
+        debug_assert!(
+            !base.is_null(),
+            "bucket {index} read before its segment exists"
+        );
         // SAFETY: `index` is below a bucket count read from `buckets`, and every segment that
         // holds a bucket below that count was allocated and published before the count (see
         // `split`), so `base` points at `seg_len(segment)` initialised buckets with
@@ -234,43 +240,54 @@ impl<T: Send> ScaledChains<T> {
         Box::into_raw(buckets).cast::<Bucket<T>>()
     }
 
-    /// Splits bucket `n - m` into the new bucket `n`; false if the table cannot grow further.
-    fn split(&self, n: usize) -> bool {
+    /// Buckets the next growth step splits when `n` buckets are in use.
+    #[inline]
+    fn span(&self, n: usize) -> usize {
+        self.level_size(n).min(GROWTH_SPAN)
+    }
+
+    /// Splits the next `span` buckets (`n - m ..`) into the new buckets `n ..`, unless another
+    /// thread is already splitting or the table cannot grow further.
+    #[cold]
+    fn grow(&self) {
+        let Some(_splitting) = try_lock(&self.grow_lock) else {
+            return; // another thread is splitting; a later overflow catches up
+        };
+        // Only splitters store `buckets`, and we are the only splitter.
+        let n = self.buckets.load(Ordering::Relaxed);
         let m = self.level_size(n);
-        let (src, dst) = (n - m, n);
-        let (segment, offset) = self.locate(dst);
+        let span = self.span(n);
+        // The new buckets `n .. n + span` lie in one segment: segment k holds level k - 1's
+        // new half, and spans divide levels.
+        let (segment, offset) = self.locate(n);
         if segment >= self.segments.len() {
-            return false;
+            return;
         }
         if offset == 0 && self.segments[segment].load(Ordering::Relaxed).is_null() {
             // Release pairs with the Acquire loads in `bucket`: the new buckets' initialisation
             // happens before anyone can reach them.
             self.segments[segment].store(self.alloc_segment(segment), Ordering::Release);
         }
-        // Lock order: ascending bucket index (src < dst); every other thread locks one bucket.
-        let mut from = lock(&self.bucket(src).chain);
-        let mut to = lock(&self.bucket(dst).chain);
+        // Lock order: ascending bucket index. The sources (`n - m ..`) are all below the new
+        // buckets (`n ..`), and every other thread locks one bucket at a time.
+        let mut sources: SmallVec<[MutexGuard<'_, Chain<T>>; GROWTH_SPAN]> = (n - m..n - m + span)
+            .map(|index| lock(&self.bucket(index).chain))
+            .collect();
         let mask = 2 * m - 1;
-        from.split_into(&mut to, |node| mix(node.owner, node.id) as usize & mask == dst);
-        // Release pairs with the Acquire loads in `lock`: whoever sees n + 1 also sees the new
-        // segment. Stored while `from` is locked: a thread that locks `src` after us re-reads
-        // the count and learns that its key may have moved.
-        self.buckets.store(n + 1, Ordering::Release);
-        true
-    }
-
-    #[cold]
-    fn grow(&self, estimate: usize) {
-        let Some(_splitting) = try_lock(&self.grow_lock) else {
-            return; // another thread is splitting; it will catch up
-        };
-        for _ in 0..SPLITS_PER_GROW {
-            // Only splitters store `buckets`, and we are the only splitter.
-            let n = self.buckets.load(Ordering::Relaxed);
-            if estimate <= n * self.max_load || !self.split(n) {
-                break;
-            }
+        for (offset, source) in sources.iter_mut().enumerate() {
+            let target = n + offset;
+            // No other thread can address `target` before the count below is published, so
+            // this lock is uncontended; it is taken for the `&mut` it gives.
+            let mut new = lock(&self.bucket(target).chain);
+            source.split_into(&mut new, |node| {
+                mix(node.owner, node.id) as usize & mask == target
+            });
         }
+        // Release pairs with the Acquire loads in `lock`: whoever sees the new count also sees
+        // the new segment. Stored while every source is still locked: a thread that locks a
+        // source after us re-reads the count and learns that its key may have moved.
+        self.buckets.store(n + span, Ordering::Release);
+        drop(sources);
     }
 
     pub(crate) fn bucket_count(&self) -> usize {
@@ -301,31 +318,22 @@ impl<T: Send> Chains<T> for ScaledChains<T> {
     }
 
     #[inline]
-    fn inserted(&self, hash: u64) {
-        if self.max_load == 0 {
+    fn inserted(&self, hash: u64, len: usize) {
+        if self.max_load == 0 || len <= self.max_load {
             return;
         }
-        let shard = (hash >> (64 - COUNTER_BITS)) as usize;
-        // Relaxed: the counters are an estimate that only decides when to split.
-        let count = self.entries[shard].fetch_add(1, Ordering::Relaxed) + 1;
-        let estimate = count << COUNTER_BITS;
-        if estimate > self.buckets.load(Ordering::Relaxed) * self.max_load {
-            self.grow(estimate);
-        }
-    }
-
-    #[inline]
-    fn removed(&self, hash: u64) {
-        if self.max_load != 0 {
-            let shard = (hash >> (64 - COUNTER_BITS)) as usize;
-            self.entries[shard].fetch_sub(1, Ordering::Relaxed);
+        // A step splits `span` buckets; taking it with probability SPLITS_PER_OVERFLOW / span
+        // (the hash's low bits are uniform) splits SPLITS_PER_OVERFLOW buckets per overflow on
+        // average. Relaxed: the count only steers this coin.
+        let span = self.span(self.buckets.load(Ordering::Relaxed));
+        if (hash as usize & (span - 1)) < SPLITS_PER_OVERFLOW {
+            self.grow();
         }
     }
 
     fn memory_bytes(&self) -> usize {
         let mut bytes = core::mem::size_of::<Self>()
-            + self.segments.len() * core::mem::size_of::<AtomicPtr<Bucket<T>>>()
-            + self.entries.len() * core::mem::size_of::<CachePadded<AtomicUsize>>();
+            + self.segments.len() * core::mem::size_of::<AtomicPtr<Bucket<T>>>();
         for index in 0..self.bucket_count() {
             bytes += lock(&self.bucket(index).chain).heap_bytes();
         }
@@ -434,7 +442,10 @@ mod tests {
                 assert!(index < n, "hash {hash} addressed bucket {index} of {n}");
                 seen[index] = true;
             }
-            assert!(seen.iter().all(|&s| s), "some bucket unreachable at n = {n}");
+            assert!(
+                seen.iter().all(|&s| s),
+                "some bucket unreachable at n = {n}"
+            );
         }
     }
 

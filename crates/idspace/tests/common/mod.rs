@@ -20,7 +20,10 @@ pub fn table_designs(max_id: Id) -> Vec<Box<dyn IdTable<u64>>> {
             Sizing::Fixed { buckets: 64 },
             max_id,
         )),
-        Box::new(ScaledHash::with_sizing_and_max_id(Sizing::growing(), max_id)),
+        Box::new(ScaledHash::with_sizing_and_max_id(
+            Sizing::growing(),
+            max_id,
+        )),
         Box::new(Radix::with_max_id(max_id)),
     ]
 }

@@ -1,0 +1,472 @@
+//! Experiment `timers`: seed 001's tests in its table layout, every design in the same run.
+//!
+//! * Tests 1-3: one owner creates N entries (20k, 50k, 100k), then looks each up.
+//! * Tests 4-5: T workers start together, each creates K entries then looks each up; all in one
+//!   owner (threads of one process), or one owner each (forked processes).
+//! * The create+delete loop, in both variants.
+//! * Memory: 2048 entries with IDs 512 apart, created in restore mode.
+//!
+//! Columns: our three designs (the scaled hash both growing and with the kernel's fixed size),
+//! `dashmap` and `scc` keyed by (owner, id), and the kernel's own timers through the syscalls.
+
+mod kernel;
+mod subjects;
+mod workloads;
+
+use std::time::Duration;
+
+use super::model::{Plot, Row, Section, Series, Table};
+use super::stats::{median, ratio};
+use super::{Experiment, Progress, Scale};
+use subjects::{candidates, Candidate};
+
+/// The experiment.
+pub struct Timers;
+
+/// Sizes for one scale.
+struct Plan {
+    sizes: Vec<usize>,
+    workers: Vec<usize>,
+    per_worker: usize,
+    loop_iterations: usize,
+    repetitions: usize,
+}
+
+impl Plan {
+    fn new(scale: Scale) -> Plan {
+        match scale {
+            Scale::Quick => Plan {
+                sizes: vec![20_000, 50_000, 100_000],
+                workers: vec![8, 32],
+                // 32 × 2,500 = 80,000 live timers: within the usual RLIMIT_SIGPENDING (~96k on
+                // a 24 GiB machine), so the kernel column is filled at the quick scale.
+                per_worker: 2_500,
+                loop_iterations: 20_000,
+                repetitions: scale.repetitions(),
+            },
+            Scale::Full => Plan {
+                sizes: vec![20_000, 50_000, 100_000],
+                workers: vec![8, 32, 63],
+                per_worker: 20_000,
+                loop_iterations: 100_000,
+                repetitions: scale.repetitions(),
+            },
+        }
+    }
+
+    /// The most kernel timers alive at once.
+    fn max_live(&self) -> usize {
+        let concurrent = self.workers.iter().max().copied().unwrap_or(0) * self.per_worker;
+        concurrent.max(self.sizes.iter().max().copied().unwrap_or(0))
+    }
+
+    fn steps(&self, candidates: usize) -> u64 {
+        let per_rep = self.sizes.len() + self.workers.len() * 4 + 1;
+        (per_rep * candidates * self.repetitions) as u64
+    }
+}
+
+const SPARSE_COUNT: u32 = 2048;
+const SPARSE_SPACING: u32 = 512;
+const REFERENCE: &str = "scaled";
+
+/// Runs `measure` for every candidate `repetitions` times (candidates interleaved within each
+/// repetition, so drift hits all alike) and returns each candidate's per-metric medians.
+/// A candidate that fails gets `None` and a note.
+fn medians(
+    candidates: &[Candidate],
+    plan: &Plan,
+    progress: &mut Progress,
+    label: &str,
+    notes: &mut Vec<String>,
+    measure: impl Fn(&Candidate) -> Result<Vec<f64>, String>,
+) -> Vec<Vec<Option<f64>>> {
+    let mut samples: Vec<Option<Vec<Vec<f64>>>> = vec![Some(Vec::new()); candidates.len()];
+    for _ in 0..plan.repetitions {
+        for (index, candidate) in candidates.iter().enumerate() {
+            progress.step(&format!("{label}: {}", candidate.name));
+            let Some(runs) = samples[index].as_mut() else {
+                continue;
+            };
+            match measure(candidate) {
+                Ok(metrics) => runs.push(metrics),
+                Err(error) => {
+                    notes.push(format!("*{label}, {}:* {error}", candidate.name));
+                    samples[index] = None;
+                }
+            }
+        }
+    }
+    samples
+        .into_iter()
+        .map(|runs| {
+            let Some(runs) = runs else {
+                return Vec::new();
+            };
+            let metrics = runs.first().map_or(0, Vec::len);
+            (0..metrics)
+                .map(|m| median(&runs.iter().map(|r| r[m]).collect::<Vec<_>>()))
+                .collect()
+        })
+        .collect()
+}
+
+/// Column `metric` of each candidate's medians.
+fn column(medians: &[Vec<Option<f64>>], metric: usize) -> Vec<Option<f64>> {
+    medians
+        .iter()
+        .map(|m| m.get(metric).copied().flatten())
+        .collect()
+}
+
+fn ratios_to(values: &[Option<f64>], reference: Option<f64>) -> Vec<Option<f64>> {
+    values.iter().map(|&v| ratio(v, reference)).collect()
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e3
+}
+
+impl Experiment for Timers {
+    fn name(&self) -> &'static str {
+        "timers"
+    }
+
+    fn about(&self) -> &'static str {
+        "POSIX-timer ID tables: seed 001's tests 1-5, the create/delete loop, sparse-ID memory"
+    }
+
+    fn run(&self, scale: Scale) -> Result<Section, String> {
+        let plan = Plan::new(scale);
+        let candidates = candidates();
+        let names: Vec<String> = candidates.iter().map(|c| c.name.to_string()).collect();
+        let reference = names
+            .iter()
+            .position(|n| n == REFERENCE)
+            .ok_or("the reference design is missing")?;
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let wanted = plan.max_live() as u64 + 4096;
+        let limit = kernel::raise_sigpending(wanted);
+        let mut notes = Vec::new();
+        let mut tables = Vec::new();
+        let mut progress = Progress::new("timers", plan.steps(candidates.len()));
+        if limit < wanted {
+            notes.push(format!(
+                "RLIMIT_SIGPENDING (each POSIX timer is charged one, per user) could only be \
+                 raised to {limit} (wanted {wanted}): kernel runs needing more live timers than \
+                 that show n/a, with the reason below."
+            ));
+        }
+
+        // Tests 1-3.
+        let mut per_op: Vec<(usize, Vec<Option<f64>>, Vec<Option<f64>>)> = Vec::new();
+        for (test, &count) in plan.sizes.iter().enumerate() {
+            let label = format!("Test {}: {count} entries", test + 1);
+            let result = medians(&candidates, &plan, &mut progress, &label, &mut notes, |c| {
+                workloads::kernel_fits(c, count, limit)?;
+                workloads::single(c, count).map(|p| vec![ms(p.create), ms(p.lookup)])
+            });
+            let (create, lookup) = (column(&result, 0), column(&result, 1));
+            tables.push(Table {
+                id: format!("test{}", test + 1),
+                title: format!(
+                    "Test {}: one owner creates {count} entries, then looks each up (median of {})",
+                    test + 1,
+                    plan.repetitions
+                ),
+                unit: "ms".into(),
+                columns: names.clone(),
+                rows: vec![
+                    Row::numbers("create", create.clone(), 2),
+                    Row::numbers("lookup", lookup.clone(), 2),
+                    Row::ratios(
+                        format!("create ÷ {REFERENCE}"),
+                        ratios_to(&create, create[reference]),
+                    ),
+                    Row::ratios(
+                        format!("lookup ÷ {REFERENCE}"),
+                        ratios_to(&lookup, lookup[reference]),
+                    ),
+                ],
+            });
+            let per = |v: &[Option<f64>]| -> Vec<Option<f64>> {
+                v.iter()
+                    .map(|x| x.map(|ms| ms * 1e6 / count as f64))
+                    .collect()
+            };
+            per_op.push((count, per(&create), per(&lookup)));
+        }
+        tables.push(per_op_table(&per_op, &names));
+        tables.push(growth_table(&per_op, &names));
+
+        // Tests 4-5.
+        for &workers in &plan.workers {
+            for shared in [true, false] {
+                let (test, shape) = if shared {
+                    (4, "threads of one owner")
+                } else {
+                    (5, "workers with an owner each (kernel: forked processes)")
+                };
+                let label = format!(
+                    "Test {test}: {workers} {}",
+                    if shared { "threads" } else { "owners" }
+                );
+                let result = medians(&candidates, &plan, &mut progress, &label, &mut notes, |c| {
+                    workloads::kernel_fits(c, workers * plan.per_worker, limit)?;
+                    workloads::concurrent(c, workers, plan.per_worker, shared)
+                        .map(|p| vec![ms(p.create), ms(p.lookup)])
+                });
+                let (create, lookup) = (column(&result, 0), column(&result, 1));
+                tables.push(Table {
+                    id: format!("test{test}_{workers}"),
+                    title: format!(
+                        "Test {test}: {workers} {shape} each create {} entries, then look each up \
+                         (average per worker; {workers} workers on {cpus} CPUs{})",
+                        plan.per_worker,
+                        if workers > cpus {
+                            ": oversubscribed"
+                        } else {
+                            ""
+                        }
+                    ),
+                    unit: "ms".into(),
+                    columns: names.clone(),
+                    rows: vec![
+                        Row::numbers("create", create.clone(), 2),
+                        Row::numbers("lookup", lookup.clone(), 2),
+                        Row::ratios(
+                            format!("create ÷ {REFERENCE}"),
+                            ratios_to(&create, create[reference]),
+                        ),
+                        Row::ratios(
+                            format!("lookup ÷ {REFERENCE}"),
+                            ratios_to(&lookup, lookup[reference]),
+                        ),
+                    ],
+                });
+            }
+        }
+
+        // The create+delete loop.
+        for &workers in &plan.workers {
+            let mut rows = Vec::new();
+            for shared in [true, false] {
+                let label = format!(
+                    "loop: {workers} {}",
+                    if shared { "threads" } else { "owners" }
+                );
+                let result = medians(&candidates, &plan, &mut progress, &label, &mut notes, |c| {
+                    workloads::create_delete_loop(c, workers, plan.loop_iterations, shared)
+                        .map(|t| vec![ms(t)])
+                });
+                let times = column(&result, 0);
+                let name = if shared { "one owner" } else { "owner each" };
+                rows.push(Row::ratios(
+                    format!("{name} ÷ {REFERENCE}"),
+                    ratios_to(&times, times[reference]),
+                ));
+                rows.insert(rows.len() - 1, Row::numbers(name, times, 1));
+            }
+            tables.push(Table {
+                id: format!("loop_{workers}"),
+                title: format!(
+                    "Create+delete loop: {workers} workers each create and delete one entry {} \
+                     times (average per worker; {workers} workers on {cpus} CPUs{})",
+                    plan.loop_iterations,
+                    if workers > cpus {
+                        ": oversubscribed"
+                    } else {
+                        ""
+                    }
+                ),
+                unit: "ms".into(),
+                columns: names.clone(),
+                rows,
+            });
+        }
+
+        // Memory on sparse IDs.
+        let label = format!("{SPARSE_COUNT} IDs {SPARSE_SPACING} apart");
+        let result = medians(&candidates, &plan, &mut progress, &label, &mut notes, |c| {
+            workloads::sparse(c, SPARSE_COUNT, SPARSE_SPACING).map(|(reported, allocated, time)| {
+                vec![
+                    reported.map_or(f64::NAN, |b| b as f64),
+                    allocated.map_or(f64::NAN, |b| b as f64),
+                    ms(time),
+                ]
+            })
+        });
+        let reported = column(&result, 0);
+        let allocated = column(&result, 1);
+        tables.push(Table {
+            id: "memory_sparse".into(),
+            title: format!(
+                "Memory: {SPARSE_COUNT} entries with IDs {SPARSE_SPACING} apart, created in restore mode"
+            ),
+            unit: "bytes, ms".into(),
+            columns: names.clone(),
+            rows: vec![
+                Row::numbers("self-reported bytes", reported.clone(), 0),
+                Row::numbers("allocator bytes", allocated.clone(), 0),
+                Row::ratios(format!("allocator ÷ {REFERENCE}"), ratios_to(&allocated, allocated[reference])),
+                Row::numbers("create time (ms)", column(&result, 2), 3),
+            ],
+        });
+        progress.finish();
+
+        let plots = vec![
+            per_op_plot("timers_create_per_op.svg", "create", &per_op, &names, |p| {
+                &p.1
+            }),
+            per_op_plot("timers_lookup_per_op.svg", "lookup", &per_op, &names, |p| {
+                &p.2
+            }),
+        ];
+        notes.push(
+            "Kernel column: real `timer_create(CLOCK_MONOTONIC, SIGEV_NONE)`, \
+             `timer_getoverrun` and `timer_delete` syscalls; lookups are `timer_getoverrun`, as \
+             in the seed. The kernel's memory is not visible from user space (n/a); its row \
+             shows the time restore mode (`PR_TIMER_CREATE_RESTORE_IDS`) took."
+                .into(),
+        );
+        notes.push(
+            "Peers: `dashmap` and `scc::HashMap` keyed by (owner, id) with the same integer \
+             hasher as ours, each owner's cursor an atomic counter (like the kernel's \
+             `next_posix_timer_id`), and uniqueness decided by the map's insert. They keep no \
+             per-owner ID list, so they cannot list or drop an owner's IDs without a full scan: \
+             they do less work per create than our designs."
+                .into(),
+        );
+        Ok(Section {
+            name: self.name().into(),
+            title: "timers: POSIX-timer ID tables (seed 001)".into(),
+            intro: vec![
+                "Columns: `global` = 512 chains under one lock (Linux before 6.15); `scaled` = \
+                 our default, a lock per bucket, starting at the kernel's 512 × CPUs buckets \
+                 and growing by linear hashing; `scaled-fixed` = the same with the kernel's \
+                 fixed boot-time size (Linux 6.15); `radix` = a radix tree per owner (the \
+                 xarray); `dashmap`, `scc` = concurrent maps a user might pick instead; \
+                 `kernel` = this machine's kernel. Ratio rows divide by `scaled`."
+                    .into(),
+                format!(
+                    "Scale: entries {:?}; workers {:?} × {} entries; loop {} iterations; {} \
+                     repetitions, median reported.",
+                    plan.sizes,
+                    plan.workers,
+                    plan.per_worker,
+                    plan.loop_iterations,
+                    plan.repetitions
+                ),
+            ],
+            tables,
+            plots,
+            notes,
+        })
+    }
+}
+
+type PerOp = (usize, Vec<Option<f64>>, Vec<Option<f64>>);
+
+fn per_op_table(per_op: &[PerOp], names: &[String]) -> Table {
+    let mut rows = Vec::new();
+    for (count, create, _) in per_op {
+        rows.push(Row::numbers(format!("create @ {count}"), create.clone(), 0));
+    }
+    for (count, _, lookup) in per_op {
+        rows.push(Row::numbers(format!("lookup @ {count}"), lookup.clone(), 0));
+    }
+    Table {
+        id: "per_op".into(),
+        title: "Per-operation cost in tests 1-3".into(),
+        unit: "ns per operation".into(),
+        columns: names.to_vec(),
+        rows,
+    }
+}
+
+fn growth_table(per_op: &[PerOp], names: &[String]) -> Table {
+    let mut rows = Vec::new();
+    if let Some((first, rest)) = per_op.split_first() {
+        let grow = |a: &[Option<f64>], b: &[Option<f64>]| -> Vec<Option<f64>> {
+            a.iter().zip(b).map(|(&a, &b)| ratio(b, a)).collect()
+        };
+        for later in rest {
+            rows.push(Row::ratios(
+                format!("create @ {} ÷ @ {}", later.0, first.0),
+                grow(&first.1, &later.1),
+            ));
+        }
+        for later in rest {
+            rows.push(Row::ratios(
+                format!("lookup @ {} ÷ @ {}", later.0, first.0),
+                grow(&first.2, &later.2),
+            ));
+        }
+    }
+    Table {
+        id: "growth".into(),
+        title: "Per-operation cost as the table grows, over its cost at the smallest size \
+                (1.00x = flat)"
+            .into(),
+        unit: "x".into(),
+        columns: names.to_vec(),
+        rows,
+    }
+}
+
+fn per_op_plot(
+    file: &str,
+    what: &str,
+    per_op: &[PerOp],
+    names: &[String],
+    pick: impl Fn(&PerOp) -> &Vec<Option<f64>>,
+) -> Plot {
+    let series = names
+        .iter()
+        .enumerate()
+        .map(|(index, name)| Series {
+            name: name.clone(),
+            points: per_op
+                .iter()
+                .filter_map(|p| pick(p)[index].map(|y| (p.0 as f64, y)))
+                .collect(),
+        })
+        .collect();
+    Plot {
+        file: file.into(),
+        title: format!("timers: ns per {what} against entries (one owner)"),
+        x_label: "entries".into(),
+        y_label: format!("ns per {what}"),
+        log_y: true,
+        series,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subjects::Kind;
+    use super::*;
+
+    #[test]
+    fn quick_plan_sizes_match_the_seed_and_fit_the_limit() {
+        let plan = Plan::new(Scale::Quick);
+        assert_eq!(plan.sizes, vec![20_000, 50_000, 100_000]);
+        assert!(
+            plan.workers.iter().all(|&w| w > 2),
+            "oversubscribes 2 cores"
+        );
+        assert_eq!(plan.max_live(), 100_000);
+    }
+
+    #[test]
+    fn every_candidate_round_trips_an_entry() {
+        for candidate in candidates().iter().filter(|c| c.kind == Kind::InProcess) {
+            let phases = workloads::single(candidate, 100).unwrap();
+            assert!(phases.create > Duration::ZERO, "{}", candidate.name);
+            let time = workloads::create_delete_loop(candidate, 2, 50, false).unwrap();
+            assert!(time > Duration::ZERO, "{}", candidate.name);
+            let (_, allocated, _) = workloads::sparse(candidate, 16, 512).unwrap();
+            assert!(allocated.unwrap() > 0, "{}", candidate.name);
+        }
+    }
+}

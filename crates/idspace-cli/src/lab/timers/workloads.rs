@@ -1,0 +1,240 @@
+//! The seed's test shapes, written once over any [`Subject`].
+//!
+//! Timed loops touch only preallocated buffers, so the allocation they measure is the
+//! subject's own.
+
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::kernel::{self, KernelTimers};
+use super::subjects::{Candidate, Kind, Subject};
+
+/// Two timed phases.
+#[derive(Debug, Clone, Copy)]
+pub struct Phases {
+    /// Creating the entries.
+    pub create: Duration,
+    /// Looking each up.
+    pub lookup: Duration,
+}
+
+/// Creates `ids.len()` entries for `owner`, then looks each up; returns both phase times.
+/// On success the entries stay (the caller removes them, or the process exit does); on failure
+/// the entries already created are deleted, so that a failed run leaks nothing (kernel timers
+/// would otherwise hold the per-user limit for every later run).
+fn create_then_lookup(subject: &dyn Subject, owner: u64, ids: &mut [u32]) -> Option<Phases> {
+    let start = Instant::now();
+    for (made, slot) in (0..).zip(ids.iter_mut()) {
+        match subject.create(owner) {
+            Some(id) => *slot = id,
+            None => {
+                delete_all(subject, owner, &ids[..made]);
+                return None;
+            }
+        }
+    }
+    let created = Instant::now();
+    let all_found = ids.iter().all(|&id| black_box(subject.lookup(owner, id)));
+    let lookup = created.elapsed();
+    if !all_found {
+        delete_all(subject, owner, ids);
+        return None;
+    }
+    Some(Phases {
+        create: created - start,
+        lookup,
+    })
+}
+
+fn delete_all(subject: &dyn Subject, owner: u64, ids: &[u32]) {
+    for &id in ids {
+        subject.delete(owner, id);
+    }
+}
+
+/// Tests 1-3: one owner creates `count` entries, then looks each up.
+pub fn single(candidate: &Candidate, count: usize) -> Result<Phases, String> {
+    let subject = (candidate.make)();
+    let mut ids = vec![0u32; count];
+    let phases = create_then_lookup(subject.as_ref(), 0, &mut ids).ok_or_else(|| {
+        format!(
+            "{}: create or lookup failed at {count} entries",
+            candidate.name
+        )
+    })?;
+    delete_all(subject.as_ref(), 0, &ids);
+    Ok(phases)
+}
+
+/// Average of per-worker phase times.
+fn average(samples: &[Phases]) -> Phases {
+    let n = samples.len().max(1) as u32;
+    Phases {
+        create: samples.iter().map(|p| p.create).sum::<Duration>() / n,
+        lookup: samples.iter().map(|p| p.lookup).sum::<Duration>() / n,
+    }
+}
+
+/// Tests 4-5: `workers` threads (or, for the kernel with an owner each, processes) start
+/// together, each creates `per_worker` entries and then looks each up. `shared_owner`: all in
+/// one owner (threads of one process) or one owner each (forked processes). Returns the
+/// average per worker, as the seed reports.
+pub fn concurrent(
+    candidate: &Candidate,
+    workers: usize,
+    per_worker: usize,
+    shared_owner: bool,
+) -> Result<Phases, String> {
+    if candidate.kind == Kind::Kernel && !shared_owner {
+        let work = |buffer: &mut [u32]| {
+            create_then_lookup(&KernelTimers, 0, buffer).map(|p| (p.create, p.lookup))
+        };
+        let results = kernel::in_processes(workers, per_worker, &work)?;
+        let phases: Vec<Phases> = results
+            .into_iter()
+            .map(|(create, lookup)| Phases { create, lookup })
+            .collect();
+        return Ok(average(&phases));
+    }
+    let subject = (candidate.make)();
+    let subject = subject.as_ref();
+    let start = Barrier::new(workers);
+    let timed = Barrier::new(workers);
+    let outcomes: Vec<Option<Phases>> = thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|worker| {
+                let (start, timed) = (&start, &timed);
+                scope.spawn(move || {
+                    let owner = if shared_owner { 0 } else { worker as u64 };
+                    let mut ids = vec![0u32; per_worker];
+                    start.wait();
+                    let phases = create_then_lookup(subject, owner, &mut ids);
+                    timed.wait();
+                    if phases.is_some() {
+                        delete_all(subject, owner, &ids);
+                    }
+                    phases
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().ok().flatten())
+            .collect()
+    });
+    let phases: Option<Vec<Phases>> = outcomes.into_iter().collect();
+    phases
+        .map(|p| average(&p))
+        .ok_or_else(|| format!("{}: a worker's create or lookup failed", candidate.name))
+}
+
+/// Loops `iterations` times creating and deleting one entry for `owner`.
+fn create_delete(subject: &dyn Subject, owner: u64, iterations: usize) -> Option<Duration> {
+    let start = Instant::now();
+    for _ in 0..iterations {
+        let id = subject.create(owner)?;
+        if !subject.delete(owner, id) {
+            return None;
+        }
+    }
+    Some(start.elapsed())
+}
+
+/// Whether the kernel can hold `live` timers at once under RLIMIT_SIGPENDING (`limit`);
+/// otherwise the reason, for the report.
+pub fn kernel_fits(candidate: &Candidate, live: usize, limit: u64) -> Result<(), String> {
+    // Keep a margin for timers and queued signals the rest of the machine holds.
+    let usable = limit.saturating_sub(1024);
+    if candidate.kind == Kind::Kernel && live as u64 > usable {
+        Err(format!(
+            "needs {live} live timers; RLIMIT_SIGPENDING allows {limit} per user here \
+             (raising it needs CAP_SYS_RESOURCE)"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// The create+delete loop: `workers` threads (or kernel processes) each create and delete one
+/// entry `iterations` times. Returns the average time per worker.
+pub fn create_delete_loop(
+    candidate: &Candidate,
+    workers: usize,
+    iterations: usize,
+    shared_owner: bool,
+) -> Result<Duration, String> {
+    let failed = || format!("{}: create or delete failed in the loop", candidate.name);
+    if candidate.kind == Kind::Kernel && !shared_owner {
+        let work = |_: &mut [u32]| {
+            create_delete(&KernelTimers, 0, iterations).map(|t| (t, Duration::ZERO))
+        };
+        let results = kernel::in_processes(workers, 0, &work)?;
+        let total: Duration = results.iter().map(|r| r.0).sum();
+        return Ok(total / workers.max(1) as u32);
+    }
+    let subject = (candidate.make)();
+    let subject = subject.as_ref();
+    let start = Barrier::new(workers);
+    let times: Vec<Option<Duration>> = thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|worker| {
+                let start = &start;
+                scope.spawn(move || {
+                    let owner = if shared_owner { 0 } else { worker as u64 };
+                    start.wait();
+                    create_delete(subject, owner, iterations)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().ok().flatten())
+            .collect()
+    });
+    let times: Option<Vec<Duration>> = times.into_iter().collect();
+    let times = times.ok_or_else(failed)?;
+    Ok(times.iter().sum::<Duration>() / workers.max(1) as u32)
+}
+
+/// The sparse-ID memory test: `count` entries with IDs `spacing` apart, created in restore
+/// mode. Returns (self-reported bytes, allocator-measured bytes, creation time); the kernel
+/// reports only the time.
+pub fn sparse(
+    candidate: &Candidate,
+    count: u32,
+    spacing: u32,
+) -> Result<(Option<usize>, Option<isize>, Duration), String> {
+    let failed = || format!("{}: restore-mode create failed", candidate.name);
+    if candidate.kind == Kind::Kernel {
+        if !kernel::set_restore_mode(true) {
+            return Err("the kernel refused PR_TIMER_CREATE_RESTORE_IDS (before 6.15?)".into());
+        }
+        let subject = KernelTimers;
+        let start = Instant::now();
+        let made = (0..count)
+            .take_while(|&i| subject.create_exact(0, i * spacing))
+            .count() as u32;
+        let elapsed = start.elapsed();
+        kernel::set_restore_mode(false);
+        for i in 0..made {
+            subject.delete(0, i * spacing);
+        }
+        return if made == count {
+            Ok((None, None, elapsed))
+        } else {
+            Err(failed())
+        };
+    }
+    let ((subject, elapsed, all), allocated) = super::super::alloc::measure(|| {
+        let subject = (candidate.make)();
+        let start = Instant::now();
+        let all = (0..count).all(|i| subject.create_exact(0, i * spacing));
+        (subject, start.elapsed(), all)
+    });
+    if !all {
+        return Err(failed());
+    }
+    Ok((subject.memory_bytes(), Some(allocated), elapsed))
+}
