@@ -1,5 +1,7 @@
 //! The table suite: every design must pass every test here.
 
+#![cfg(not(loom))]
+
 mod common;
 
 use common::{label, table_designs};

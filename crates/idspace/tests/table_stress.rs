@@ -6,6 +6,8 @@
 //! handed out twice would show another thread's value, or make `remove` return it), and at the
 //! end every owner's ID list is exactly the union of what the threads still hold.
 
+#![cfg(not(loom))]
+
 mod common;
 
 use std::collections::BTreeSet;

@@ -170,7 +170,7 @@ pub fn in_processes(
     let mut buffer = vec![0u32; buffer_len];
     let mut children = Vec::with_capacity(processes);
     let mut failure = None;
-    for index in 0..processes {
+    for slot in slots {
         // SAFETY: fork in a possibly multi-threaded process: the child below only runs code
         // that is safe after fork (see the function docs) and leaves with `_exit`.
         let pid = unsafe { libc::fork() };
@@ -186,7 +186,6 @@ pub fn in_processes(
                 // SAFETY: a plain syscall.
                 unsafe { libc::sched_yield() };
             }
-            let slot = &slots[index];
             let outcome = work(&mut buffer);
             header.done.fetch_add(1, Ordering::AcqRel);
             while header.done.load(Ordering::Acquire) < processes as u32 {

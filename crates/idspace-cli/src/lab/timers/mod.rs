@@ -159,7 +159,7 @@ impl Experiment for Timers {
         }
 
         // Tests 1-3.
-        let mut per_op: Vec<(usize, Vec<Option<f64>>, Vec<Option<f64>>)> = Vec::new();
+        let mut per_op: Vec<PerOp> = Vec::new();
         for (test, &count) in plan.sizes.iter().enumerate() {
             let label = format!("Test {}: {count} entries", test + 1);
             let result = medians(&candidates, &plan, &mut progress, &label, &mut notes, |c| {
@@ -194,7 +194,11 @@ impl Experiment for Timers {
                     .map(|x| x.map(|ms| ms * 1e6 / count as f64))
                     .collect()
             };
-            per_op.push((count, per(&create), per(&lookup)));
+            per_op.push(PerOp {
+                count,
+                create: per(&create),
+                lookup: per(&lookup),
+            });
         }
         tables.push(per_op_table(&per_op, &names));
         tables.push(growth_table(&per_op, &names));
@@ -316,10 +320,10 @@ impl Experiment for Timers {
 
         let plots = vec![
             per_op_plot("timers_create_per_op.svg", "create", &per_op, &names, |p| {
-                &p.1
+                &p.create
             }),
             per_op_plot("timers_lookup_per_op.svg", "lookup", &per_op, &names, |p| {
-                &p.2
+                &p.lookup
             }),
         ];
         notes.push(
@@ -365,15 +369,28 @@ impl Experiment for Timers {
     }
 }
 
-type PerOp = (usize, Vec<Option<f64>>, Vec<Option<f64>>);
+/// Per-operation costs (ns) at one table size, one entry per candidate.
+struct PerOp {
+    count: usize,
+    create: Vec<Option<f64>>,
+    lookup: Vec<Option<f64>>,
+}
 
 fn per_op_table(per_op: &[PerOp], names: &[String]) -> Table {
     let mut rows = Vec::new();
-    for (count, create, _) in per_op {
-        rows.push(Row::numbers(format!("create @ {count}"), create.clone(), 0));
+    for size in per_op {
+        rows.push(Row::numbers(
+            format!("create @ {}", size.count),
+            size.create.clone(),
+            0,
+        ));
     }
-    for (count, _, lookup) in per_op {
-        rows.push(Row::numbers(format!("lookup @ {count}"), lookup.clone(), 0));
+    for size in per_op {
+        rows.push(Row::numbers(
+            format!("lookup @ {}", size.count),
+            size.lookup.clone(),
+            0,
+        ));
     }
     Table {
         id: "per_op".into(),
@@ -392,14 +409,14 @@ fn growth_table(per_op: &[PerOp], names: &[String]) -> Table {
         };
         for later in rest {
             rows.push(Row::ratios(
-                format!("create @ {} ÷ @ {}", later.0, first.0),
-                grow(&first.1, &later.1),
+                format!("create @ {} ÷ @ {}", later.count, first.count),
+                grow(&first.create, &later.create),
             ));
         }
         for later in rest {
             rows.push(Row::ratios(
-                format!("lookup @ {} ÷ @ {}", later.0, first.0),
-                grow(&first.2, &later.2),
+                format!("lookup @ {} ÷ @ {}", later.count, first.count),
+                grow(&first.lookup, &later.lookup),
             ));
         }
     }
@@ -428,7 +445,7 @@ fn per_op_plot(
             name: name.clone(),
             points: per_op
                 .iter()
-                .filter_map(|p| pick(p)[index].map(|y| (p.0 as f64, y)))
+                .filter_map(|p| pick(p)[index].map(|y| (p.count as f64, y)))
                 .collect(),
         })
         .collect();
