@@ -52,10 +52,14 @@
 //!   the kernel's on long chains; it still walks them.
 //! * **`ScaledHash` grows.** The kernel sizes its table once at boot, so its per-timer cost rises
 //!   with the number of timers (on a 2-CPU machine, 1024 buckets hold ~100 timers each at
-//!   100,000). [`ScaledHash::new`] starts at the kernel's size and grows by linear hashing: one
-//!   bucket at a time is split by the thread whose insert pushed the load past two entries per
-//!   bucket, while every other thread keeps working (see the [`scaled`](ScaledHash) docs).
+//!   100,000). [`ScaledHash::new`] starts at the kernel's size and grows by linear hashing:
+//!   inserts that overflow a chain split the next block of buckets, while every other thread
+//!   keeps working (see "Growth by linear hashing" on [`ScaledHash`]).
 //!   [`ScaledHash::kernel_sized`] keeps the kernel's fixed table for comparison.
+//! * **Locality-preserving hash.** Consecutive IDs of one owner hash to neighbouring buckets
+//!   (64-ID groups to 64-bucket blocks, the blocks placed by a full mix), where the kernel's
+//!   `jhash2` scatters them. Owners allocate IDs in sequence, so a large table then costs
+//!   cache misses per block rather than per operation; sparse IDs still scatter.
 //! * **No RCU.** Lookups lock the chain (hash designs) or take the owner's tree for reading
 //!   (radix) where the kernel walks under RCU; [`Entry`] is that lock's guard, much like the
 //!   kernel returning the timer with `it_lock` held.
