@@ -2,11 +2,10 @@
 //! the [`IdTable`] operations written once over any way of finding and locking a chain.
 
 use core::ops::{Deref, DerefMut};
-use std::collections::HashSet;
-
 use smallvec::SmallVec;
 
-use super::hash::{mix, BuildIntHasher};
+use super::hash::mix;
+use super::idset::IdSet;
 use super::owners::Owners;
 use super::radix::RadixEntry;
 use super::{next_id, Id, IdTable, Owner, Rejected, TableError};
@@ -143,7 +142,7 @@ pub(crate) trait Chains<T>: Send + Sync {
 pub(crate) struct OwnerIds {
     cursor: Id,
     restoring: bool,
-    ids: HashSet<Id, BuildIntHasher>,
+    ids: IdSet,
 }
 
 /// An owner's slot in the registry; its mutex plays the kernel's `siglock`.
@@ -307,7 +306,7 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
         self.owners
             .with_existing(owner, |slot| {
                 let mut state = lock(&slot.state);
-                if !state.ids.remove(&id) {
+                if !state.ids.remove(id) {
                     return Err(TableError::NotFound);
                 }
                 // The owner's list and the chains agree under the owner's lock.
@@ -317,14 +316,9 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
     }
 
     fn ids(&self, owner: Owner) -> Vec<Id> {
-        let mut ids: Vec<Id> = self
-            .owners
-            .with_existing(owner, |slot| {
-                lock(&slot.state).ids.iter().copied().collect()
-            })
-            .unwrap_or_default();
-        ids.sort_unstable();
-        ids
+        self.owners
+            .with_existing(owner, |slot| lock(&slot.state).ids.ascending())
+            .unwrap_or_default()
     }
 
     fn remove_owner(&self, owner: Owner) -> usize {
@@ -334,8 +328,9 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
         // No other thread can reach `slot` any more; its lock is uncontended.
         let ids = core::mem::take(&mut lock(&slot.state).ids);
         let values: Vec<T> = ids
-            .iter()
-            .filter_map(|&id| take(&self.chains, owner, id))
+            .ascending()
+            .into_iter()
+            .filter_map(|id| take(&self.chains, owner, id))
             .collect();
         let removed = values.len();
         drop(values); // user destructors run with no lock held
@@ -343,9 +338,9 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
     }
 
     fn memory_bytes(&self) -> usize {
-        let owners = self.owners.memory_bytes(|slot| {
-            lock(&slot.state).ids.capacity() * (core::mem::size_of::<Id>() + 1)
-        });
+        let owners = self
+            .owners
+            .memory_bytes(|slot| lock(&slot.state).ids.heap_bytes());
         self.chains.memory_bytes() + owners
     }
 }

@@ -71,6 +71,7 @@ mod chain;
 mod error;
 mod global;
 pub mod hash;
+mod idset;
 mod owners;
 mod radix;
 mod scaled;
