@@ -187,6 +187,8 @@ pub fn in_processes(
                 unsafe { libc::sched_yield() };
             }
             let outcome = work(&mut buffer);
+            // AcqRel pairs with the other children's increments and the Acquire loads below:
+            // a second barrier, so that no child's clean-up overlaps another's timed work.
             header.done.fetch_add(1, Ordering::AcqRel);
             while header.done.load(Ordering::Acquire) < processes as u32 {
                 // SAFETY: a plain syscall.
@@ -208,6 +210,7 @@ pub fn in_processes(
     }
     if failure.is_some() {
         // Children already forked wait for siblings that will never come: count them in.
+        // AcqRel pairs with the children's Acquire loads of `done`.
         header
             .done
             .fetch_add((processes - children.len()) as u32, Ordering::AcqRel);
