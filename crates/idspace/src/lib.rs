@@ -14,5 +14,6 @@
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
 pub mod padded;
+pub mod pid;
 pub(crate) mod sync;
 pub mod table;

@@ -75,7 +75,7 @@ mod idset;
 mod owners;
 mod radix;
 mod scaled;
-mod xarray;
+pub(crate) mod xarray;
 
 pub use chain::Entry;
 pub use error::{Rejected, TableError};

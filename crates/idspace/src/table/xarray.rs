@@ -123,6 +123,22 @@ impl<T> RadixTree<T> {
         }
     }
 
+    pub(crate) fn get_mut(&mut self, index: u64) -> Option<&mut T> {
+        if index >= span(self.height) {
+            return None;
+        }
+        let mut level = self.height;
+        let mut node = self.root.as_deref_mut()?;
+        loop {
+            let slot = slot_of(index, level);
+            match node {
+                Node::Branch(branch) => node = branch.slots[slot].as_deref_mut()?,
+                Node::Leaf(leaf) => return leaf.slots[slot].as_mut(),
+            }
+            level -= 1;
+        }
+    }
+
     /// Stores `value` at `index`; hands it back if the index is taken.
     pub(crate) fn insert(&mut self, index: u64, value: T) -> Result<(), T> {
         if self.root.is_none() {

@@ -32,3 +32,15 @@ pub fn table_designs(max_id: Id) -> Vec<Box<dyn IdTable<u64>>> {
 pub fn label(table: &dyn IdTable<u64>, index: usize) -> String {
     format!("design #{index} ({})", table.name())
 }
+
+use idspace::pid::{BitmapHash, IdrOnce, IdrRelock, PerCpu, PidAllocator};
+
+/// Every PID design; `PerCpu` with four worker slots.
+pub fn pid_designs() -> Vec<Box<dyn PidAllocator>> {
+    vec![
+        Box::new(IdrRelock::new()),
+        Box::new(IdrOnce::new()),
+        Box::new(BitmapHash::new()),
+        Box::new(PerCpu::new(4)),
+    ]
+}

@@ -1,0 +1,201 @@
+//! [`BitmapHash`]: FreeBSD's shape. Allocation is a few bit operations on flat bitmaps under one
+//! lock; lookup goes through a hash table whose buckets are guarded by striped read-write locks
+//! and never touches the allocation lock.
+
+use std::collections::HashMap;
+
+use super::level::IdSpace;
+use super::object::Pid;
+use super::spaces::{Spaces, Taken};
+use super::{NsId, PidAllocator, PidError};
+use crate::padded::CachePadded;
+use crate::sync::{lock, read, write, AtomicUsize, Mutex, Ordering, RwLock};
+use crate::table::hash::BuildIntHasher;
+
+/// A flat bitmap of taken IDs, grown to cover `pid_max` as IDs are reserved.
+#[derive(Default)]
+pub(crate) struct Bitmap {
+    words: Vec<u64>,
+}
+
+impl IdSpace for Bitmap {
+    fn is_taken(&self, id: u32) -> bool {
+        self.words
+            .get(id as usize / 64)
+            .is_some_and(|w| w & (1 << (id % 64)) != 0)
+    }
+    fn first_free(&self, from: u32, end: u32) -> Option<u32> {
+        let mut id = from;
+        while id < end {
+            let word = self.words.get(id as usize / 64).copied().unwrap_or(0);
+            // Bits below `id` in this word count as taken.
+            let taken = word | ((1u64 << (id % 64)) - 1);
+            if taken != u64::MAX {
+                let found = (id / 64) * 64 + taken.trailing_ones();
+                return (found < end).then_some(found);
+            }
+            id = (id / 64 + 1) * 64;
+        }
+        None
+    }
+    fn reserve(&mut self, id: u32) {
+        let word = id as usize / 64;
+        if self.words.len() <= word {
+            self.words.resize(word + 1, 0);
+        }
+        self.words[word] |= 1 << (id % 64);
+    }
+    fn release(&mut self, id: u32) {
+        if let Some(word) = self.words.get_mut(id as usize / 64) {
+            *word &= !(1 << (id % 64));
+        }
+    }
+}
+
+const STRIPES: usize = 64;
+
+/// One stripe of the lookup hash: (space, ID) to object.
+type Stripe = RwLock<HashMap<(NsId, u32), Pid, BuildIntHasher>>;
+
+/// FreeBSD's `pidhashtbl` with its array of `sx` locks: (space, ID) to object, striped.
+struct Striped {
+    stripes: Box<[CachePadded<Stripe>]>,
+}
+
+impl Striped {
+    fn new() -> Self {
+        Striped {
+            stripes: (0..STRIPES)
+                .map(|_| CachePadded(RwLock::new(HashMap::default())))
+                .collect(),
+        }
+    }
+
+    /// Removes (ns, id); a stripe that falls below a quarter full gives memory back, so that
+    /// a table that once held many objects does not keep their space.
+    fn remove(&self, ns: NsId, id: u32) -> Option<Pid> {
+        let mut map = write(self.stripe(ns, id));
+        let pid = map.remove(&(ns, id));
+        if map.len() < map.capacity() / 4 {
+            let keep = map.len() * 2;
+            map.shrink_to(keep);
+        }
+        pid
+    }
+
+    fn stripe(&self, ns: NsId, id: u32) -> &Stripe {
+        let hash = crate::table::hash::mix(u64::from(ns), id);
+        &self.stripes[(hash >> 58) as usize % STRIPES]
+    }
+}
+
+/// FreeBSD's design: flat bitmaps under one allocation lock, a striped hash for lookup.
+pub struct BitmapHash {
+    spaces: Mutex<Spaces<Bitmap>>,
+    /// Spaces created so far: lookups check a space number without the allocation lock.
+    count: AtomicUsize,
+    hash: Striped,
+}
+
+impl BitmapHash {
+    /// An allocator with only the root space.
+    pub fn new() -> Self {
+        BitmapHash {
+            spaces: Mutex::new(Spaces::new()),
+            count: AtomicUsize::new(1),
+            hash: Striped::new(),
+        }
+    }
+}
+
+impl Default for BitmapHash {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PidAllocator for BitmapHash {
+    fn name(&self) -> &'static str {
+        "bitmap-hash"
+    }
+
+    fn new_ns(&self, parent: NsId) -> Result<NsId, PidError> {
+        let ns = lock(&self.spaces).add(parent)?;
+        // Release pairs with the Acquire load in `lookup`: a space is counted once it exists.
+        self.count.store(ns as usize + 1, Ordering::Release);
+        Ok(ns)
+    }
+
+    fn set_pid_max(&self, ns: NsId, max: u32) -> Result<(), PidError> {
+        lock(&self.spaces).set_pid_max(ns, max)
+    }
+
+    fn alloc(&self, ns: NsId, set_tid: &[u32], _cpu: usize) -> Result<Pid, PidError> {
+        let taken = {
+            let mut spaces = lock(&self.spaces);
+            let chain = spaces.chain(ns, set_tid)?;
+            let mut taken = Taken::new();
+            for index in 0..chain.len() {
+                if let Err(error) = spaces.alloc_at(&chain, index, set_tid, &mut taken) {
+                    spaces.release(&taken);
+                    return Err(error);
+                }
+            }
+            spaces.finish(&taken)?;
+            taken
+        };
+        // Publish outside the allocation lock: the bits keep the IDs reserved meanwhile.
+        let pid = Pid::new(&taken);
+        for &(space, id) in &taken {
+            write(self.hash.stripe(space, id)).insert((space, id), pid.clone());
+        }
+        Ok(pid)
+    }
+
+    fn free(&self, ns: NsId, id: u32, _cpu: usize) -> Result<(), PidError> {
+        if ns as usize >= self.count.load(Ordering::Acquire) {
+            return Err(PidError::UnknownNs);
+        }
+        // Whoever removes the entry named by the caller owns the free; a concurrent free of
+        // the same object finds it gone.
+        let pid = self.hash.remove(ns, id).ok_or(PidError::NotFound)?;
+        for &(space, number) in pid.levels() {
+            if (space, number) != (ns, id) {
+                self.hash.remove(space, number);
+            }
+        }
+        // Unpublished first, then the bits: an ID is never free while still in the hash.
+        let mut spaces = lock(&self.spaces);
+        for &(space, number) in pid.levels() {
+            spaces.list[space as usize].ids.release(number);
+            spaces.note_freed(space, number);
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, ns: NsId, id: u32) -> Result<Option<Pid>, PidError> {
+        // Acquire pairs with the Release store in `new_ns`.
+        if ns as usize >= self.count.load(Ordering::Acquire) {
+            return Err(PidError::UnknownNs);
+        }
+        Ok(read(self.hash.stripe(ns, id)).get(&(ns, id)).cloned())
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let spaces = lock(&self.spaces);
+        let bitmaps: usize = spaces.list.iter().map(|s| s.ids.words.capacity() * 8).sum();
+        let mut hash = STRIPES * core::mem::size_of::<CachePadded<RwLock<()>>>();
+        for stripe in self.hash.stripes.iter() {
+            let map = read(stripe);
+            hash += map.capacity() * (core::mem::size_of::<((NsId, u32), Pid)>() + 1);
+            hash += map
+                .values()
+                .map(|pid| super::idr::pid_bytes(pid.levels().len() as u32 - 1))
+                .sum::<usize>();
+        }
+        core::mem::size_of::<Self>()
+            + spaces.list.capacity() * core::mem::size_of::<super::spaces::Space<Bitmap>>()
+            + bitmaps
+            + hash
+    }
+}

@@ -1,0 +1,56 @@
+//! Errors of the PID operations.
+
+use core::fmt;
+
+/// Why a PID operation failed. The names follow the kernel's errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PidError {
+    /// No free ID at some level (`alloc_pid`'s `-EAGAIN`).
+    Full,
+    /// A `set_tid` entry is taken (`-EEXIST`).
+    Exists,
+    /// A `set_tid` entry or `pid_max` value is out of range, the `set_tid` array is longer than
+    /// the space is deep, or an entry other than 1 targets a space without its init (`-EINVAL`).
+    Invalid,
+    /// The space's init (ID 1) was freed: no allocation succeeds in it any more (`-ENOMEM`
+    /// from `alloc_pid` once `PIDNS_ADDING` is cleared).
+    NamespaceDead,
+    /// No object has this ID in this space.
+    NotFound,
+    /// A new space would be deeper than 32 levels below the root (`-ENOSPC` from
+    /// `create_pid_namespace`).
+    TooDeep,
+    /// No space has this number.
+    UnknownNs,
+}
+
+impl PidError {
+    /// The error's name in the replay protocol.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PidError::Full => "full",
+            PidError::Exists => "exists",
+            PidError::Invalid => "invalid",
+            PidError::NamespaceDead => "ns_dead",
+            PidError::NotFound => "not_found",
+            PidError::TooDeep => "too_deep",
+            PidError::UnknownNs => "unknown_ns",
+        }
+    }
+}
+
+impl fmt::Display for PidError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PidError::Full => "no free ID in some level's range",
+            PidError::Exists => "a requested ID is taken",
+            PidError::Invalid => "an argument is out of range",
+            PidError::NamespaceDead => "the space's init has exited",
+            PidError::NotFound => "no object has this ID in this space",
+            PidError::TooDeep => "spaces nest at most 32 levels below the root",
+            PidError::UnknownNs => "no such space",
+        })
+    }
+}
+
+impl std::error::Error for PidError {}

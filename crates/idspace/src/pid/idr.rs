@@ -1,0 +1,188 @@
+//! [`IdrRelock`] and [`IdrOnce`]: the kernel's IDR (a radix tree per space) behind one global
+//! lock, taken once per level and once more to publish (before Linux 7.0), or once for
+//! everything (Guzik's fix, merged for 7.0).
+
+use super::level::IdSpace;
+use super::object::Pid;
+use super::spaces::{Spaces, Taken};
+use super::{NsId, PidAllocator, PidError};
+use crate::sync::{read, write, RwLock, RwLockWriteGuard};
+use crate::table::xarray::RadixTree;
+
+/// A space's IDR: `None` reserves an ID before its object is published (the kernel stores
+/// NULL, then `idr_replace`s the `struct pid`).
+#[derive(Default)]
+pub(crate) struct Idr {
+    tree: RadixTree<Option<Pid>>,
+}
+
+impl IdSpace for Idr {
+    fn is_taken(&self, id: u32) -> bool {
+        self.tree.get(u64::from(id)).is_some()
+    }
+    fn first_free(&self, from: u32, end: u32) -> Option<u32> {
+        let last = end.checked_sub(1)?;
+        self.tree
+            .first_free(u64::from(from), u64::from(last))
+            .map(|id| id as u32)
+    }
+    fn reserve(&mut self, id: u32) {
+        // The caller checked that `id` is free.
+        let _ = self.tree.insert(u64::from(id), None);
+    }
+    fn release(&mut self, id: u32) {
+        self.tree.remove(u64::from(id));
+    }
+}
+
+/// The IDR designs' shared implementation; `relock` picks the pre-7.0 locking.
+struct IdrAllocator {
+    spaces: RwLock<Spaces<Idr>>,
+    relock: bool,
+}
+
+impl IdrAllocator {
+    fn new(relock: bool) -> Self {
+        IdrAllocator {
+            spaces: RwLock::new(Spaces::new()),
+            relock,
+        }
+    }
+
+    fn alloc(&self, ns: NsId, set_tid: &[u32]) -> Result<Pid, PidError> {
+        let mut spaces: RwLockWriteGuard<'_, Spaces<Idr>> = write(&self.spaces);
+        let chain = spaces.chain(ns, set_tid)?;
+        let mut taken = Taken::new();
+        for index in 0..chain.len() {
+            if self.relock {
+                // Before 7.0: `idr_preload`, `spin_lock(&pidmap_lock)` for every level.
+                drop(spaces);
+                spaces = write(&self.spaces);
+            }
+            if let Err(error) = spaces.alloc_at(&chain, index, set_tid, &mut taken) {
+                spaces.release(&taken);
+                return Err(error);
+            }
+        }
+        if self.relock {
+            // ... and once more to publish.
+            drop(spaces);
+            spaces = write(&self.spaces);
+        }
+        spaces.finish(&taken)?;
+        let pid = Pid::new(&taken);
+        for &(ns, id) in &taken {
+            if let Some(slot) = spaces.list[ns as usize].ids.tree.get_mut(u64::from(id)) {
+                *slot = Some(pid.clone());
+            }
+        }
+        Ok(pid)
+    }
+
+    fn free(&self, ns: NsId, id: u32) -> Result<(), PidError> {
+        let mut spaces = write(&self.spaces);
+        let pid = match spaces.get(ns)?.ids.tree.get(u64::from(id)) {
+            Some(Some(pid)) => pid.clone(),
+            // Reserved by an allocation still in flight: not an object yet.
+            _ => return Err(PidError::NotFound),
+        };
+        for &(space, number) in pid.levels() {
+            spaces.list[space as usize]
+                .ids
+                .tree
+                .remove(u64::from(number));
+            spaces.note_freed(space, number);
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, ns: NsId, id: u32) -> Result<Option<Pid>, PidError> {
+        let spaces = read(&self.spaces);
+        Ok(spaces
+            .get(ns)?
+            .ids
+            .tree
+            .get(u64::from(id))
+            .cloned()
+            .flatten())
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let spaces = read(&self.spaces);
+        core::mem::size_of::<Self>()
+            + spaces.list.capacity() * core::mem::size_of::<super::spaces::Space<Idr>>()
+            + spaces
+                .list
+                .iter()
+                .map(|s| s.ids.tree.heap_bytes() + s.ids.tree.len() * pid_bytes(s.level))
+                .sum::<usize>()
+    }
+}
+
+/// Heap bytes of one object with IDs at `level + 1` levels, counted once per level that holds
+/// it (a share), so that sums over spaces count each object once.
+pub(crate) fn pid_bytes(level: u32) -> usize {
+    let levels = level as usize + 1;
+    // Arc header (two counts) + the (space, ID) pairs, shared by `levels` slots.
+    (2 * core::mem::size_of::<usize>() + levels * core::mem::size_of::<(NsId, u32)>()) / levels
+}
+
+macro_rules! idr_design {
+    ($name:ident, $relock:expr, $label:literal, $doc:literal) => {
+        #[doc = $doc]
+        pub struct $name(IdrAllocator);
+
+        impl $name {
+            /// An allocator with only the root space.
+            pub fn new() -> Self {
+                $name(IdrAllocator::new($relock))
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        impl PidAllocator for $name {
+            fn name(&self) -> &'static str {
+                $label
+            }
+            fn new_ns(&self, parent: NsId) -> Result<NsId, PidError> {
+                write(&self.0.spaces).add(parent)
+            }
+            fn set_pid_max(&self, ns: NsId, max: u32) -> Result<(), PidError> {
+                write(&self.0.spaces).set_pid_max(ns, max)
+            }
+            fn alloc(&self, ns: NsId, set_tid: &[u32], _cpu: usize) -> Result<Pid, PidError> {
+                self.0.alloc(ns, set_tid)
+            }
+            fn free(&self, ns: NsId, id: u32, _cpu: usize) -> Result<(), PidError> {
+                self.0.free(ns, id)
+            }
+            fn lookup(&self, ns: NsId, id: u32) -> Result<Option<Pid>, PidError> {
+                self.0.lookup(ns, id)
+            }
+            fn memory_bytes(&self) -> usize {
+                self.0.memory_bytes()
+            }
+        }
+    };
+}
+
+idr_design!(
+    IdrRelock,
+    true,
+    "idr-relock",
+    "The kernel before 7.0: one global lock, taken once per namespace level to allocate and once \
+     more to publish, over a radix tree (the IDR) per space. Lookups take the lock shared (the \
+     kernel walks under RCU)."
+);
+idr_design!(
+    IdrOnce,
+    false,
+    "idr-once",
+    "Linux 7.0 (\"pid: only take pidmap_lock once on alloc\"): the same trees, one hold of the \
+     global lock for every level and the publication. Lookups take the lock shared."
+);

@@ -1,0 +1,116 @@
+//! Namespaced cyclic ID allocation: the kernel's PID allocator, from the IDR to per-CPU ranges.
+//!
+//! # The kernel design
+//!
+//! A process gets one `struct pid` with a number in its PID namespace and in every ancestor
+//! namespace up to the root (at most 32 levels below it). `alloc_pid` walks the levels
+//! innermost first; at each it asks the space's IDR for the first free number at or after the
+//! space's cursor, below the space's `pid_max`, wrapping to the bottom of the range
+//! (`idr_alloc_cyclic`); once the cursor has passed 300 (`RESERVED_PIDS`) the bottom is 300, so
+//! low numbers are not reused. Checkpoint/restore can ask for exact numbers (`clone3`'s
+//! `set_tid`, innermost first). The first process of a new space gets 1, its init; once init's
+//! number is freed the space accepts no new process. Every level is allocated under one global
+//! spinlock, `pidmap_lock`: before Linux 7.0 taken once per level and once more to publish the
+//! object (seed `004_45dc81b80e1ef1d7.txt`), since 7.0 once for all.
+//!
+//! # The designs here
+//!
+//! All implement [`PidAllocator`] and pass one test suite. The first three give exactly the
+//! kernel's numbers:
+//!
+//! | design | allocation | lookup |
+//! |---|---|---|
+//! | [`IdrRelock`] | radix tree per space, the global lock per level + once to publish | global lock, shared |
+//! | [`IdrOnce`] | the same trees, one hold of the global lock | global lock, shared |
+//! | [`BitmapHash`] | flat bitmaps under one lock (FreeBSD) | striped-lock hash |
+//! | [`PerCpu`] | per-CPU ranges of 256 IDs under per-CPU locks (the seed's sketch) | per-space directory + the range's lock |
+//!
+//! # Semantics (all designs)
+//!
+//! * `pid_max` per space, default 32768, settable within `301..=4194304`; the cursor starts at 0.
+//! * Levels are allocated innermost first. `set_tid` entries cover the innermost levels; an
+//!   entry outside `1..pid_max` is [`PidError::Invalid`], so is an entry other than 1 in a space
+//!   without its init, and so is an array longer than the space is deep; a taken entry is
+//!   [`PidError::Exists`]. Exact IDs do not move the cursor.
+//! * Errors are found level by level, innermost first; a dead target space is reported
+//!   ([`PidError::NamespaceDead`]) only after every level was allocated. A failed allocation
+//!   releases what it took; cursors already moved stay moved.
+//! * Freeing an object by its number in any space that sees it releases every level.
+//!
+//! # Where we differ from the kernel
+//!
+//! * Lookups take a lock where the kernel uses RCU: the IDR designs take their global lock
+//!   shared (a read-write lock), the others take finer locks.
+//! * [`PerCpu`] numbers are unique, in range and reused only late (see its docs for the
+//!   guarantee), but not sequential, as the seed accepts; it ignores the 300 floor.
+
+mod bitmap_hash;
+mod error;
+mod idr;
+mod level;
+mod object;
+mod percpu;
+mod space_list;
+mod spaces;
+
+pub use bitmap_hash::BitmapHash;
+pub use error::PidError;
+pub use idr::{IdrOnce, IdrRelock};
+pub use object::Pid;
+pub use percpu::{PerCpu, RANGE};
+
+/// Names a PID space (namespace); the root is 0.
+pub type NsId = u32;
+
+/// The root space.
+pub const ROOT: NsId = 0;
+/// Deepest level below the root (`MAX_PID_NS_LEVEL`).
+pub const MAX_LEVEL: u32 = 32;
+/// Default `pid_max` (`PID_MAX_DEFAULT`).
+pub const PID_MAX_DEFAULT: u32 = 0x8000;
+/// Largest `pid_max` (`PID_MAX_LIMIT` on 64-bit).
+pub const PID_MAX_LIMIT: u32 = 4 * 1024 * 1024;
+/// Smallest `pid_max`.
+pub const PID_MAX_MIN: u32 = RESERVED_PIDS + 1;
+/// Once the cursor passes this, cyclic allocation wraps to it instead of to 1.
+pub const RESERVED_PIDS: u32 = 300;
+
+/// The operations every PID design offers.
+pub trait PidAllocator: Send + Sync {
+    /// A short name for reports ("idr-relock", "percpu", ...).
+    fn name(&self) -> &'static str;
+
+    /// Creates a space below `parent`.
+    ///
+    /// # Errors
+    /// [`PidError::UnknownNs`], or [`PidError::TooDeep`] past 32 levels below the root.
+    fn new_ns(&self, parent: NsId) -> Result<NsId, PidError>;
+
+    /// Sets a space's `pid_max`.
+    ///
+    /// # Errors
+    /// [`PidError::Invalid`] outside `301..=4194304`, [`PidError::UnknownNs`].
+    fn set_pid_max(&self, ns: NsId, max: u32) -> Result<(), PidError>;
+
+    /// Allocates an object in `ns` with an ID in `ns` and every ancestor; `set_tid` requests
+    /// exact IDs for the innermost levels; `cpu` is the worker slot doing it.
+    ///
+    /// # Errors
+    /// See the module docs: `Full`, `Exists`, `Invalid`, `NamespaceDead`, `UnknownNs`.
+    fn alloc(&self, ns: NsId, set_tid: &[u32], cpu: usize) -> Result<Pid, PidError>;
+
+    /// Frees the object that has `id` in `ns`, releasing its IDs at every level.
+    ///
+    /// # Errors
+    /// [`PidError::NotFound`], [`PidError::UnknownNs`].
+    fn free(&self, ns: NsId, id: u32, cpu: usize) -> Result<(), PidError>;
+
+    /// The object that has `id` in `ns`.
+    ///
+    /// # Errors
+    /// [`PidError::UnknownNs`].
+    fn lookup(&self, ns: NsId, id: u32) -> Result<Option<Pid>, PidError>;
+
+    /// Bytes held by the structure: trees, bitmaps, ranges, hash tables and objects.
+    fn memory_bytes(&self) -> usize;
+}

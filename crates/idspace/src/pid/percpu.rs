@@ -1,0 +1,544 @@
+//! [`PerCpu`]: per-CPU ranges of IDs, the design Mateusz Guzik sketches in seed
+//! `004_45dc81b80e1ef1d7.txt`, built.
+//!
+//! # Design
+//!
+//! * Each space's ID range is cut into *ranges* of [`RANGE`] IDs. A space keeps a directory:
+//!   which CPU holds which range, and a cursor for carving ranges cyclically.
+//! * Each CPU (worker slot) has one lock, its pidmap lock, guarding every range it carved, in
+//!   every space. An allocation on CPU `c` takes `c`'s lock once and, for each level, takes the
+//!   next ID of `c`'s current range in that space: one lock for all levels, and in the common
+//!   case no cache line that another CPU writes.
+//! * A range hands its IDs out once, in ascending order (a bump cursor), skipping IDs taken
+//!   exactly. When it is used up the CPU carves the next free range from the space's directory
+//!   (the directory's lock is the only shared lock on that path, once per 256 allocations).
+//! * A free from any CPU goes to the lock of the CPU that holds the range. A range that is used
+//!   up and has no live ID goes back to its space.
+//! * Lookup reads the space's directory (a read lock of that space, not a global lock) and then
+//!   takes the holding CPU's lock.
+//! * Rare paths take every CPU's lock in ascending order: exact IDs (`set_tid`, restore only),
+//!   and allocation when no range is left to carve (the space is nearly full).
+//!
+//! Lock order: a CPU's lock, then a space's directory. Lookups and frees read the directory
+//! and release it before locking a CPU, then check that the CPU still holds the range (a range
+//! with a live ID cannot move, so the check fails only for IDs that are gone).
+//!
+//! # Deferred reuse
+//!
+//! IDs are not sequential, but a freed ID is not handed out again soon. Within a range the bump
+//! cursor never goes back, and ranges are carved cyclically, so an ID freed in range `R` comes
+//! back only after `R` was returned and the space's carving cursor went once round the space:
+//! every other range that was free meanwhile was carved and used up first. **Guarantee:** after
+//! an ID is freed, at least `RANGE × (F − 1)` allocations in its space happen before it is
+//! handed out again, where `F` is the number of ranges of the space not held by any CPU at the
+//! time (with the default `pid_max` of 32768, `F` is 128 minus the ranges held: tens of
+//! thousands of allocations). The one exception is a nearly full space: when no range can be
+//! carved, an allocation takes any free ID in a held range, as the kernel's cyclic allocator
+//! reuses IDs once it has wrapped.
+//!
+//! # Differences from the kernel
+//!
+//! The 300 floor (`RESERVED_PIDS`) is not applied: ranges cover `1..pid_max` and are reused
+//! whole. `Full` means that no ID in `1..pid_max` is free.
+
+use std::collections::HashMap;
+
+use super::level::{check_pid_max, check_set_tid};
+use super::object::Pid;
+use super::space_list::SpaceList;
+use super::spaces::Taken;
+use super::{NsId, PidAllocator, PidError, MAX_LEVEL, PID_MAX_DEFAULT};
+use crate::padded::CachePadded;
+use crate::sync::{lock, read, write, AtomicUsize, Mutex, MutexGuard, Ordering, RwLock};
+use crate::table::hash::BuildIntHasher;
+
+/// IDs per range: a range's bitmap and object slots fit a few cache lines (the seed suggests
+/// "250 entries or so").
+#[cfg(not(loom))]
+pub const RANGE: u32 = 256;
+/// IDs per range (small under loom, so that models cross range boundaries).
+#[cfg(loom)]
+pub const RANGE: u32 = 4;
+const WORDS: usize = RANGE.div_ceil(64) as usize;
+
+/// A range of one space, held by one CPU.
+struct Range {
+    /// The first ID the range may hand out (its base, or 1 for the range holding 0).
+    start: u32,
+    /// One past the last ID of the range.
+    end: u32,
+    /// Bump cursor: IDs below it were handed out (or skipped) and are not bumped again.
+    next: u32,
+    taken: [u64; WORDS],
+    live: u32,
+    pids: Box<[Option<Pid>]>,
+}
+
+impl Range {
+    fn new(index: u32) -> Range {
+        let base = index * RANGE;
+        Range {
+            start: base.max(1),
+            end: base + RANGE,
+            next: base.max(1),
+            taken: [0; WORDS],
+            live: 0,
+            pids: (0..RANGE).map(|_| None).collect(),
+        }
+    }
+
+    fn base(&self) -> u32 {
+        self.end - RANGE
+    }
+
+    fn is_taken(&self, id: u32) -> bool {
+        let offset = id - self.base();
+        self.taken[offset as usize / 64] & (1 << (offset % 64)) != 0
+    }
+
+    fn set(&mut self, id: u32) {
+        let offset = id - self.base();
+        self.taken[offset as usize / 64] |= 1 << (offset % 64);
+        self.live += 1;
+    }
+
+    /// Frees `id` (if taken) and drops its object slot.
+    fn clear(&mut self, id: u32) {
+        let offset = id - self.base();
+        let word = &mut self.taken[offset as usize / 64];
+        if *word & (1 << (offset % 64)) != 0 {
+            *word &= !(1 << (offset % 64));
+            self.live -= 1;
+            self.pids[offset as usize] = None;
+        }
+    }
+
+    fn slot(&mut self, id: u32) -> &mut Option<Pid> {
+        &mut self.pids[(id - self.base()) as usize]
+    }
+
+    /// The next never-handed-out free ID below `limit`, taken.
+    fn bump(&mut self, limit: u32) -> Option<u32> {
+        let end = self.end.min(limit);
+        while self.next < end {
+            let id = self.next;
+            self.next += 1;
+            if !self.is_taken(id) {
+                self.set(id);
+                return Some(id);
+            }
+        }
+        None
+    }
+
+    /// Any free ID below `limit` (the nearly-full fallback), taken.
+    fn any_free(&mut self, limit: u32) -> Option<u32> {
+        let id = (self.start..self.end.min(limit)).find(|&id| !self.is_taken(id))?;
+        self.set(id);
+        Some(id)
+    }
+}
+
+/// What one CPU's lock guards: the ranges it holds, and its current range per space.
+#[derive(Default)]
+struct CpuRanges {
+    ranges: HashMap<(NsId, u32), Range, BuildIntHasher>,
+    current: HashMap<NsId, u32, BuildIntHasher>,
+}
+
+/// A space's directory: which CPU holds which range, and where carving goes on.
+struct Directory {
+    holders: HashMap<u32, usize, BuildIntHasher>,
+    cursor: u32,
+}
+
+struct Space {
+    parent: Option<NsId>,
+    level: u32,
+    pid_max: AtomicUsize,
+    /// ID 1 has been handed out (0/1).
+    init_seen: AtomicUsize,
+    /// ID 1 was freed (0/1).
+    dead: AtomicUsize,
+    directory: RwLock<Directory>,
+}
+
+impl Space {
+    fn new(parent: Option<NsId>, level: u32) -> Space {
+        Space {
+            parent,
+            level,
+            pid_max: AtomicUsize::new(PID_MAX_DEFAULT as usize),
+            init_seen: AtomicUsize::new(0),
+            dead: AtomicUsize::new(0),
+            directory: RwLock::new(Directory {
+                holders: HashMap::default(),
+                cursor: 0,
+            }),
+        }
+    }
+
+    fn pid_max(&self) -> u32 {
+        // Relaxed: `pid_max` is a limit read on its own; no other data hangs on it.
+        self.pid_max.load(Ordering::Relaxed) as u32
+    }
+
+    /// Carves the next free range for `cpu`; `None` if every range is held.
+    fn carve(&self, cpu: usize) -> Option<u32> {
+        let ranges = self.pid_max().div_ceil(RANGE);
+        let mut directory = write(&self.directory);
+        let start = directory.cursor % ranges.max(1);
+        let index = (start..ranges)
+            .chain(0..start)
+            .find(|index| !directory.holders.contains_key(index))?;
+        directory.holders.insert(index, cpu);
+        directory.cursor = index + 1;
+        Some(index)
+    }
+
+    fn holder(&self, index: u32) -> Option<usize> {
+        read(&self.directory).holders.get(&index).copied()
+    }
+
+    fn give_back(&self, index: u32) {
+        write(&self.directory).holders.remove(&index);
+    }
+}
+
+/// Per-CPU ranges of IDs (see the module docs of [`crate::pid`] and the type's design notes).
+///
+/// Holds at most 65,536 spaces.
+pub struct PerCpu {
+    cpus: Box<[CachePadded<Mutex<CpuRanges>>]>,
+    spaces: SpaceList<Space>,
+}
+
+impl PerCpu {
+    /// An allocator for `cpus` worker slots (at least 1), with only the root space.
+    pub fn new(cpus: usize) -> PerCpu {
+        let spaces = SpaceList::new();
+        spaces.push(Space::new(None, 0));
+        PerCpu {
+            cpus: (0..cpus.max(1))
+                .map(|_| CachePadded(Mutex::new(CpuRanges::default())))
+                .collect(),
+            spaces,
+        }
+    }
+
+    /// Worker slots.
+    pub fn cpus(&self) -> usize {
+        self.cpus.len()
+    }
+
+    fn space(&self, ns: NsId) -> Result<&Space, PidError> {
+        self.spaces.get(ns as usize).ok_or(PidError::UnknownNs)
+    }
+
+    /// The spaces of an allocation in `ns`, innermost first.
+    fn chain(&self, ns: NsId, set_tid: &[u32]) -> Result<Vec<(NsId, &Space)>, PidError> {
+        let space = self.space(ns)?;
+        check_set_tid(set_tid, space.level)?;
+        let mut chain = Vec::with_capacity(space.level as usize + 1);
+        let mut next = Some((ns, space));
+        while let Some((ns, space)) = next {
+            chain.push((ns, space));
+            next = space
+                .parent
+                .map(|p| (p, self.spaces.get(p as usize).expect("parents exist")));
+        }
+        Ok(chain)
+    }
+
+    /// The fast path of one level: the next ID of `cpu`'s current range in `ns`, carving a new
+    /// range when it is used up. `None` when no range can be carved.
+    fn bump(state: &mut CpuRanges, cpu: usize, ns: NsId, space: &Space) -> Option<u32> {
+        let limit = space.pid_max();
+        loop {
+            if let Some(&index) = state.current.get(&ns) {
+                let range = state
+                    .ranges
+                    .get_mut(&(ns, index))
+                    .expect("current ranges are held");
+                if let Some(id) = range.bump(limit) {
+                    return Some(id);
+                }
+                state.current.remove(&ns);
+                if range.live == 0 {
+                    state.ranges.remove(&(ns, index));
+                    space.give_back(index);
+                }
+            }
+            let index = space.carve(cpu)?;
+            state.ranges.insert((ns, index), Range::new(index));
+            state.current.insert(ns, index);
+        }
+    }
+
+    /// Frees `id` in range `id / RANGE` of `ns`, held in `state`, and gives the range back
+    /// to its space if it is empty and not the CPU's current range.
+    fn release_one(state: &mut CpuRanges, ns: NsId, id: u32, space: &Space) {
+        let index = id / RANGE;
+        if let Some(range) = state.ranges.get_mut(&(ns, index)) {
+            range.clear(id);
+            if range.live == 0 && state.current.get(&ns) != Some(&index) {
+                state.ranges.remove(&(ns, index));
+                space.give_back(index);
+            }
+        }
+    }
+
+    /// Stores the object in the slot of (ns, id), held in `state`, and marks an init.
+    fn publish_one(state: &mut CpuRanges, ns: NsId, id: u32, space: &Space, pid: &Pid) {
+        if let Some(range) = state.ranges.get_mut(&(ns, id / RANGE)) {
+            *range.slot(id) = Some(pid.clone());
+        }
+        if id == 1 {
+            // Release pairs with the Acquire load in `alloc_slow`'s set_tid check.
+            space.init_seen.store(1, Ordering::Release);
+        }
+    }
+
+    /// Every CPU's lock, in ascending order: the rare paths.
+    fn lock_all(&self) -> Vec<MutexGuard<'_, CpuRanges>> {
+        self.cpus.iter().map(|cpu| lock(cpu)).collect()
+    }
+
+    fn alloc_slow(
+        &self,
+        chain: &[(NsId, &Space)],
+        set_tid: &[u32],
+        cpu: usize,
+    ) -> Result<Pid, PidError> {
+        let mut guards = self.lock_all();
+        let mut states: Vec<&mut CpuRanges> = guards.iter_mut().map(|guard| &mut **guard).collect();
+        let mut taken = Taken::new();
+        let mut holders: Vec<usize> = Vec::with_capacity(chain.len());
+        for (level, &(ns, space)) in chain.iter().enumerate() {
+            let limit = space.pid_max();
+            let outcome = match set_tid.get(level) {
+                Some(&tid) => {
+                    // Acquire pairs with the Release store in `publish`.
+                    let init = space.init_seen.load(Ordering::Acquire) != 0;
+                    if tid < 1 || tid >= limit || (tid != 1 && !init) {
+                        Err(PidError::Invalid)
+                    } else {
+                        let index = tid / RANGE;
+                        let holder = match space.holder(index) {
+                            Some(holder) => Some(holder),
+                            None => {
+                                // Not held: hold it for this CPU, outside any bump order.
+                                write(&space.directory).holders.insert(index, cpu);
+                                states[cpu].ranges.insert((ns, index), Range::new(index));
+                                Some(cpu)
+                            }
+                        };
+                        let holder = holder.expect("just ensured");
+                        let range = states[holder]
+                            .ranges
+                            .get_mut(&(ns, index))
+                            .expect("the directory and the CPUs agree");
+                        if range.is_taken(tid) {
+                            Err(PidError::Exists)
+                        } else {
+                            range.set(tid);
+                            Ok((tid, holder))
+                        }
+                    }
+                }
+                None => match Self::bump(states[cpu], cpu, ns, space) {
+                    Some(id) => Ok((id, cpu)),
+                    None => {
+                        // Nearly full: any free ID of any held range.
+                        let mut found = None;
+                        for (holder, state) in states.iter_mut().enumerate() {
+                            let ids = state
+                                .ranges
+                                .iter_mut()
+                                .filter(|((space_ns, _), _)| *space_ns == ns)
+                                .find_map(|(_, range)| range.any_free(limit));
+                            if let Some(id) = ids {
+                                found = Some((id, holder));
+                                break;
+                            }
+                        }
+                        found.ok_or(PidError::Full)
+                    }
+                },
+            };
+            match outcome {
+                Ok((id, holder)) => {
+                    taken.push((ns, id));
+                    holders.push(holder);
+                }
+                Err(error) => {
+                    for (level, (&(ns, id), &holder)) in taken.iter().zip(&holders).enumerate() {
+                        Self::release_one(states[holder], ns, id, chain[level].1);
+                    }
+                    return Err(error);
+                }
+            }
+        }
+        // Acquire pairs with the Release store in `free`.
+        if chain[0].1.dead.load(Ordering::Acquire) != 0 {
+            for (level, (&(ns, id), &holder)) in taken.iter().zip(&holders).enumerate() {
+                Self::release_one(states[holder], ns, id, chain[level].1);
+            }
+            return Err(PidError::NamespaceDead);
+        }
+        let pid = Pid::new(&taken);
+        for (level, (&(ns, id), &holder)) in taken.iter().zip(&holders).enumerate() {
+            Self::publish_one(states[holder], ns, id, chain[level].1, &pid);
+        }
+        Ok(pid)
+    }
+
+    /// Locks the CPU holding range `index` of `ns`, once the directory and the CPU agree.
+    fn lock_holder(
+        &self,
+        ns: NsId,
+        space: &Space,
+        index: u32,
+    ) -> Option<MutexGuard<'_, CpuRanges>> {
+        loop {
+            let holder = space.holder(index)?;
+            let state = lock(&self.cpus[holder]);
+            if state.ranges.contains_key(&(ns, index)) {
+                return Some(state);
+            }
+            // The range moved between the directory read and the lock: read again.
+        }
+    }
+}
+
+impl PidAllocator for PerCpu {
+    fn name(&self) -> &'static str {
+        "percpu"
+    }
+
+    fn new_ns(&self, parent: NsId) -> Result<NsId, PidError> {
+        let level = self.space(parent)?.level + 1;
+        if level > MAX_LEVEL {
+            return Err(PidError::TooDeep);
+        }
+        self.spaces
+            .push(Space::new(Some(parent), level))
+            .map(|index| index as NsId)
+            .ok_or(PidError::Invalid)
+    }
+
+    fn set_pid_max(&self, ns: NsId, max: u32) -> Result<(), PidError> {
+        check_pid_max(max)?;
+        self.space(ns)?
+            .pid_max
+            .store(max as usize, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn alloc(&self, ns: NsId, set_tid: &[u32], cpu: usize) -> Result<Pid, PidError> {
+        let cpu = cpu % self.cpus.len();
+        let chain = self.chain(ns, set_tid)?;
+        if !set_tid.is_empty() {
+            return self.alloc_slow(&chain, set_tid, cpu);
+        }
+        let mut guard = lock(&self.cpus[cpu]);
+        let state = &mut *guard;
+        let mut taken = Taken::new();
+        for &(level_ns, space) in &chain {
+            match Self::bump(state, cpu, level_ns, space) {
+                Some(id) => taken.push((level_ns, id)),
+                None => {
+                    // No range left to carve: undo, and take the rare path.
+                    for (level, &(ns, id)) in taken.iter().enumerate() {
+                        Self::release_one(state, ns, id, chain[level].1);
+                    }
+                    drop(guard);
+                    return self.alloc_slow(&chain, set_tid, cpu);
+                }
+            }
+        }
+        // Acquire pairs with the Release store in `free`.
+        if chain[0].1.dead.load(Ordering::Acquire) != 0 {
+            for (level, &(ns, id)) in taken.iter().enumerate() {
+                Self::release_one(state, ns, id, chain[level].1);
+            }
+            return Err(PidError::NamespaceDead);
+        }
+        let pid = Pid::new(&taken);
+        for (level, &(ns, id)) in taken.iter().enumerate() {
+            Self::publish_one(state, ns, id, chain[level].1, &pid);
+        }
+        Ok(pid)
+    }
+
+    fn free(&self, ns: NsId, id: u32, _cpu: usize) -> Result<(), PidError> {
+        let space = self.space(ns)?;
+        // Claim the object by taking its slot at the named level: of two frees of one object,
+        // only one finds it there.
+        let pid = {
+            let Some(mut guard) = self.lock_holder(ns, space, id / RANGE) else {
+                return Err(PidError::NotFound);
+            };
+            let state = &mut *guard;
+            let range = state
+                .ranges
+                .get_mut(&(ns, id / RANGE))
+                .expect("checked by lock_holder");
+            // An empty slot: free, or reserved by an allocation still in flight.
+            let pid = range.slot(id).take().ok_or(PidError::NotFound)?;
+            Self::release_one(state, ns, id, space);
+            pid
+        };
+        for &(level_ns, number) in pid.levels() {
+            let level_space = self.space(level_ns)?;
+            if (level_ns, number) != (ns, id) {
+                if let Some(mut guard) = self.lock_holder(level_ns, level_space, number / RANGE) {
+                    let state = &mut *guard;
+                    let ours = state
+                        .ranges
+                        .get_mut(&(level_ns, number / RANGE))
+                        .and_then(|range| range.slot(number).as_ref())
+                        .is_some_and(|held| held.same(&pid));
+                    if ours {
+                        Self::release_one(state, level_ns, number, level_space);
+                    }
+                }
+            }
+            if number == 1 {
+                // Release pairs with the Acquire loads of `dead` in `alloc`.
+                level_space.dead.store(1, Ordering::Release);
+            }
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, ns: NsId, id: u32) -> Result<Option<Pid>, PidError> {
+        let space = self.space(ns)?;
+        let Some(state) = self.lock_holder(ns, space, id / RANGE) else {
+            return Ok(None);
+        };
+        Ok(state.ranges[&(ns, id / RANGE)].pids[(id % RANGE) as usize].clone())
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let mut bytes = core::mem::size_of::<Self>()
+            + self.cpus.len() * core::mem::size_of::<CachePadded<Mutex<CpuRanges>>>();
+        for cpu in self.cpus.iter() {
+            let state = lock(cpu);
+            bytes += state.ranges.capacity() * (core::mem::size_of::<((NsId, u32), Range)>() + 1)
+                + state.current.capacity() * (core::mem::size_of::<(NsId, u32)>() + 1);
+            for range in state.ranges.values() {
+                bytes += RANGE as usize * core::mem::size_of::<Option<Pid>>()
+                    + range.live as usize * super::idr::pid_bytes(0);
+            }
+        }
+        for index in 0..self.spaces.len() {
+            if let Some(space) = self.spaces.get(index) {
+                let directory = read(&space.directory);
+                bytes += core::mem::size_of::<Space>()
+                    + directory.holders.capacity() * (core::mem::size_of::<(u32, usize)>() + 1);
+            }
+        }
+        bytes
+    }
+}

@@ -1,0 +1,108 @@
+//! Loom models of `PerCpu`: range hand-off between CPUs and frees from a CPU that does not
+//! hold the range. Under loom a range holds 4 IDs, so a few allocations cross ranges.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_pid`.
+
+#![cfg(loom)]
+
+use idspace::pid::{PerCpu, PidAllocator, RANGE, ROOT};
+use loom::sync::Arc;
+use loom::thread;
+
+static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn counted() {
+    RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn report(name: &str) {
+    println!(
+        "{name}: {} interleavings",
+        RUNS.swap(0, std::sync::atomic::Ordering::Relaxed)
+    );
+}
+
+/// Two CPUs allocate concurrently, both carving ranges from the root's directory, then each
+/// frees one of the other's IDs (a remote free into the other CPU's range): every ID is
+/// distinct, the freed ones are gone, the rest are found.
+#[test]
+fn concurrent_carving_and_remote_frees() {
+    loom::model(|| {
+        counted();
+        let pids = Arc::new(PerCpu::new(2));
+        pids.alloc(ROOT, &[], 0).unwrap(); // init, in range 0
+        let shared = Arc::new(loom::sync::Mutex::new(Vec::new()));
+        let workers: Vec<_> = (0..2usize)
+            .map(|cpu| {
+                let (pids, shared) = (pids.clone(), shared.clone());
+                thread::spawn(move || {
+                    // Range 0 has RANGE - 2 IDs left: both CPUs end up carving.
+                    let mine: Vec<u32> = (0..RANGE - 1)
+                        .map(|_| pids.alloc(ROOT, &[], cpu).unwrap().ids()[0])
+                        .collect();
+                    shared.lock().unwrap().push((cpu, mine.clone()));
+                    mine
+                })
+            })
+            .collect();
+        let results: Vec<Vec<u32>> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+        let mut all: Vec<u32> = results.iter().flatten().copied().collect();
+        all.sort_unstable();
+        let count = all.len();
+        all.dedup();
+        assert_eq!(all.len(), count, "an ID was handed out twice: {results:?}");
+        // Remote frees, concurrently: CPU 1 frees CPU 0's first ID and vice versa.
+        let (p0, p1) = (pids.clone(), pids.clone());
+        let (x, y) = (results[0][0], results[1][0]);
+        let f0 = thread::spawn(move || p0.free(ROOT, y, 0).unwrap());
+        let f1 = thread::spawn(move || p1.free(ROOT, x, 1).unwrap());
+        f0.join().unwrap();
+        f1.join().unwrap();
+        for id in all {
+            let found = pids.lookup(ROOT, id).unwrap().is_some();
+            assert_eq!(found, id != x && id != y, "ID {id}");
+        }
+    });
+    report("concurrent_carving_and_remote_frees");
+}
+
+/// CPU 1 frees the IDs of a range CPU 0 holds while CPU 0 uses the range up and moves on: the
+/// range goes back to the space exactly once, and no ID is lost or duplicated.
+#[test]
+fn remote_free_races_range_hand_off() {
+    loom::model(|| {
+        counted();
+        let pids = Arc::new(PerCpu::new(2));
+        // Range 0 holds 1..RANGE: use it up on CPU 0.
+        let first: Vec<u32> = (1..RANGE)
+            .map(|_| pids.alloc(ROOT, &[], 0).unwrap().ids()[0])
+            .collect();
+        assert_eq!(first, (1..RANGE).collect::<Vec<_>>());
+        // Two IDs of range 1, on CPU 0.
+        let a = pids.alloc(ROOT, &[], 0).unwrap().ids()[0];
+        let b = pids.alloc(ROOT, &[], 0).unwrap().ids()[0];
+        let freer = pids.clone();
+        let remote = thread::spawn(move || {
+            freer.free(ROOT, a, 1).unwrap();
+            freer.free(ROOT, b, 1).unwrap();
+        });
+        // Meanwhile CPU 0 uses range 1 up and carves another.
+        let more: Vec<u32> = (0..RANGE - 1)
+            .map(|_| pids.alloc(ROOT, &[], 0).unwrap().ids()[0])
+            .collect();
+        remote.join().unwrap();
+        assert!(pids.lookup(ROOT, a).unwrap().is_none());
+        assert!(pids.lookup(ROOT, b).unwrap().is_none());
+        for id in &more {
+            assert_ne!(*id, a, "a freed ID came back at once");
+            assert_ne!(*id, b, "a freed ID came back at once");
+            assert!(pids.lookup(ROOT, *id).unwrap().is_some());
+        }
+        // Freeing everything else leaves no range but the current one behind.
+        for id in more.iter().chain(first.iter().skip(1)) {
+            pids.free(ROOT, *id, 1).unwrap();
+        }
+        assert!(pids.lookup(ROOT, 1).unwrap().is_some(), "init survives");
+    });
+    report("remote_free_races_range_hand_off");
+}
