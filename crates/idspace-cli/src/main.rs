@@ -54,6 +54,12 @@ enum Family {
         #[arg(long, value_enum)]
         design: replay::table::TableDesign,
     },
+    /// Namespaced PID allocation: the IDR designs, FreeBSD's bitmap+hash, per-CPU ranges.
+    Pid {
+        /// Which design to drive.
+        #[arg(long, value_enum)]
+        design: replay::pid::PidDesign,
+    },
 }
 
 fn main() -> ExitCode {
@@ -87,6 +93,7 @@ fn main() -> ExitCode {
         Command::Replay { family } => {
             let mut replayer: Box<dyn replay::Replayer> = match family {
                 Family::Table { design } => Box::new(replay::table::TableReplay::new(design)),
+                Family::Pid { design } => Box::new(replay::pid::PidReplay::new(design)),
             };
             let stdin = io::stdin().lock();
             let stdout = io::stdout().lock();

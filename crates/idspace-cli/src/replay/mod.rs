@@ -8,6 +8,7 @@
 //! line was bad, else 0. Answers are flushed line by line, so a program can converse with the
 //! replayer through a pipe.
 
+pub mod pid;
 pub mod table;
 
 use std::io::{self, BufRead, Write};
@@ -55,6 +56,45 @@ impl<'a> Fields<'a> {
             .map(i128::from)
             .or_else(|| value.as_u64().map(i128::from))
             .ok_or_else(|| BadInput(format!("field \"{name}\" must be an integer, got {value}")))
+    }
+
+    /// An optional non-negative integer field below `limit`: `None` if absent.
+    pub fn optional_index(&self, name: &str, limit: u64) -> Result<Option<u64>, BadInput> {
+        match self.object.get(name) {
+            None => Ok(None),
+            Some(value) => match value.as_u64() {
+                Some(n) if n < limit => Ok(Some(n)),
+                _ => Err(BadInput(format!(
+                    "field \"{name}\" must be an integer in 0..{limit}, got {value}"
+                ))),
+            },
+        }
+    }
+
+    /// An optional array of integers: `None` if absent.
+    pub fn optional_ints(&self, name: &str) -> Result<Option<Vec<i128>>, BadInput> {
+        let Some(value) = self.object.get(name) else {
+            return Ok(None);
+        };
+        let items = value.as_array().ok_or_else(|| {
+            BadInput(format!(
+                "field \"{name}\" must be an array of integers, got {value}"
+            ))
+        })?;
+        items
+            .iter()
+            .map(|item| {
+                item.as_i64()
+                    .map(i128::from)
+                    .or_else(|| item.as_u64().map(i128::from))
+                    .ok_or_else(|| {
+                        BadInput(format!(
+                            "field \"{name}\" must hold integers only, got {item}"
+                        ))
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
     }
 
     /// A boolean field.

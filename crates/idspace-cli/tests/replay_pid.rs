@@ -1,0 +1,140 @@
+//! `idspace replay pid`: the protocol, line by line, for every design.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use serde_json::{json, Value};
+
+fn replay(design: &str, input: &str) -> (Vec<Value>, i32) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_idspace"))
+        .args(["replay", "pid", "--design", design])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let answers = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("every answer is JSON"))
+        .collect();
+    (answers, output.status.code().unwrap_or(-1))
+}
+
+const SCRIPT: &str = r#"{"op":"alloc","ns":0}
+{"op":"ns_new","parent":0}
+{"op":"ns_new","parent":9}
+{"op":"alloc","ns":1,"set_tid":[5]}
+{"op":"alloc","ns":1,"set_tid":[1,1]}
+{"op":"alloc","ns":1,"set_tid":[1,2,3]}
+{"op":"alloc","ns":1,"set_tid":[1,400],"cpu":5}
+{"op":"alloc","ns":1,"set_tid":[-4]}
+{"op":"alloc","ns":1,"set_tid":[7,400]}
+{"op":"lookup","ns":1,"id":1}
+{"op":"lookup","ns":0,"id":400}
+{"op":"lookup","ns":0,"id":-1}
+{"op":"lookup","ns":4,"id":1}
+{"op":"pid_max","ns":1,"max":300}
+{"op":"pid_max","ns":1,"max":301}
+{"op":"pid_max","ns":6,"max":1000}
+{"op":"free","ns":1,"id":1,"cpu":2}
+{"op":"free","ns":0,"id":400}
+{"op":"free","ns":0,"id":99999999999}
+{"op":"alloc","ns":1}
+{"op":"alloc","ns":1,"set_tid":[1]}
+{"op":"free","ns":3,"id":1}
+{"op":"memory"}
+"#;
+
+fn expected_common() -> Vec<Value> {
+    vec![
+        json!({"ids": [1]}),
+        json!({"ns": 1}),
+        json!({"error": "unknown_ns"}),
+        json!({"error": "invalid"}),
+        json!({"error": "exists"}),
+        json!({"error": "invalid"}),
+        json!({"ids": [1, 400]}),
+        json!({"error": "invalid"}),
+        json!({"error": "exists"}),
+        json!({"found": true}),
+        json!({"found": true}),
+        json!({"found": false}),
+        json!({"error": "unknown_ns"}),
+        json!({"error": "invalid"}),
+        json!({"ok": true}),
+        json!({"error": "unknown_ns"}),
+        json!({"ok": true}),
+        json!({"error": "not_found"}),
+        json!({"error": "not_found"}),
+        json!({"error": "ns_dead"}),
+        json!({"error": "ns_dead"}),
+        json!({"error": "unknown_ns"}),
+    ]
+}
+
+#[test]
+fn the_protocol_for_every_design() {
+    for design in ["idr-relock", "idr-once", "bitmap-hash", "percpu"] {
+        let (answers, status) = replay(design, SCRIPT);
+        let expected = expected_common();
+        assert_eq!(answers.len(), expected.len() + 1, "{design}");
+        for (line, (got, want)) in answers.iter().zip(&expected).enumerate() {
+            assert_eq!(got, want, "{design}, line {}", line + 1);
+        }
+        assert!(
+            answers.last().unwrap()["bytes"].as_u64().is_some(),
+            "{design}"
+        );
+        assert_eq!(status, 0, "{design}");
+    }
+}
+
+#[test]
+fn sequential_designs_give_the_kernel_ids() {
+    let script = "{\"op\":\"pid_max\",\"ns\":0,\"max\":303}\n".to_string()
+        + &"{\"op\":\"alloc\",\"ns\":0}\n".repeat(303)
+        + "{\"op\":\"free\",\"ns\":0,\"id\":7}\n{\"op\":\"free\",\"ns\":0,\"id\":301}\n{\"op\":\"alloc\",\"ns\":0}\n";
+    for design in ["idr-relock", "idr-once", "bitmap-hash"] {
+        let (answers, _) = replay(design, &script);
+        for (index, answer) in answers[1..303].iter().enumerate() {
+            assert_eq!(answer, &json!({"ids": [index + 1]}), "{design}");
+        }
+        assert_eq!(answers[303], json!({"error": "full"}), "{design}");
+        // 7 is below the 300 floor; 301 is the one free ID above it.
+        assert_eq!(answers[306], json!({"ids": [301]}), "{design}");
+    }
+}
+
+#[test]
+fn bad_lines_are_answered_and_processing_goes_on() {
+    let input = "{\"op\":\"alloc\"}\n\
+        {\"op\":\"alloc\",\"ns\":-1}\n\
+        {\"op\":\"alloc\",\"ns\":0,\"set_tid\":5}\n\
+        {\"op\":\"alloc\",\"ns\":0,\"set_tid\":[\"a\"]}\n\
+        {\"op\":\"alloc\",\"ns\":0,\"cpu\":64}\n\
+        {\"op\":\"free\",\"ns\":0}\n\
+        {\"op\":\"spawn\"}\n\
+        {\"op\":\"alloc\",\"ns\":0}\n";
+    for design in ["idr-relock", "percpu"] {
+        let (answers, status) = replay(design, input);
+        for (index, answer) in answers[..7].iter().enumerate() {
+            assert_eq!(
+                answer["error"],
+                "bad_input",
+                "{design}, line {}: {answer}",
+                index + 1
+            );
+            assert_eq!(answer["line"], index + 1);
+        }
+        assert_eq!(answers[7], json!({"ids": [1]}), "{design}");
+        assert_eq!(status, 1, "{design}");
+    }
+}
