@@ -7,6 +7,8 @@
 //!
 //! * [`table`]: handle tables keyed by (owner, id), the POSIX-timer ID designs (global hash,
 //!   CPU-scaled hash with per-bucket locks, per-owner radix tree) with exact-ID restore mode.
+//! * [`pid`]: namespaced cyclic ID allocation, the kernel's PID allocator (IDR with and without
+//!   relocking, FreeBSD's bitmap+hash) and the per-CPU range design sketched on LKML.
 //!
 //! Every concurrent module takes its primitives from one facade, so the whole crate can be
 //! model-checked with [loom](https://docs.rs/loom) by building with `RUSTFLAGS="--cfg loom"`.

@@ -8,7 +8,9 @@
 
 pub mod alloc;
 mod machine;
+mod measure;
 pub mod model;
+mod pid;
 mod progress;
 mod report;
 mod stats;
@@ -64,7 +66,7 @@ pub trait Experiment {
 
 /// Every experiment, in report order.
 pub fn experiments() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(timers::Timers)]
+    vec![Box::new(timers::Timers), Box::new(pid::Pids)]
 }
 
 #[derive(Serialize)]

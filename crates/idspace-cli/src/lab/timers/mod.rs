@@ -15,10 +15,11 @@ mod workloads;
 
 use std::time::Duration;
 
+use super::measure::{column, ratios_to};
 use super::model::{Plot, Row, Section, Series, Table};
-use super::stats::{median, ratio};
+use super::stats::ratio;
 use super::{Experiment, Progress, Scale};
-use subjects::{candidates, Candidate};
+use subjects::candidates;
 
 /// The experiment.
 pub struct Timers;
@@ -70,59 +71,6 @@ const SPARSE_COUNT: u32 = 2048;
 const SPARSE_SPACING: u32 = 512;
 const REFERENCE: &str = "scaled";
 
-/// Runs `measure` for every candidate `repetitions` times (candidates interleaved within each
-/// repetition, so drift hits all alike) and returns each candidate's per-metric medians.
-/// A candidate that fails gets `None` and a note.
-fn medians(
-    candidates: &[Candidate],
-    plan: &Plan,
-    progress: &mut Progress,
-    label: &str,
-    notes: &mut Vec<String>,
-    measure: impl Fn(&Candidate) -> Result<Vec<f64>, String>,
-) -> Vec<Vec<Option<f64>>> {
-    let mut samples: Vec<Option<Vec<Vec<f64>>>> = vec![Some(Vec::new()); candidates.len()];
-    for _ in 0..plan.repetitions {
-        for (index, candidate) in candidates.iter().enumerate() {
-            progress.step(&format!("{label}: {}", candidate.name));
-            let Some(runs) = samples[index].as_mut() else {
-                continue;
-            };
-            match measure(candidate) {
-                Ok(metrics) => runs.push(metrics),
-                Err(error) => {
-                    notes.push(format!("*{label}, {}:* {error}", candidate.name));
-                    samples[index] = None;
-                }
-            }
-        }
-    }
-    samples
-        .into_iter()
-        .map(|runs| {
-            let Some(runs) = runs else {
-                return Vec::new();
-            };
-            let metrics = runs.first().map_or(0, Vec::len);
-            (0..metrics)
-                .map(|m| median(&runs.iter().map(|r| r[m]).collect::<Vec<_>>()))
-                .collect()
-        })
-        .collect()
-}
-
-/// Column `metric` of each candidate's medians.
-fn column(medians: &[Vec<Option<f64>>], metric: usize) -> Vec<Option<f64>> {
-    medians
-        .iter()
-        .map(|m| m.get(metric).copied().flatten())
-        .collect()
-}
-
-fn ratios_to(values: &[Option<f64>], reference: Option<f64>) -> Vec<Option<f64>> {
-    values.iter().map(|&v| ratio(v, reference)).collect()
-}
-
 fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e3
 }
@@ -162,10 +110,18 @@ impl Experiment for Timers {
         let mut per_op: Vec<PerOp> = Vec::new();
         for (test, &count) in plan.sizes.iter().enumerate() {
             let label = format!("Test {}: {count} entries", test + 1);
-            let result = medians(&candidates, &plan, &mut progress, &label, &mut notes, |c| {
-                workloads::kernel_fits(c, count, limit)?;
-                workloads::single(c, count).map(|p| vec![ms(p.create), ms(p.lookup)])
-            });
+            let result = super::measure::medians(
+                &candidates,
+                |c| c.name,
+                plan.repetitions,
+                &mut progress,
+                &label,
+                &mut notes,
+                |c| {
+                    workloads::kernel_fits(c, count, limit)?;
+                    workloads::single(c, count).map(|p| vec![ms(p.create), ms(p.lookup)])
+                },
+            );
             let (create, lookup) = (column(&result, 0), column(&result, 1));
             tables.push(Table {
                 id: format!("test{}", test + 1),
@@ -215,11 +171,19 @@ impl Experiment for Timers {
                     "Test {test}: {workers} {}",
                     if shared { "threads" } else { "owners" }
                 );
-                let result = medians(&candidates, &plan, &mut progress, &label, &mut notes, |c| {
-                    workloads::kernel_fits(c, workers * plan.per_worker, limit)?;
-                    workloads::concurrent(c, workers, plan.per_worker, shared)
-                        .map(|p| vec![ms(p.create), ms(p.lookup)])
-                });
+                let result = super::measure::medians(
+                    &candidates,
+                    |c| c.name,
+                    plan.repetitions,
+                    &mut progress,
+                    &label,
+                    &mut notes,
+                    |c| {
+                        workloads::kernel_fits(c, workers * plan.per_worker, limit)?;
+                        workloads::concurrent(c, workers, plan.per_worker, shared)
+                            .map(|p| vec![ms(p.create), ms(p.lookup)])
+                    },
+                );
                 let (create, lookup) = (column(&result, 0), column(&result, 1));
                 tables.push(Table {
                     id: format!("test{test}_{workers}"),
@@ -259,10 +223,18 @@ impl Experiment for Timers {
                     "loop: {workers} {}",
                     if shared { "threads" } else { "owners" }
                 );
-                let result = medians(&candidates, &plan, &mut progress, &label, &mut notes, |c| {
-                    workloads::create_delete_loop(c, workers, plan.loop_iterations, shared)
-                        .map(|t| vec![ms(t)])
-                });
+                let result = super::measure::medians(
+                    &candidates,
+                    |c| c.name,
+                    plan.repetitions,
+                    &mut progress,
+                    &label,
+                    &mut notes,
+                    |c| {
+                        workloads::create_delete_loop(c, workers, plan.loop_iterations, shared)
+                            .map(|t| vec![ms(t)])
+                    },
+                );
                 let times = column(&result, 0);
                 let name = if shared { "one owner" } else { "owner each" };
                 rows.push(Row::ratios(
@@ -291,15 +263,25 @@ impl Experiment for Timers {
 
         // Memory on sparse IDs.
         let label = format!("{SPARSE_COUNT} IDs {SPARSE_SPACING} apart");
-        let result = medians(&candidates, &plan, &mut progress, &label, &mut notes, |c| {
-            workloads::sparse(c, SPARSE_COUNT, SPARSE_SPACING).map(|(reported, allocated, time)| {
-                vec![
-                    reported.map_or(f64::NAN, |b| b as f64),
-                    allocated.map_or(f64::NAN, |b| b as f64),
-                    ms(time),
-                ]
-            })
-        });
+        let result = super::measure::medians(
+            &candidates,
+            |c| c.name,
+            plan.repetitions,
+            &mut progress,
+            &label,
+            &mut notes,
+            |c| {
+                workloads::sparse(c, SPARSE_COUNT, SPARSE_SPACING).map(
+                    |(reported, allocated, time)| {
+                        vec![
+                            reported.map_or(f64::NAN, |b| b as f64),
+                            allocated.map_or(f64::NAN, |b| b as f64),
+                            ms(time),
+                        ]
+                    },
+                )
+            },
+        );
         let reported = column(&result, 0);
         let allocated = column(&result, 1);
         tables.push(Table {
