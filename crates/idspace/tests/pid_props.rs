@@ -133,3 +133,27 @@ fn long_wraps_match_the_model() {
     }
     check(&ops);
 }
+
+/// Depth 32 and failures at an outer level, checked against the model: a chain of 33 spaces
+/// (the 34th is too deep), `set_tid` arrays of every length up to one too many, and a root so
+/// full that allocations deep down fail at the outermost level, releasing the inner IDs.
+#[test]
+fn deep_chains_and_outer_failures_match_the_model() {
+    let mut ops: Vec<Op> = (0..33).map(Op::NewNs).collect();
+    for ns in 0..33 {
+        ops.push(Op::Alloc(ns, vec![], ns % 4));
+    }
+    ops.push(Op::Alloc(32, vec![1; 33], 0));
+    ops.push(Op::Alloc(32, vec![2; 33], 1));
+    ops.push(Op::Alloc(32, vec![3; 34], 2));
+    ops.push(Op::PidMax(0, 301));
+    for i in 0..300 {
+        ops.push(Op::Alloc(0, vec![], i % 4));
+    }
+    ops.push(Op::Alloc(32, vec![], 0));
+    ops.push(Op::Alloc(20, vec![9], 1));
+    ops.push(Op::Lookup(32, 3));
+    ops.push(Op::FreeLive(5, 3));
+    ops.push(Op::Alloc(32, vec![], 0));
+    check(&ops);
+}

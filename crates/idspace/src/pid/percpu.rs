@@ -214,7 +214,8 @@ pub struct PerCpu {
 }
 
 impl PerCpu {
-    /// An allocator for `cpus` worker slots (at least 1), with only the root space.
+    /// An allocator for `cpus` worker slots (at least 1), with only the root space. A `cpu`
+    /// argument beyond the slots wraps around (`cpu % cpus`).
     pub fn new(cpus: usize) -> PerCpu {
         let spaces = SpaceList::new();
         spaces.push(Space::new(None, 0));
