@@ -106,6 +106,8 @@ pub struct Plot {
     pub x_label: String,
     /// Label of the y axis.
     pub y_label: String,
+    /// Whether the x axis is logarithmic.
+    pub log_x: bool,
     /// Whether the y axis is logarithmic.
     pub log_y: bool,
     /// The series.

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::model::Plot;
+use super::model::{Plot, Series};
 
 const WIDTH: f64 = 720.0;
 const HEIGHT: f64 = 420.0;
@@ -24,13 +24,21 @@ fn escape(text: &str) -> String {
 
 /// Renders `plot` as a standalone SVG document.
 pub fn render(plot: &Plot) -> String {
-    let points: Vec<(f64, f64)> = plot
+    let usable = |&(x, y): &(f64, f64)| {
+        x.is_finite() && y.is_finite() && (!plot.log_y || y > 0.0) && (!plot.log_x || x > 0.0)
+    };
+    let series: Vec<&Series> = plot
         .series
         .iter()
-        .flat_map(|s| s.points.iter().copied())
-        .filter(|(x, y)| x.is_finite() && y.is_finite() && (!plot.log_y || *y > 0.0))
+        .filter(|s| s.points.iter().any(usable))
         .collect();
-    let (mut x_min, mut x_max) = bounds(points.iter().map(|p| p.0));
+    let points: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|s| s.points.iter().copied())
+        .filter(usable)
+        .collect();
+    let fx = |x: f64| if plot.log_x { x.log10() } else { x };
+    let (mut x_min, mut x_max) = bounds(points.iter().map(|p| fx(p.0)));
     let ys = points
         .iter()
         .map(|p| if plot.log_y { p.1.log10() } else { p.1 });
@@ -52,7 +60,7 @@ pub fn render(plot: &Plot) -> String {
     }
     let plot_w = WIDTH - LEFT - RIGHT;
     let plot_h = HEIGHT - TOP - BOTTOM;
-    let sx = |x: f64| LEFT + (x - x_min) / (x_max - x_min) * plot_w;
+    let sx = |x: f64| LEFT + (fx(x) - x_min) / (x_max - x_min) * plot_w;
     let sy = |y: f64| {
         let y = if plot.log_y { y.log10() } else { y };
         TOP + plot_h - (y - y_min) / (y_max - y_min) * plot_h
@@ -77,8 +85,25 @@ pub fn render(plot: &Plot) -> String {
         TOP + plot_h,
         LEFT + plot_w
     );
-    for i in 0..=5 {
-        let x = x_min + (x_max - x_min) * f64::from(i) / 5.0;
+    // Ticks on the x axis: at the measured x values when there are few, else evenly spaced.
+    let mut xs: Vec<f64> = points.iter().map(|p| p.0).collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    let x_ticks: Vec<f64> = if !xs.is_empty() && xs.len() <= 8 {
+        xs
+    } else {
+        (0..=5)
+            .map(|i| {
+                let t = x_min + (x_max - x_min) * f64::from(i) / 5.0;
+                if plot.log_x {
+                    10f64.powf(t)
+                } else {
+                    t
+                }
+            })
+            .collect()
+    };
+    for &x in &x_ticks {
         let px = sx(x);
         let _ = writeln!(
             svg,
@@ -88,6 +113,8 @@ pub fn render(plot: &Plot) -> String {
             TOP + plot_h + 16.0,
             tick(x)
         );
+    }
+    for i in 0..=5 {
         let fy = y_min + (y_max - y_min) * f64::from(i) / 5.0;
         let value = if plot.log_y { 10f64.powf(fy) } else { fy };
         let py = TOP + plot_h - (fy - y_min) / (y_max - y_min) * plot_h;
@@ -114,12 +141,12 @@ pub fn render(plot: &Plot) -> String {
         TOP + plot_h / 2.0,
         escape(&plot.y_label)
     );
-    for (index, series) in plot.series.iter().enumerate() {
+    for (index, series) in series.iter().enumerate() {
         let color = COLORS[index % COLORS.len()];
         let path: Vec<String> = series
             .points
             .iter()
-            .filter(|(x, y)| x.is_finite() && y.is_finite() && (!plot.log_y || *y > 0.0))
+            .filter(|p| usable(p))
             .map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y)))
             .collect();
         if !path.is_empty() {
@@ -165,7 +192,7 @@ fn tick(value: f64) -> String {
         format!("{:.1}M", value / 1e6)
     } else if magnitude >= 1e4 {
         format!("{:.0}k", value / 1e3)
-    } else if magnitude >= 100.0 || magnitude == 0.0 {
+    } else if magnitude >= 100.0 || value.fract() == 0.0 {
         format!("{value:.0}")
     } else if magnitude >= 1.0 {
         format!("{value:.1}")
@@ -177,7 +204,6 @@ fn tick(value: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::model::Series;
 
     #[test]
     fn renders_series_and_escapes_text() {
@@ -186,6 +212,7 @@ mod tests {
             title: "a < b".into(),
             x_label: "n".into(),
             y_label: "ns".into(),
+            log_x: false,
             log_y: false,
             series: vec![Series {
                 name: "s&p".into(),
@@ -205,6 +232,7 @@ mod tests {
             title: "t".into(),
             x_label: "x".into(),
             y_label: "y".into(),
+            log_x: true,
             log_y: true,
             series: vec![Series {
                 name: "z".into(),

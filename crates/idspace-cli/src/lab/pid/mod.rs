@@ -175,6 +175,7 @@ impl Experiment for Pids {
                 title: format!("pid: alloc+free ops/s against threads ({label})"),
                 x_label: "threads".into(),
                 y_label: "ops/s".into(),
+                log_x: true,
                 log_y: true,
                 series,
             });

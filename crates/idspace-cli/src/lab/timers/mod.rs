@@ -436,6 +436,7 @@ fn per_op_plot(
         title: format!("timers: ns per {what} against entries (one owner)"),
         x_label: "entries".into(),
         y_label: format!("ns per {what}"),
+        log_x: false,
         log_y: true,
         series,
     }
