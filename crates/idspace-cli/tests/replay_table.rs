@@ -1,31 +1,13 @@
 //! `idspace replay table`: the protocol, line by line, for every design.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod common;
+
+use std::process::Command;
 
 use serde_json::{json, Value};
 
 fn replay(design: &str, input: &str) -> (Vec<Value>, i32) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_idspace"))
-        .args(["replay", "table", "--design", design])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary starts");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    let answers = String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("every answer is JSON"))
-        .collect();
-    (answers, output.status.code().unwrap_or(-1))
+    common::replay(&["table", "--design", design], input)
 }
 
 const DESIGNS: [&str; 3] = ["global", "scaled", "radix"];

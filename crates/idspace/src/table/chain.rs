@@ -8,7 +8,7 @@ use super::hash::mix;
 use super::idset::IdSet;
 use super::owners::Owners;
 use super::radix::RadixEntry;
-use super::{next_id, Id, IdTable, Owner, Rejected, TableError};
+use super::{exact_id_refusal, next_id, Id, IdTable, Owner, Rejected, TableError};
 use crate::sync::{lock, Mutex, MutexGuard};
 
 /// One entry: its key and its value, stored inline in the chain.
@@ -185,19 +185,26 @@ impl<C> ChainedTable<C> {
     }
 }
 
+/// What an insert leaves for [`Chains::inserted`], reported once no lock is held.
+#[must_use = "report it with `Chains::inserted` once the owner's lock is released"]
+struct Inserted {
+    hash: u64,
+    len: usize,
+}
+
 /// Inserts (owner, id) if its chain has no such entry: the kernel's `posix_timer_add_at`.
 #[inline]
-fn try_insert<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id, value: T) -> Result<(), T> {
+fn try_insert<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id, value: T) -> Result<Inserted, T> {
     let hash = mix(owner, id);
     let mut chain = chains.lock(hash);
     if chain.find(owner, id).is_some() {
         return Err(value);
     }
     chain.push(Node { owner, id, value });
-    let len = chain.len();
-    drop(chain);
-    chains.inserted(hash, len);
-    Ok(())
+    Ok(Inserted {
+        hash,
+        len: chain.len(),
+    })
 }
 
 /// Takes (owner, id) out of its chain.
@@ -216,7 +223,7 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
 
     fn create(&self, owner: Owner, value: T) -> Result<Id, Rejected<T>> {
         let max_id = self.max_id;
-        self.owners.with(owner, |slot| {
+        let (id, inserted) = self.owners.with(owner, |slot| {
             let mut state = lock(&slot.state);
             if state.ids.len() > max_id as usize {
                 return Err(Rejected {
@@ -227,55 +234,57 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
             // Some ID is free, so the probe ends within max_id + 1 steps.
             let mut id = state.cursor;
             let mut value = value;
-            loop {
+            let inserted = loop {
                 match try_insert(&self.chains, owner, id, value) {
-                    Ok(()) => break,
+                    Ok(inserted) => break inserted,
                     Err(back) => value = back,
                 }
                 id = next_id(id, max_id);
-            }
+            };
             state.ids.insert(id);
             state.cursor = next_id(id, max_id);
-            Ok(id)
-        })
+            Ok((id, inserted))
+        })?;
+        // Growth runs with no lock held, so other creators of this owner do not wait for it.
+        self.chains.inserted(inserted.hash, inserted.len);
+        Ok(id)
     }
 
     fn create_at(&self, owner: Owner, id: Id, value: T) -> Result<Id, Rejected<T>> {
         let max_id = self.max_id;
-        self.owners.with_existing_or(
-            owner,
-            value,
-            |slot, value| {
-                let mut state = lock(&slot.state);
-                let error = if !state.restoring {
-                    TableError::NotRestoring
-                } else if id > max_id {
-                    TableError::Invalid
-                } else {
+        self.owners
+            .with_existing_or(
+                owner,
+                value,
+                |slot, value| {
+                    let mut state = lock(&slot.state);
+                    if let Some(error) = exact_id_refusal(state.restoring, id, max_id) {
+                        return Err(Rejected { error, value });
+                    }
                     match try_insert(&self.chains, owner, id, value) {
-                        Ok(()) => {
+                        Ok(inserted) => {
                             state.ids.insert(id);
                             state.cursor = next_id(id, max_id);
-                            return Ok(id);
+                            Ok(inserted)
                         }
-                        Err(value) => {
-                            return Err(Rejected {
-                                error: TableError::Busy,
-                                value,
-                            })
-                        }
+                        Err(value) => Err(Rejected {
+                            error: TableError::Busy,
+                            value,
+                        }),
                     }
-                };
-                Err(Rejected { error, value })
-            },
-            // An owner without state has restore mode off.
-            |value| {
-                Err(Rejected {
-                    error: TableError::NotRestoring,
-                    value,
-                })
-            },
-        )
+                },
+                // An owner without state has restore mode off.
+                |value| {
+                    Err(Rejected {
+                        error: TableError::NotRestoring,
+                        value,
+                    })
+                },
+            )
+            .map(|inserted| {
+                self.chains.inserted(inserted.hash, inserted.len);
+                id
+            })
     }
 
     fn set_restore(&self, owner: Owner, on: bool) {

@@ -148,6 +148,19 @@ pub trait IdTable<T>: Send + Sync {
     }
 }
 
+/// Why an exact-ID create is refused before the table is even consulted: restore mode is off,
+/// or the ID is out of range (checked in that order).
+#[inline]
+pub(crate) fn exact_id_refusal(restoring: bool, id: Id, max_id: Id) -> Option<TableError> {
+    if !restoring {
+        Some(TableError::NotRestoring)
+    } else if id > max_id {
+        Some(TableError::Invalid)
+    } else {
+        None
+    }
+}
+
 /// The ID after `id`, wrapping past `max` to 0.
 #[inline]
 pub(crate) fn next_id(id: Id, max: Id) -> Id {

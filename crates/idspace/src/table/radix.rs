@@ -4,7 +4,7 @@
 use super::chain::{Entry, EntryInner};
 use super::owners::{Owners, Shard};
 use super::xarray::RadixTree;
-use super::{next_id, Id, IdTable, Owner, Rejected, TableError, MAX_ID};
+use super::{exact_id_refusal, next_id, Id, IdTable, Owner, Rejected, TableError, MAX_ID};
 use crate::sync::{read, write, RwLock, RwLockReadGuard};
 
 /// One owner's tree with its cursor and restore flag, behind the owner's lock (the xarray's
@@ -111,25 +111,19 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
             value,
             |slot, value| {
                 let mut state = write(&slot.state);
-                let error = if !state.restoring {
-                    TableError::NotRestoring
-                } else if id > max_id {
-                    TableError::Invalid
-                } else {
-                    match state.tree.insert(u64::from(id), value) {
-                        Ok(()) => {
-                            state.cursor = next_id(id, max_id);
-                            return Ok(id);
-                        }
-                        Err(value) => {
-                            return Err(Rejected {
-                                error: TableError::Busy,
-                                value,
-                            })
-                        }
+                if let Some(error) = exact_id_refusal(state.restoring, id, max_id) {
+                    return Err(Rejected { error, value });
+                }
+                match state.tree.insert(u64::from(id), value) {
+                    Ok(()) => {
+                        state.cursor = next_id(id, max_id);
+                        Ok(id)
                     }
-                };
-                Err(Rejected { error, value })
+                    Err(value) => Err(Rejected {
+                        error: TableError::Busy,
+                        value,
+                    }),
+                }
             },
             // An owner without state has restore mode off.
             |value| {

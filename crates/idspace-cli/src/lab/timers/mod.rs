@@ -71,6 +71,22 @@ const SPARSE_COUNT: u32 = 2048;
 const SPARSE_SPACING: u32 = 512;
 const REFERENCE: &str = "scaled";
 
+/// The rows of a create-then-lookup table: both phases, and both over the reference column.
+fn phase_rows(create: &[Option<f64>], lookup: &[Option<f64>], reference: usize) -> Vec<Row> {
+    vec![
+        Row::numbers("create", create.to_vec(), 2),
+        Row::numbers("lookup", lookup.to_vec(), 2),
+        Row::ratios(
+            format!("create ÷ {REFERENCE}"),
+            ratios_to(create, create[reference]),
+        ),
+        Row::ratios(
+            format!("lookup ÷ {REFERENCE}"),
+            ratios_to(lookup, lookup[reference]),
+        ),
+    ]
+}
+
 fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e3
 }
@@ -132,18 +148,7 @@ impl Experiment for Timers {
                 ),
                 unit: "ms".into(),
                 columns: names.clone(),
-                rows: vec![
-                    Row::numbers("create", create.clone(), 2),
-                    Row::numbers("lookup", lookup.clone(), 2),
-                    Row::ratios(
-                        format!("create ÷ {REFERENCE}"),
-                        ratios_to(&create, create[reference]),
-                    ),
-                    Row::ratios(
-                        format!("lookup ÷ {REFERENCE}"),
-                        ratios_to(&lookup, lookup[reference]),
-                    ),
-                ],
+                rows: phase_rows(&create, &lookup, reference),
             });
             let per = |v: &[Option<f64>]| -> Vec<Option<f64>> {
                 v.iter()
@@ -199,18 +204,7 @@ impl Experiment for Timers {
                     ),
                     unit: "ms".into(),
                     columns: names.clone(),
-                    rows: vec![
-                        Row::numbers("create", create.clone(), 2),
-                        Row::numbers("lookup", lookup.clone(), 2),
-                        Row::ratios(
-                            format!("create ÷ {REFERENCE}"),
-                            ratios_to(&create, create[reference]),
-                        ),
-                        Row::ratios(
-                            format!("lookup ÷ {REFERENCE}"),
-                            ratios_to(&lookup, lookup[reference]),
-                        ),
-                    ],
+                    rows: phase_rows(&create, &lookup, reference),
                 });
             }
         }
