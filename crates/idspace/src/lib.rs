@@ -7,6 +7,8 @@
 //!
 //! * [`table`]: handle tables keyed by (owner, id), the POSIX-timer ID designs (global hash,
 //!   CPU-scaled hash with per-bucket locks, per-owner radix tree) with exact-ID restore mode.
+//! * [`cid`]: concurrency IDs, the MM CID rewrite of Linux 6.19 with its two predecessors as
+//!   baselines, and the kernel's own `rseq` mm_cid.
 //! * [`pid`]: namespaced cyclic ID allocation, the kernel's PID allocator (IDR with and without
 //!   relocking, FreeBSD's bitmap+hash) and the per-CPU range design sketched on LKML.
 //!
@@ -15,6 +17,7 @@
 
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
+pub mod cid;
 pub mod padded;
 pub mod pid;
 pub(crate) mod sync;

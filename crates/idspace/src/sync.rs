@@ -11,13 +11,13 @@
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{
-    atomic::{AtomicPtr, AtomicUsize, Ordering},
+    atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering},
     Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
 };
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
-    atomic::{AtomicPtr, AtomicUsize, Ordering},
+    atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering},
     Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
 };
 
@@ -52,4 +52,14 @@ pub(crate) fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
 pub(crate) fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     lock.write()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One step of a spin-wait: a CPU hint, and under loom a yield so that the model checker runs
+/// the thread that will end the wait.
+#[inline]
+pub(crate) fn spin_wait() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::thread::yield_now();
 }

@@ -1,0 +1,184 @@
+//! [`LazyCids`]: the design before the rewrite (Linux 6.4 to 6.18): CPUs cache CIDs across
+//! context switches and give them back lazily; a periodic compaction pass takes CIDs back from
+//! CPUs that no longer use them.
+//!
+//! * Switch-in on a CPU reuses the CPU's cached CID if it is below the budget
+//!   `max_nr_cid = min(users, CPUs allowed)` (the `recent_cid` reuse of 6.13/6.14); otherwise it
+//!   drops it and takes the lowest free CID. Switch-out does nothing: the CPU keeps its CID
+//!   (`MM_CID_LAZY_PUT`).
+//! * The compaction pass ([`CidAllocator::run_deferred`], the kernel's `task_mm_cid_work` every
+//!   100 ms) drops the cached CID of every CPU that runs no task of the space, so that the
+//!   survivors' CIDs can move down at their next switch-in (seed `003_68d6ea7a8c8aa882.txt`).
+//!
+//! We model the pass's "unused for 100 ms" as "idle when the pass runs", and replace the
+//! kernel's lock-free cmpxchg transitions on the per-CPU word with the CPU's runqueue lock.
+
+use super::mask::CidMask;
+use super::task::{claim, Claim, Rqs, Task};
+use super::{check_affinity, CidAllocator, CidError, CidState, Mode, MAX_CPUS, UNSET};
+use crate::sync::{lock, AtomicU32, Mutex, Ordering};
+
+struct Members {
+    users: u32,
+    allowed: u64,
+    next_id: u64,
+}
+
+/// The pre-rewrite design: per-CPU cached CIDs, lazy release, periodic compaction.
+pub struct LazyCids {
+    cpus: usize,
+    cids: CidMask,
+    rqs: Rqs,
+    members: Mutex<Members>,
+    max_nr_cid: AtomicU32,
+}
+
+impl LazyCids {
+    /// A space for `cpus` CPUs (clamped to `1..=64`).
+    pub fn new(cpus: usize) -> LazyCids {
+        let cpus = cpus.clamp(1, MAX_CPUS);
+        LazyCids {
+            cpus,
+            cids: CidMask::new(cpus as u32),
+            rqs: Rqs::new(cpus),
+            members: Mutex::new(Members {
+                users: 0,
+                allowed: 0,
+                next_id: 0,
+            }),
+            max_nr_cid: AtomicU32::new(0),
+        }
+    }
+
+    fn update(&self, members: &Members) {
+        let budget = members.users.min(members.allowed.count_ones()).max(1);
+        // Relaxed: a hint for switch-ins; any value keeps the ABI rules.
+        self.max_nr_cid.store(budget, Ordering::Relaxed);
+    }
+
+    /// CIDs currently taken.
+    pub fn cids_in_use(&self) -> u32 {
+        self.cids.count()
+    }
+}
+
+impl CidAllocator for LazyCids {
+    fn name(&self) -> &'static str {
+        "lazy"
+    }
+
+    fn cpus(&self) -> usize {
+        self.cpus
+    }
+
+    fn fork(&self, affinity: u64) -> Result<Task, CidError> {
+        check_affinity(affinity, self.cpus)?;
+        let mut members = lock(&self.members);
+        let task = Task::new(members.next_id, affinity);
+        members.next_id += 1;
+        members.users += 1;
+        members.allowed |= affinity;
+        self.update(&members);
+        Ok(task)
+    }
+
+    fn exit(&self, task: &Task) -> Result<(), CidError> {
+        let mut members = lock(&self.members);
+        loop {
+            let on_cpu = {
+                let state = task.state();
+                if state.exited {
+                    return Err(CidError::UnknownTask);
+                }
+                state.on_cpu
+            };
+            if let Some(cpu) = on_cpu {
+                let mut rq = self.rqs.lock(cpu);
+                if !rq.curr.as_ref().is_some_and(|curr| curr.same(task)) {
+                    continue;
+                }
+                // The CPU becomes idle and keeps its CID until compaction.
+                rq.curr = None;
+                task.state().on_cpu = None;
+            } else if task.state().on_cpu.is_some() {
+                continue;
+            }
+            break;
+        }
+        let mut state = task.state();
+        state.cid = UNSET;
+        state.exited = true;
+        drop(state);
+        members.users -= 1;
+        self.update(&members);
+        Ok(())
+    }
+
+    fn switch(&self, cpu: usize, next: Option<&Task>) -> Result<Option<u32>, CidError> {
+        if cpu >= self.cpus {
+            return Err(CidError::BadCpu);
+        }
+        let mut rq = self.rqs.lock(cpu);
+        match claim(&mut rq, cpu, next)? {
+            Claim::AlreadyHere => return Ok(next.map(|task| task.state().cid)),
+            Claim::Claimed { .. } => {}
+        }
+        let Some(next) = next else {
+            return Ok(None);
+        };
+        let budget = self.max_nr_cid.load(Ordering::Relaxed);
+        if rq.cid == UNSET || rq.cid >= budget {
+            if rq.cid != UNSET {
+                self.cids.put(rq.cid);
+            }
+            rq.cid = self.cids.get(budget);
+        }
+        next.state().cid = rq.cid;
+        Ok(Some(rq.cid))
+    }
+
+    fn set_affinity(&self, task: &Task, affinity: u64) -> Result<(), CidError> {
+        check_affinity(affinity, self.cpus)?;
+        let mut members = lock(&self.members);
+        {
+            let mut state = task.state();
+            if state.exited {
+                return Err(CidError::UnknownTask);
+            }
+            state.affinity = affinity;
+        }
+        members.allowed |= affinity;
+        self.update(&members);
+        Ok(())
+    }
+
+    /// The compaction pass: CPUs that run no task of the space give their cached CID back.
+    fn run_deferred(&self) {
+        for cpu in 0..self.cpus {
+            let mut rq = self.rqs.lock(cpu);
+            if rq.curr.is_none() && rq.cid != UNSET {
+                self.cids.put(rq.cid);
+                rq.cid = UNSET;
+            }
+        }
+    }
+
+    fn state(&self) -> CidState {
+        let (users, budget) = {
+            let members = lock(&self.members);
+            (members.users, self.max_nr_cid.load(Ordering::Relaxed))
+        };
+        let running = (0..self.cpus)
+            .filter_map(|cpu| {
+                let rq = self.rqs.lock(cpu);
+                rq.curr.as_ref().map(|task| (task.id(), task.state().cid))
+            })
+            .collect();
+        CidState {
+            mode: Mode::None,
+            users,
+            max_cids: budget,
+            running,
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Concurrency IDs: the MM CID rewrite of Linux 6.19, its baselines, and the kernel's own
+//! `rseq` mm_cid.
+//!
+//! # What a CID is
+//!
+//! A concurrency ID is a small integer a running task uses to index per-CPU-like data
+//! (allocator caches, sharded counters), so that memory scales with real concurrency rather
+//! than with the number of threads. Two rules hold at every instant (the ABI):
+//!
+//! 1. no two tasks of one space (the kernel's mm) that run at the same time hold the same CID;
+//! 2. every CID is below the number of CPUs.
+//!
+//! Compaction (keeping CIDs small) is an optimisation: the optimum is
+//! `min(tasks, CPUs allowed by the union of affinities)`.
+//!
+//! # The designs
+//!
+//! All implement [`CidAllocator`]; a "CPU" is a worker slot, and `switch` is a context switch on
+//! it.
+//!
+//! * [`Rework`]: Thomas Gleixner's rewrite (seed `000_f02e6dcde5f53c5d.txt`), see its docs.
+//!   Tasks own CIDs while there are few of them; CPUs own them, and tasks borrow, when tasks
+//!   outnumber the CID budget. Mode changes happen in fork and exit, which walk the tasks or the
+//!   CPUs to hand CIDs over; context switches stay a few loads and stores.
+//! * [`BitmapCids`]: the first design (Linux 6.3): take the lowest free CID under a per-space
+//!   lock at every switch-in, give it back at every switch-out.
+//! * [`LazyCids`]: the design before the rewrite: CPUs cache CIDs across switches and release
+//!   them lazily; a periodic compaction pass (seed `003_68d6ea7a8c8aa882.txt`) takes CIDs back
+//!   from idle CPUs and shrinks the range.
+//!
+//! [`rseq`] reads the kernel's own mm_cid for the calling thread.
+
+mod bitmap;
+mod error;
+mod lazy;
+mod mask;
+mod rework;
+pub mod rseq;
+mod task;
+
+pub use bitmap::BitmapCids;
+pub use error::CidError;
+pub use lazy::LazyCids;
+pub use rework::Rework;
+pub use task::{affinity_mask, Task};
+
+/// No CID (`MM_CID_UNSET`).
+pub const UNSET: u32 = 1 << 31;
+/// The CID is owned by the CPU (`MM_CID_ONCPU`).
+pub const ONCPU: u32 = 1 << 30;
+/// A transition between ownership modes is in progress (`MM_CID_TRANSIT`).
+pub const TRANSIT: u32 = 1 << 29;
+/// Spaces have at most this many CPUs (affinities are 64-bit masks).
+pub const MAX_CPUS: usize = 64;
+
+/// The CID value of a CID word, as user space sees it.
+#[inline]
+pub fn user_cid(word: u32) -> u32 {
+    word & !(ONCPU | TRANSIT)
+}
+
+/// Who owns the CIDs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Tasks own CIDs.
+    Task,
+    /// CPUs own CIDs; running tasks borrow them.
+    Cpu,
+    /// A design without ownership modes (the baselines).
+    None,
+}
+
+impl Mode {
+    /// The mode's name in the replay protocol.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Task => "task",
+            Mode::Cpu => "cpu",
+            Mode::None => "none",
+        }
+    }
+}
+
+/// A snapshot of a space.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CidState {
+    /// Ownership mode.
+    pub mode: Mode,
+    /// Live tasks.
+    pub users: u32,
+    /// The CID budget (`max_cids`); the CPU count for the baselines.
+    pub max_cids: u32,
+    /// Running tasks (by [`Task::id`]) and the CID each sees, by CPU order.
+    pub running: Vec<(u64, u32)>,
+}
+
+/// The operations every CID design offers.
+pub trait CidAllocator: Send + Sync {
+    /// A short name for reports ("rework", "bitmap", "lazy").
+    fn name(&self) -> &'static str;
+
+    /// CPUs (worker slots) of the space.
+    fn cpus(&self) -> usize;
+
+    /// A new task (fork), not running, allowed on the CPUs of `affinity` (a bit per CPU).
+    ///
+    /// # Errors
+    /// [`CidError::BadCpu`] if the affinity is empty or names a CPU the space does not have.
+    fn fork(&self, affinity: u64) -> Result<Task, CidError>;
+
+    /// The task leaves (exit); if it runs, its CPU becomes idle.
+    ///
+    /// # Errors
+    /// [`CidError::UnknownTask`] if it already exited.
+    fn exit(&self, task: &Task) -> Result<(), CidError>;
+
+    /// Context switch on `cpu`: the current task (if any) is switched out and `next` (if any)
+    /// switched in. Returns the CID `next` sees.
+    ///
+    /// # Errors
+    /// [`CidError::BadCpu`], [`CidError::UnknownTask`], [`CidError::RunningElsewhere`],
+    /// [`CidError::NotAllowed`]; nothing changes then.
+    fn switch(&self, cpu: usize, next: Option<&Task>) -> Result<Option<u32>, CidError>;
+
+    /// Changes a task's affinity (a bit per CPU).
+    ///
+    /// # Errors
+    /// [`CidError::UnknownTask`], [`CidError::BadCpu`].
+    fn set_affinity(&self, task: &Task, affinity: u64) -> Result<(), CidError>;
+
+    /// Runs deferred work: the rework's deferred mode switch, the lazy design's compaction.
+    fn run_deferred(&self);
+
+    /// A snapshot: mode, users, budget, and the running tasks' CIDs.
+    fn state(&self) -> CidState;
+}
+
+/// Checks an affinity mask against a CPU count.
+pub(crate) fn check_affinity(affinity: u64, cpus: usize) -> Result<(), CidError> {
+    if affinity == 0 || affinity & !task::all_cpus(cpus) != 0 {
+        Err(CidError::BadCpu)
+    } else {
+        Ok(())
+    }
+}

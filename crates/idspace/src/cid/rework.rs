@@ -1,0 +1,519 @@
+//! [`Rework`]: the MM CID rewrite (Linux 6.19), in user space.
+//!
+//! # Ownership modes
+//!
+//! * **Per-task** while `users <= max_cids`: every task owns a CID (a bit in the space's
+//!   bitmap). The CPU's slot only caches the CID of the task running on it.
+//! * **Per-CPU** once `users > max_cids`: CPUs own CIDs (their slot holds `cid | ONCPU`) and the
+//!   task running on a CPU borrows the CPU's CID. Tasks own nothing.
+//! * Back to per-task when `users < pcpu_thrs`.
+//!
+//! `opt = min(users, CPUs in the union of affinities)` (the union only grows),
+//! `max_cids = min(opt + opt/4, cpus)` and, recorded when per-CPU mode starts (and on affinity
+//! growth), `pcpu_thrs = max(min(opt - opt/4, cpus/2), 1)`. The `cpus/2` cap is what keeps the
+//! switch back from exhausting the CID space while CPUs still hold CIDs.
+//!
+//! # Who does what
+//!
+//! * **Fork and exit** are serialised by the space's mutex (the kernel's `mm_cid.mutex`). They
+//!   count users under the constraints lock (`mm_cid.lock`) and, when the mode must change, do
+//!   the fixup themselves: the mode word goes to the transition state (`ONCPU|TRANSIT` towards
+//!   per-CPU, `TRANSIT` towards per-task), a walk hands the CIDs over, and the final mode is
+//!   stored. In per-task mode a forked task gets a CID at once; in per-CPU mode nothing.
+//! * **Towards per-CPU** (fork), the walk visits the tasks: a running task's CID moves to its
+//!   CPU, a sleeping task's CID is dropped.
+//! * **Towards per-task** (exit, or deferred), the walk visits the CPUs: a CPU's CID moves to
+//!   the task running there, or is dropped.
+//! * **Affinity growth** that would allow the switch back is deferred to
+//!   [`CidAllocator::run_deferred`] (the kernel's worker), unless a fork or exit gets there first.
+//! * **Switch-out** does nothing. **Switch-in** reads its CPU's slot and the mode; in the common
+//!   case it copies one word (task to CPU slot in per-task mode, CPU slot to task in per-CPU
+//!   mode). Otherwise it takes over, drops or allocates a CID so that ownership matches the mode
+//!   it read, and compacts: a CID at or above `max_cids` is exchanged for a lower free one.
+//!
+//! Switch-ins never wait for a mode change: whichever mode they read, the walk still to come
+//! (or a later switch-in) fixes what they did, and every CID a running task sees is a bitmap
+//! bit that it or its CPU holds alone, so the two ABI rules hold throughout.
+//!
+//! # Where we differ from the kernel, and why
+//!
+//! * Context switches hold the CPU's runqueue lock and the next task's lock: a task is not
+//!   queued on one runqueue here (any CPU may switch any task in), so the task lock is what
+//!   keeps two CPUs from running it at once.
+//! * The walk towards per-CPU fixes a sleeping task under that task's lock alone, and only
+//!   *tries* a runqueue's lock (coming back later if it is busy). In the kernel,
+//!   `task_rq_lock` of a sleeping task can wait on a CPU whose switch-in spins for a free CID
+//!   that only the walk would free (the live lock fixed after merge, 4327fb13, by marking CIDs
+//!   `TRANSIT` in both directions). Here that wait cannot happen, so CIDs need no per-CID
+//!   `TRANSIT` mark; the mode word keeps its transition states.
+//! * A switch-in that must spin for a free CID does so without holding the task's lock.
+
+use super::mask::CidMask;
+use super::task::{all_cpus, claim, Claim, Rq, Rqs, Task, TaskState};
+use super::{
+    check_affinity, user_cid, CidAllocator, CidError, CidState, Mode, MAX_CPUS, ONCPU, TRANSIT,
+    UNSET,
+};
+use crate::padded::CachePadded;
+use crate::sync::{lock, spin_wait, try_lock, AtomicU32, Mutex, MutexGuard, Ordering};
+
+const MODE_TASK: u32 = 0;
+const MODE_TO_TASK: u32 = TRANSIT;
+const MODE_CPU: u32 = ONCPU;
+const MODE_TO_CPU: u32 = ONCPU | TRANSIT;
+
+/// A CID word that a task owns (`cid_on_task`).
+#[inline]
+fn task_owned(word: u32) -> bool {
+    word < TRANSIT
+}
+
+/// A CID word that a CPU owns (`cid_on_cpu`).
+#[inline]
+fn cpu_owned(word: u32) -> bool {
+    word & (ONCPU | UNSET) == ONCPU
+}
+
+/// The read-mostly words every switch-in reads: on their own cache line.
+struct Hot {
+    mode: AtomicU32,
+    max_cids: AtomicU32,
+}
+
+/// Fork/exit state, under the space's mutex.
+struct Members {
+    tasks: Vec<Task>,
+    next_id: u64,
+}
+
+/// Constraints, under the constraints lock (also taken by affinity changes).
+struct Constraints {
+    users: u32,
+    allowed: u64,
+    pcpu_thrs: u32,
+    deferred: bool,
+}
+
+/// The rewrite's CID space for a fixed number of CPUs (see the module docs).
+pub struct Rework {
+    cpus: usize,
+    cids: CidMask,
+    hot: CachePadded<Hot>,
+    rqs: Rqs,
+    members: Mutex<Members>,
+    constraints: Mutex<Constraints>,
+}
+
+impl Rework {
+    /// A space for `cpus` CPUs (clamped to `1..=64`).
+    pub fn new(cpus: usize) -> Rework {
+        let cpus = cpus.clamp(1, MAX_CPUS);
+        Rework {
+            cpus,
+            cids: CidMask::new(cpus as u32),
+            hot: CachePadded(Hot {
+                mode: AtomicU32::new(MODE_TASK),
+                max_cids: AtomicU32::new(0),
+            }),
+            rqs: Rqs::new(cpus),
+            members: Mutex::new(Members {
+                tasks: Vec::new(),
+                next_id: 0,
+            }),
+            constraints: Mutex::new(Constraints {
+                users: 0,
+                allowed: 0,
+                pcpu_thrs: 1,
+                deferred: false,
+            }),
+        }
+    }
+
+    /// `(opt, max_cids)` for `users` tasks allowed on the CPUs of `allowed`.
+    fn limits(&self, users: u32, allowed: u64) -> (u32, u32) {
+        let opt = users.min(allowed.count_ones());
+        (opt, (opt + opt / 4).min(self.cpus as u32))
+    }
+
+    fn threshold(&self, opt: u32) -> u32 {
+        (opt - opt / 4).min(self.cpus as u32 / 2).max(1)
+    }
+
+    /// Recomputes the budget after `users` changed; returns the mode to switch to, if any.
+    fn update(&self, constraints: &mut Constraints) -> Option<u32> {
+        let (opt, max) = self.limits(constraints.users, constraints.allowed);
+        // Relaxed: switch-ins read the budget without ordering; a stale value only delays
+        // compaction by a switch.
+        self.hot.max_cids.store(max, Ordering::Relaxed);
+        // Only fork/exit/deferred work (under the members mutex, which the caller holds) store
+        // the mode.
+        let mode = self.hot.mode.load(Ordering::Relaxed);
+        if mode == MODE_TASK && constraints.users > max {
+            constraints.pcpu_thrs = self.threshold(opt);
+            return Some(MODE_CPU);
+        }
+        if mode == MODE_CPU && constraints.users < constraints.pcpu_thrs {
+            constraints.deferred = false;
+            return Some(MODE_TASK);
+        }
+        None
+    }
+
+    fn set_mode(&self, mode: u32) {
+        // Release pairs with the Acquire load in `schedin`: a switch-in that reads the new mode
+        // also sees what the switching context did before (the user count, the budget).
+        self.hot.mode.store(mode, Ordering::Release);
+    }
+
+    /// Switches the whole space to `target`, with the members mutex held.
+    fn switch_mode(&self, members: &Members, target: u32) {
+        if target == MODE_CPU {
+            self.set_mode(MODE_TO_CPU);
+            self.fixup_tasks_to_cpus(&members.tasks);
+        } else {
+            self.set_mode(MODE_TO_TASK);
+            self.fixup_cpus_to_tasks();
+        }
+        self.set_mode(target);
+    }
+
+    /// Towards per-CPU: running tasks' CIDs move to their CPUs, sleeping tasks' are dropped.
+    fn fixup_tasks_to_cpus(&self, tasks: &[Task]) {
+        let mut pending: Vec<&Task> = tasks.iter().collect();
+        while !pending.is_empty() {
+            pending.retain(|task| !self.fix_task(task));
+            if !pending.is_empty() {
+                spin_wait();
+            }
+        }
+    }
+
+    /// One task of the walk towards per-CPU; false if its CPU was busy (try again).
+    fn fix_task(&self, task: &Task) -> bool {
+        let mut state = task.state();
+        if !task_owned(state.cid) {
+            return true;
+        }
+        let Some(cpu) = state.on_cpu else {
+            self.cids.put(state.cid);
+            state.cid = UNSET;
+            return true;
+        };
+        drop(state);
+        // Only try: the CPU may be in a switch-in that waits for a CID this walk frees.
+        let Some(mut rq) = try_lock(self.rqs.get(cpu)) else {
+            return false;
+        };
+        let mut state = task.state();
+        if !task_owned(state.cid) {
+            return true;
+        }
+        if state.on_cpu != Some(cpu) {
+            return false; // it moved: look again
+        }
+        rq.cid = state.cid | ONCPU;
+        state.cid |= ONCPU;
+        true
+    }
+
+    /// Towards per-task: each CPU's CID moves to the task running there, or is dropped.
+    fn fixup_cpus_to_tasks(&self) {
+        let mut pending: Vec<usize> = (0..self.cpus).collect();
+        while !pending.is_empty() {
+            pending.retain(|&cpu| !self.fix_cpu(cpu));
+            if !pending.is_empty() {
+                spin_wait();
+            }
+        }
+    }
+
+    /// One CPU of the walk towards per-task; false if its runqueue was busy (try again).
+    fn fix_cpu(&self, cpu: usize) -> bool {
+        let Some(mut rq) = try_lock(self.rqs.get(cpu)) else {
+            return false;
+        };
+        if !cpu_owned(rq.cid) {
+            return true;
+        }
+        let cid = user_cid(rq.cid);
+        let rq = &mut *rq;
+        match &rq.curr {
+            Some(task) => {
+                let mut state = task.state();
+                if task_owned(state.cid) {
+                    // The task got its own during the transition: the CPU's goes back.
+                    self.cids.put(cid);
+                } else {
+                    state.cid = cid;
+                }
+                rq.cid = state.cid;
+            }
+            None => {
+                self.cids.put(cid);
+                rq.cid = UNSET;
+            }
+        }
+        true
+    }
+
+    /// A free CID for `task` (whose lock `state` is): a quick try, else a spin without the
+    /// task's lock. Returns the CID and the re-taken guard.
+    fn pool_cid<'t>(
+        &self,
+        task: &'t Task,
+        state: MutexGuard<'t, TaskState>,
+        max: u32,
+    ) -> (u32, MutexGuard<'t, TaskState>) {
+        if let Some(cid) = self
+            .cids
+            .try_get(max)
+            .or_else(|| self.cids.try_get(self.cpus as u32))
+        {
+            return (cid, state);
+        }
+        drop(state);
+        let cid = self.cids.get(max);
+        (cid, task.state())
+    }
+
+    /// Exchanges `cid` for a free one below `max`, if there is one (`mm_cid_converge`).
+    fn converge(&self, cid: u32, max: u32) -> u32 {
+        if cid < max {
+            return cid;
+        }
+        match self.cids.try_get(max) {
+            Some(lower) => {
+                self.cids.put(cid);
+                lower
+            }
+            None => cid,
+        }
+    }
+
+    /// Switch-in of `next` (claimed for this CPU) with the runqueue held; the CID word it gets.
+    fn schedin(&self, rq: &mut Rq, next: &Task) -> u32 {
+        // Acquire pairs with the Release stores in `set_mode`.
+        let mode = self.hot.mode.load(Ordering::Acquire);
+        let max = self.hot.max_cids.load(Ordering::Relaxed);
+        let mut state = next.state();
+        if mode & ONCPU != 0 {
+            // Per-CPU: the CPU owns, the task borrows.
+            if cpu_owned(rq.cid) {
+                if task_owned(state.cid) {
+                    // Not yet visited by the walk: a task keeps no CID in per-CPU mode.
+                    self.cids.put(state.cid);
+                }
+            } else if task_owned(state.cid) {
+                rq.cid = state.cid | ONCPU;
+            } else {
+                let (cid, relocked) = self.pool_cid(next, state, max);
+                state = relocked;
+                rq.cid = cid | ONCPU;
+            }
+            rq.cid = self.converge(user_cid(rq.cid), max) | ONCPU;
+            state.cid = rq.cid;
+        } else {
+            // Per-task: the task owns, the CPU slot caches.
+            if task_owned(state.cid) {
+                if cpu_owned(rq.cid) {
+                    // Not yet visited by the walk back: the CPU's CID is not needed.
+                    self.cids.put(user_cid(rq.cid));
+                }
+            } else if cpu_owned(rq.cid) {
+                state.cid = user_cid(rq.cid);
+            } else {
+                let (cid, relocked) = self.pool_cid(next, state, max);
+                state = relocked;
+                state.cid = cid;
+            }
+            state.cid = self.converge(state.cid, max);
+            rq.cid = state.cid;
+        }
+        state.cid
+    }
+
+    /// Takes `task` off its CPU (if it runs), with the runqueue and task locks in order.
+    fn deschedule<'t>(&self, task: &'t Task) -> Result<MutexGuard<'t, TaskState>, CidError> {
+        loop {
+            let on_cpu = {
+                let state = task.state();
+                if state.exited {
+                    return Err(CidError::UnknownTask);
+                }
+                state.on_cpu
+            };
+            match on_cpu {
+                None => {
+                    let state = task.state();
+                    if state.on_cpu.is_none() {
+                        return Ok(state);
+                    }
+                }
+                Some(cpu) => {
+                    let mut rq = self.rqs.lock(cpu);
+                    let mut state = task.state();
+                    if state.on_cpu == Some(cpu) {
+                        rq.curr = None;
+                        state.on_cpu = None;
+                        return Ok(state);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl CidAllocator for Rework {
+    fn name(&self) -> &'static str {
+        "rework"
+    }
+
+    fn cpus(&self) -> usize {
+        self.cpus
+    }
+
+    fn fork(&self, affinity: u64) -> Result<Task, CidError> {
+        check_affinity(affinity, self.cpus)?;
+        let mut members = lock(&self.members);
+        let task = Task::new(members.next_id, affinity);
+        members.next_id += 1;
+        let switch = {
+            let mut constraints = lock(&self.constraints);
+            constraints.users += 1;
+            constraints.allowed |= affinity;
+            self.update(&mut constraints)
+        };
+        members.tasks.push(task.clone());
+        match switch {
+            // The new task has no CID; the walk moves the others' to their CPUs.
+            Some(MODE_CPU) => self.switch_mode(&members, MODE_CPU),
+            Some(target) => {
+                self.switch_mode(&members, target);
+                self.give_cid(&task);
+            }
+            None if self.hot.mode.load(Ordering::Relaxed) == MODE_TASK => self.give_cid(&task),
+            None => {}
+        }
+        Ok(task)
+    }
+
+    fn exit(&self, task: &Task) -> Result<(), CidError> {
+        let mut members = lock(&self.members);
+        {
+            let mut state = self.deschedule(task)?;
+            if task_owned(state.cid) {
+                self.cids.put(state.cid);
+            }
+            state.cid = UNSET;
+            state.exited = true;
+        }
+        members.tasks.retain(|t| !t.same(task));
+        let switch = {
+            let mut constraints = lock(&self.constraints);
+            constraints.users -= 1;
+            self.update(&mut constraints)
+        };
+        if let Some(target) = switch {
+            self.switch_mode(&members, target);
+        }
+        Ok(())
+    }
+
+    fn switch(&self, cpu: usize, next: Option<&Task>) -> Result<Option<u32>, CidError> {
+        if cpu >= self.cpus {
+            return Err(CidError::BadCpu);
+        }
+        let mut rq = self.rqs.lock(cpu);
+        match claim(&mut rq, cpu, next)? {
+            Claim::AlreadyHere => Ok(next.map(|task| user_cid(task.state().cid))),
+            // Switch-out does nothing: the previous task keeps (or drops, at its next switch-in)
+            // what it has.
+            Claim::Claimed { .. } => Ok(next.map(|task| user_cid(self.schedin(&mut rq, task)))),
+        }
+    }
+
+    fn set_affinity(&self, task: &Task, affinity: u64) -> Result<(), CidError> {
+        check_affinity(affinity, self.cpus)?;
+        {
+            let mut state = task.state();
+            if state.exited {
+                return Err(CidError::UnknownTask);
+            }
+            state.affinity = affinity;
+        }
+        let mut constraints = lock(&self.constraints);
+        if constraints.allowed | affinity == constraints.allowed {
+            return Ok(());
+        }
+        constraints.allowed |= affinity;
+        let (opt, max) = self.limits(constraints.users, constraints.allowed);
+        // Relaxed: see `update`.
+        self.hot.max_cids.store(max, Ordering::Relaxed);
+        if self.hot.mode.load(Ordering::Relaxed) & ONCPU != 0 {
+            constraints.pcpu_thrs = self.threshold(opt);
+            if constraints.users < constraints.pcpu_thrs {
+                // The switch back needs the walk, which cannot run here (the kernel is inside
+                // the scheduler): defer it.
+                constraints.deferred = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn run_deferred(&self) {
+        let members = lock(&self.members);
+        let switch = {
+            let mut constraints = lock(&self.constraints);
+            let due = constraints.deferred
+                && self.hot.mode.load(Ordering::Relaxed) == MODE_CPU
+                && constraints.users < constraints.pcpu_thrs;
+            constraints.deferred = false;
+            due
+        };
+        if switch {
+            self.switch_mode(&members, MODE_TASK);
+        }
+    }
+
+    fn state(&self) -> CidState {
+        let members = lock(&self.members);
+        let users = lock(&self.constraints).users;
+        let mode = if self.hot.mode.load(Ordering::Relaxed) & ONCPU != 0 {
+            Mode::Cpu
+        } else {
+            Mode::Task
+        };
+        let running = (0..self.cpus)
+            .filter_map(|cpu| {
+                let rq = self.rqs.lock(cpu);
+                rq.curr
+                    .as_ref()
+                    .map(|task| (task.id(), user_cid(task.state().cid)))
+            })
+            .collect();
+        drop(members);
+        CidState {
+            mode,
+            users,
+            max_cids: self.hot.max_cids.load(Ordering::Relaxed),
+            running,
+        }
+    }
+}
+
+impl Rework {
+    fn give_cid(&self, task: &Task) {
+        let max = self.hot.max_cids.load(Ordering::Relaxed);
+        task.state().cid = self.cids.get(max);
+    }
+
+    /// CIDs currently taken from the bitmap (for tests: no leaks).
+    pub fn cids_in_use(&self) -> u32 {
+        self.cids.count()
+    }
+
+    /// Mask of all the space's CPUs, for `fork`.
+    pub fn all_cpus(&self) -> u64 {
+        all_cpus(self.cpus)
+    }
+}

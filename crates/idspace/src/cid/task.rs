@@ -1,0 +1,159 @@
+//! Tasks and CPUs as every CID design sees them: a task's CID state behind its own lock, a CPU's
+//! current task and CID behind the CPU's runqueue lock, and the checks every switch makes.
+//!
+//! Lock order: a CPU's runqueue, then a task. No path holds two tasks' locks at once.
+
+use std::sync::Arc;
+
+use super::{CidError, UNSET};
+use crate::padded::CachePadded;
+use crate::sync::{lock, Mutex, MutexGuard};
+
+/// A task's CID state.
+pub(crate) struct TaskState {
+    /// The task's CID word (designs give the flag bits their meaning).
+    pub(crate) cid: u32,
+    /// The CPU the task runs on (or is being switched in on).
+    pub(crate) on_cpu: Option<usize>,
+    /// CPUs the task may run on.
+    pub(crate) affinity: u64,
+    pub(crate) exited: bool,
+}
+
+pub(crate) struct TaskInner {
+    id: u64,
+    pub(crate) state: Mutex<TaskState>,
+}
+
+/// A task of a CID space: returned by `fork`, passed to `switch`, `exit` and `set_affinity`.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct Task(pub(crate) Arc<TaskInner>);
+
+impl Task {
+    pub(crate) fn new(id: u64, affinity: u64) -> Task {
+        Task(Arc::new(TaskInner {
+            id,
+            state: Mutex::new(TaskState {
+                cid: UNSET,
+                on_cpu: None,
+                affinity,
+                exited: false,
+            }),
+        }))
+    }
+
+    /// The task's number within its space (in fork order, from 0).
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, TaskState> {
+        lock(&self.0.state)
+    }
+
+    pub(crate) fn same(&self, other: &Task) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl core::fmt::Debug for Task {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Task({})", self.0.id)
+    }
+}
+
+/// A CPU's runqueue, as far as CIDs go.
+pub(crate) struct Rq {
+    pub(crate) curr: Option<Task>,
+    /// The CPU's CID word (`mm_cid_pcpu::cid`).
+    pub(crate) cid: u32,
+}
+
+/// The runqueues, each on its own cache line.
+pub(crate) struct Rqs(Box<[CachePadded<Mutex<Rq>>]>);
+
+impl Rqs {
+    pub(crate) fn new(cpus: usize) -> Rqs {
+        Rqs((0..cpus)
+            .map(|_| {
+                CachePadded(Mutex::new(Rq {
+                    curr: None,
+                    cid: UNSET,
+                }))
+            })
+            .collect())
+    }
+
+    pub(crate) fn lock(&self, cpu: usize) -> MutexGuard<'_, Rq> {
+        lock(&self.0[cpu])
+    }
+
+    pub(crate) fn get(&self, cpu: usize) -> &Mutex<Rq> {
+        &self.0[cpu]
+    }
+}
+
+/// An affinity mask for `cpus` CPUs from a list, checked.
+pub fn affinity_mask(cpus: &[usize], ncpus: usize) -> Result<u64, CidError> {
+    let mut mask = 0u64;
+    for &cpu in cpus {
+        if cpu >= ncpus {
+            return Err(CidError::BadCpu);
+        }
+        mask |= 1 << cpu;
+    }
+    if mask == 0 {
+        return Err(CidError::BadCpu);
+    }
+    Ok(mask)
+}
+
+/// Mask of all `cpus` CPUs.
+pub(crate) fn all_cpus(cpus: usize) -> u64 {
+    if cpus >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << cpus) - 1
+    }
+}
+
+/// What a switch does before any CID work: checks `next` and claims it for `cpu` (so that no
+/// other CPU can switch it in), and takes the current task off the CPU. Returns the previous
+/// task (already marked as not running) and whether `next` was already running here.
+pub(crate) enum Claim {
+    /// `next` already runs on this CPU: nothing to do.
+    AlreadyHere,
+    /// `next` is claimed for this CPU; `prev` was switched out (if any).
+    Claimed { prev: Option<Task> },
+}
+
+/// Checks and claims `next` for `cpu` with the runqueue held.
+pub(crate) fn claim(rq: &mut Rq, cpu: usize, next: Option<&Task>) -> Result<Claim, CidError> {
+    if let Some(next) = next {
+        let mut state = next.state();
+        if rq.curr.as_ref().is_some_and(|curr| curr.same(next)) {
+            // Already running here: nothing to switch, but the affinity still rules.
+            if state.affinity & (1 << cpu) == 0 {
+                return Err(CidError::NotAllowed);
+            }
+            return Ok(Claim::AlreadyHere);
+        }
+        if state.exited {
+            return Err(CidError::UnknownTask);
+        }
+        if state.on_cpu.is_some() {
+            return Err(CidError::RunningElsewhere);
+        }
+        if state.affinity & (1 << cpu) == 0 {
+            return Err(CidError::NotAllowed);
+        }
+        state.on_cpu = Some(cpu);
+    }
+    let prev = rq.curr.take();
+    if let Some(prev) = &prev {
+        prev.state().on_cpu = None;
+    }
+    rq.curr = next.cloned();
+    Ok(Claim::Claimed { prev })
+}
