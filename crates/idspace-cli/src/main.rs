@@ -54,6 +54,15 @@ enum Family {
         #[arg(long, value_enum)]
         design: replay::table::TableDesign,
     },
+    /// Concurrency IDs: the MM CID rewrite and its two predecessors.
+    Cid {
+        /// Which design to drive.
+        #[arg(long, value_enum)]
+        design: replay::cid::CidDesign,
+        /// CPUs (worker slots) of the space.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+        cpus: u16,
+    },
     /// Namespaced PID allocation: the IDR designs, FreeBSD's bitmap+hash, per-CPU ranges.
     Pid {
         /// Which design to drive.
@@ -94,6 +103,9 @@ fn main() -> ExitCode {
             let mut replayer: Box<dyn replay::Replayer> = match family {
                 Family::Table { design } => Box::new(replay::table::TableReplay::new(design)),
                 Family::Pid { design } => Box::new(replay::pid::PidReplay::new(design)),
+                Family::Cid { design, cpus } => {
+                    Box::new(replay::cid::CidReplay::new(design, usize::from(cpus)))
+                }
             };
             let stdin = io::stdin().lock();
             let stdout = io::stdout().lock();

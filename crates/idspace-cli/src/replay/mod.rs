@@ -8,6 +8,7 @@
 //! line was bad, else 0. Answers are flushed line by line, so a program can converse with the
 //! replayer through a pipe.
 
+pub mod cid;
 pub mod pid;
 pub mod table;
 
@@ -95,6 +96,39 @@ impl<'a> Fields<'a> {
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some)
+    }
+
+    /// The `"task"` field of a switch: a non-negative integer, or `null` for none.
+    pub fn optional_task(&self) -> Result<Option<u64>, BadInput> {
+        let value = self.field("task")?;
+        if value.is_null() {
+            return Ok(None);
+        }
+        value.as_u64().map(Some).ok_or_else(|| {
+            BadInput(format!(
+                "field \"task\" must be a non-negative integer or null, got {value}"
+            ))
+        })
+    }
+
+    /// An array of non-negative integers.
+    pub fn index_list(&self, name: &str) -> Result<Vec<u64>, BadInput> {
+        let value = self.field(name)?;
+        let items = value.as_array().ok_or_else(|| {
+            BadInput(format!(
+                "field \"{name}\" must be an array of non-negative integers, got {value}"
+            ))
+        })?;
+        items
+            .iter()
+            .map(|item| {
+                item.as_u64().ok_or_else(|| {
+                    BadInput(format!(
+                        "field \"{name}\" must hold non-negative integers only, got {item}"
+                    ))
+                })
+            })
+            .collect()
     }
 
     /// A boolean field.
