@@ -125,3 +125,55 @@ fn rework_leaks_no_cid_under_threads() {
         "every CID came back once every task exited"
     );
 }
+
+/// The thread create/teardown shape: pool threads fork tasks, switch each in on one CPU and
+/// then on another (where it may have been preempted meanwhile by another pool), and exit them.
+/// Tasks are not held by one CPU thread here, so a switch-out and a switch-in elsewhere race
+/// on the same task. Every CID returned is below the CPU count, nothing hangs, and when all
+/// tasks have exited no CID is left taken.
+fn pools(design: &dyn CidAllocator) {
+    let name = design.name();
+    let all = (1u64 << CPUS) - 1;
+    let rounds = if cfg!(debug_assertions) { 150 } else { 1_500 };
+    thread::scope(|scope| {
+        for pool in 0..6usize {
+            scope.spawn(move || {
+                for _ in 0..rounds {
+                    let tasks: Vec<Task> = (0..5).map(|_| design.fork(all).unwrap()).collect();
+                    for (step, cpu_shift) in [0, 1].into_iter().enumerate() {
+                        for (index, task) in tasks.iter().enumerate() {
+                            let cpu = (pool + index + cpu_shift) % CPUS;
+                            match design.switch(cpu, Some(task)) {
+                                Ok(Some(cid)) => {
+                                    assert!((cid as usize) < CPUS, "{name}: CID {cid}")
+                                }
+                                Ok(None) => panic!("{name}: no CID for a switched-in task"),
+                                Err(e) if step == 1 && e.as_str() == "running_elsewhere" => {}
+                                Err(e) => panic!("{name}: {e}"),
+                            }
+                        }
+                    }
+                    for task in &tasks {
+                        design.exit(task).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(design.state().users, 0, "{name}");
+    let left = design.cids_in_use();
+    // The lazy design's idle CPUs keep their cached CIDs until the compaction pass.
+    design.run_deferred();
+    assert_eq!(
+        design.cids_in_use(),
+        0,
+        "{name}: {left} CIDs taken with no task left"
+    );
+}
+
+#[test]
+fn pools_race_switch_out_and_switch_in_of_one_task() {
+    pools(&Rework::new(CPUS));
+    pools(&BitmapCids::new(CPUS));
+    pools(&LazyCids::new(CPUS));
+}

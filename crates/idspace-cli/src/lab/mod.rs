@@ -7,6 +7,7 @@
 //! and a line to [`experiments`].
 
 pub mod alloc;
+mod cid;
 mod machine;
 mod measure;
 pub mod model;
@@ -66,7 +67,11 @@ pub trait Experiment {
 
 /// Every experiment, in report order.
 pub fn experiments() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(timers::Timers), Box::new(pid::Pids)]
+    vec![
+        Box::new(timers::Timers),
+        Box::new(pid::Pids),
+        Box::new(cid::Cids),
+    ]
 }
 
 #[derive(Serialize)]

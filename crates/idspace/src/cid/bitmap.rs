@@ -5,7 +5,7 @@
 use super::mask::CidMask;
 use super::task::{claim, Claim, Rqs, Task};
 use super::{check_affinity, CidAllocator, CidError, CidState, Mode, MAX_CPUS, UNSET};
-use crate::sync::{lock, Mutex};
+use crate::sync::{lock, spin_wait, Mutex};
 
 struct Members {
     users: u32,
@@ -38,18 +38,30 @@ impl BitmapCids {
         }
     }
 
-    fn put(&self, task: &Task) {
-        let mut state = task.state();
-        if state.cid != UNSET {
+    /// Gives a CID taken from a task back. The caller took it out of the task's state in the
+    /// lock hold that took the task off its CPU, so a CPU that switches the task in again
+    /// cannot be handed a CID this call is about to free; and it holds the runqueue of that
+    /// CPU, so taken CIDs never outnumber busy CPUs.
+    fn put(&self, cid: u32) {
+        if cid != UNSET {
             let _held = lock(&self.cid_lock);
-            self.cids.put(state.cid);
+            self.cids.put(cid);
         }
-        state.cid = UNSET;
     }
 
-    /// CIDs currently taken.
-    pub fn cids_in_use(&self) -> u32 {
-        self.cids.count()
+    /// The lowest free CID, under `cid_lock`; waits (without the lock, so that switch-outs can
+    /// give CIDs back) while a switch-out elsewhere is still returning one.
+    fn get(&self) -> u32 {
+        loop {
+            let taken = {
+                let _held = lock(&self.cid_lock);
+                self.cids.try_get(self.cpus as u32)
+            };
+            if let Some(cid) = taken {
+                return cid;
+            }
+            spin_wait();
+        }
     }
 }
 
@@ -86,14 +98,20 @@ impl CidAllocator for BitmapCids {
                 if !rq.curr.as_ref().is_some_and(|curr| curr.same(task)) {
                     continue;
                 }
+                // A switch-out: the CID goes back before the CPU is free, so that a switch-in
+                // there always finds one (at most one CID per busy CPU is taken).
                 rq.curr = None;
-                task.state().on_cpu = None;
+                let cid = {
+                    let mut state = task.state();
+                    state.on_cpu = None;
+                    core::mem::replace(&mut state.cid, UNSET)
+                };
+                self.put(cid);
             } else if task.state().on_cpu.is_some() {
                 continue;
             }
             break;
         }
-        self.put(task);
         task.state().exited = true;
         members.users -= 1;
         Ok(())
@@ -104,17 +122,16 @@ impl CidAllocator for BitmapCids {
             return Err(CidError::BadCpu);
         }
         let mut rq = self.rqs.lock(cpu);
-        let prev = match claim(&mut rq, cpu, next)? {
-            Claim::AlreadyHere => return Ok(next.map(|task| task.state().cid)),
-            Claim::Claimed { prev } => prev,
+        let mut released = UNSET;
+        let switch_out = |state: &mut super::task::TaskState| {
+            released = core::mem::replace(&mut state.cid, UNSET);
         };
-        if let Some(prev) = prev {
-            self.put(&prev);
+        if let Claim::AlreadyHere = claim(&mut rq, cpu, next, switch_out)? {
+            return Ok(next.map(|task| task.state().cid));
         }
+        self.put(released);
         Ok(next.map(|task| {
-            let _held = lock(&self.cid_lock);
-            // At most `cpus` tasks run, so a CID is free.
-            let cid = self.cids.get(self.cpus as u32);
+            let cid = self.get();
             task.state().cid = cid;
             cid
         }))
@@ -131,6 +148,10 @@ impl CidAllocator for BitmapCids {
     }
 
     fn run_deferred(&self) {}
+
+    fn cids_in_use(&self) -> u32 {
+        self.cids.count()
+    }
 
     fn state(&self) -> CidState {
         let users = lock(&self.members).users;

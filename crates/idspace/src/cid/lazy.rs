@@ -55,11 +55,6 @@ impl LazyCids {
         // Relaxed: a hint for switch-ins; any value keeps the ABI rules.
         self.max_nr_cid.store(budget, Ordering::Relaxed);
     }
-
-    /// CIDs currently taken.
-    pub fn cids_in_use(&self) -> u32 {
-        self.cids.count()
-    }
 }
 
 impl CidAllocator for LazyCids {
@@ -119,9 +114,9 @@ impl CidAllocator for LazyCids {
             return Err(CidError::BadCpu);
         }
         let mut rq = self.rqs.lock(cpu);
-        match claim(&mut rq, cpu, next)? {
+        match claim(&mut rq, cpu, next, |_| {})? {
             Claim::AlreadyHere => return Ok(next.map(|task| task.state().cid)),
-            Claim::Claimed { .. } => {}
+            Claim::Claimed => {}
         }
         let Some(next) = next else {
             return Ok(None);
@@ -161,6 +156,10 @@ impl CidAllocator for LazyCids {
                 rq.cid = UNSET;
             }
         }
+    }
+
+    fn cids_in_use(&self) -> u32 {
+        self.cids.count()
     }
 
     fn state(&self) -> CidState {

@@ -133,6 +133,10 @@ pub trait CidAllocator: Send + Sync {
 
     /// A snapshot: mode, users, budget, and the running tasks' CIDs.
     fn state(&self) -> CidState;
+
+    /// CIDs currently taken from the space's bitmap, by tasks or CPUs: the footprint that
+    /// per-CID data must cover.
+    fn cids_in_use(&self) -> u32;
 }
 
 /// Checks an affinity mask against a CPU count.

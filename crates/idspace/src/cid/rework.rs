@@ -48,6 +48,8 @@
 //!   `TRANSIT` mark; the mode word keeps its transition states.
 //! * A switch-in that must spin for a free CID does so without holding the task's lock.
 
+use std::collections::HashMap;
+
 use super::mask::CidMask;
 use super::task::{all_cpus, claim, Claim, Rq, Rqs, Task, TaskState};
 use super::{
@@ -56,6 +58,7 @@ use super::{
 };
 use crate::padded::CachePadded;
 use crate::sync::{lock, spin_wait, try_lock, AtomicU32, Mutex, MutexGuard, Ordering};
+use crate::table::hash::BuildIntHasher;
 
 const MODE_TASK: u32 = 0;
 const MODE_TO_TASK: u32 = TRANSIT;
@@ -80,9 +83,10 @@ struct Hot {
     max_cids: AtomicU32,
 }
 
-/// Fork/exit state, under the space's mutex.
+/// Fork/exit state, under the space's mutex: the tasks (the kernel's thread list; a map so that
+/// exit unlinks in constant time), and the next task number.
 struct Members {
-    tasks: Vec<Task>,
+    tasks: HashMap<u64, Task, BuildIntHasher>,
     next_id: u64,
 }
 
@@ -117,7 +121,7 @@ impl Rework {
             }),
             rqs: Rqs::new(cpus),
             members: Mutex::new(Members {
-                tasks: Vec::new(),
+                tasks: HashMap::default(),
                 next_id: 0,
             }),
             constraints: Mutex::new(Constraints {
@@ -142,9 +146,7 @@ impl Rework {
     /// Recomputes the budget after `users` changed; returns the mode to switch to, if any.
     fn update(&self, constraints: &mut Constraints) -> Option<u32> {
         let (opt, max) = self.limits(constraints.users, constraints.allowed);
-        // Relaxed: switch-ins read the budget without ordering; a stale value only delays
-        // compaction by a switch.
-        self.hot.max_cids.store(max, Ordering::Relaxed);
+        self.set_max_cids(max);
         // Only fork/exit/deferred work (under the members mutex, which the caller holds) store
         // the mode.
         let mode = self.hot.mode.load(Ordering::Relaxed);
@@ -159,6 +161,18 @@ impl Rework {
         None
     }
 
+    /// Publishes the budget, writing the hot cache line only when it changes: every switch-in
+    /// reads that line, and forks and exits that leave the budget alone should not take it away
+    /// from them.
+    fn set_max_cids(&self, max: u32) {
+        // Relaxed: switch-ins read the budget without ordering; a stale value only delays
+        // compaction by a switch. Only fork/exit/affinity paths (under the constraints lock)
+        // store it.
+        if self.hot.max_cids.load(Ordering::Relaxed) != max {
+            self.hot.max_cids.store(max, Ordering::Relaxed);
+        }
+    }
+
     fn set_mode(&self, mode: u32) {
         // Release pairs with the Acquire load in `schedin`: a switch-in that reads the new mode
         // also sees what the switching context did before (the user count, the budget).
@@ -169,7 +183,7 @@ impl Rework {
     fn switch_mode(&self, members: &Members, target: u32) {
         if target == MODE_CPU {
             self.set_mode(MODE_TO_CPU);
-            self.fixup_tasks_to_cpus(&members.tasks);
+            self.fixup_tasks_to_cpus(members.tasks.values());
         } else {
             self.set_mode(MODE_TO_TASK);
             self.fixup_cpus_to_tasks();
@@ -178,8 +192,8 @@ impl Rework {
     }
 
     /// Towards per-CPU: running tasks' CIDs move to their CPUs, sleeping tasks' are dropped.
-    fn fixup_tasks_to_cpus(&self, tasks: &[Task]) {
-        let mut pending: Vec<&Task> = tasks.iter().collect();
+    fn fixup_tasks_to_cpus<'t>(&self, tasks: impl Iterator<Item = &'t Task>) {
+        let mut pending: Vec<&Task> = tasks.collect();
         while !pending.is_empty() {
             pending.retain(|task| !self.fix_task(task));
             if !pending.is_empty() {
@@ -383,7 +397,7 @@ impl CidAllocator for Rework {
             constraints.allowed |= affinity;
             self.update(&mut constraints)
         };
-        members.tasks.push(task.clone());
+        members.tasks.insert(task.id(), task.clone());
         match switch {
             // The new task has no CID; the walk moves the others' to their CPUs.
             Some(MODE_CPU) => self.switch_mode(&members, MODE_CPU),
@@ -407,7 +421,7 @@ impl CidAllocator for Rework {
             state.cid = UNSET;
             state.exited = true;
         }
-        members.tasks.retain(|t| !t.same(task));
+        members.tasks.remove(&task.id());
         let switch = {
             let mut constraints = lock(&self.constraints);
             constraints.users -= 1;
@@ -424,11 +438,11 @@ impl CidAllocator for Rework {
             return Err(CidError::BadCpu);
         }
         let mut rq = self.rqs.lock(cpu);
-        match claim(&mut rq, cpu, next)? {
+        match claim(&mut rq, cpu, next, |_| {})? {
             Claim::AlreadyHere => Ok(next.map(|task| user_cid(task.state().cid))),
             // Switch-out does nothing: the previous task keeps (or drops, at its next switch-in)
             // what it has.
-            Claim::Claimed { .. } => Ok(next.map(|task| user_cid(self.schedin(&mut rq, task)))),
+            Claim::Claimed => Ok(next.map(|task| user_cid(self.schedin(&mut rq, task)))),
         }
     }
 
@@ -447,8 +461,7 @@ impl CidAllocator for Rework {
         }
         constraints.allowed |= affinity;
         let (opt, max) = self.limits(constraints.users, constraints.allowed);
-        // Relaxed: see `update`.
-        self.hot.max_cids.store(max, Ordering::Relaxed);
+        self.set_max_cids(max);
         if self.hot.mode.load(Ordering::Relaxed) & ONCPU != 0 {
             constraints.pcpu_thrs = self.threshold(opt);
             if constraints.users < constraints.pcpu_thrs {
@@ -473,6 +486,10 @@ impl CidAllocator for Rework {
         if switch {
             self.switch_mode(&members, MODE_TASK);
         }
+    }
+
+    fn cids_in_use(&self) -> u32 {
+        self.cids.count()
     }
 
     fn state(&self) -> CidState {
@@ -505,11 +522,6 @@ impl Rework {
     fn give_cid(&self, task: &Task) {
         let max = self.hot.max_cids.load(Ordering::Relaxed);
         task.state().cid = self.cids.get(max);
-    }
-
-    /// CIDs currently taken from the bitmap (for tests: no leaks).
-    pub fn cids_in_use(&self) -> u32 {
-        self.cids.count()
     }
 
     /// Mask of all the space's CPUs, for `fork`.

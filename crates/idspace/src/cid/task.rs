@@ -119,17 +119,23 @@ pub(crate) fn all_cpus(cpus: usize) -> u64 {
 }
 
 /// What a switch does before any CID work: checks `next` and claims it for `cpu` (so that no
-/// other CPU can switch it in), and takes the current task off the CPU. Returns the previous
-/// task (already marked as not running) and whether `next` was already running here.
+/// other CPU can switch it in), and takes the current task off the CPU.
 pub(crate) enum Claim {
     /// `next` already runs on this CPU: nothing to do.
     AlreadyHere,
-    /// `next` is claimed for this CPU; `prev` was switched out (if any).
-    Claimed { prev: Option<Task> },
+    /// `next` is claimed for this CPU; the previous task (if any) was switched out.
+    Claimed,
 }
 
-/// Checks and claims `next` for `cpu` with the runqueue held.
-pub(crate) fn claim(rq: &mut Rq, cpu: usize, next: Option<&Task>) -> Result<Claim, CidError> {
+/// Checks and claims `next` for `cpu` with the runqueue held. `switch_out` runs on the previous
+/// task's state in the same lock hold that takes it off the CPU, before another CPU can claim
+/// it (a design that takes CIDs back at switch-out must do it there).
+pub(crate) fn claim(
+    rq: &mut Rq,
+    cpu: usize,
+    next: Option<&Task>,
+    switch_out: impl FnOnce(&mut TaskState),
+) -> Result<Claim, CidError> {
     if let Some(next) = next {
         let mut state = next.state();
         if rq.curr.as_ref().is_some_and(|curr| curr.same(next)) {
@@ -152,8 +158,10 @@ pub(crate) fn claim(rq: &mut Rq, cpu: usize, next: Option<&Task>) -> Result<Clai
     }
     let prev = rq.curr.take();
     if let Some(prev) = &prev {
-        prev.state().on_cpu = None;
+        let mut state = prev.state();
+        switch_out(&mut state);
+        state.on_cpu = None;
     }
     rq.curr = next.cloned();
-    Ok(Claim::Claimed { prev })
+    Ok(Claim::Claimed)
 }

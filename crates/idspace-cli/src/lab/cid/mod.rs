@@ -1,0 +1,340 @@
+//! Experiment `cid`: concurrency IDs (seeds 000 and 003): switch cost, the thread
+//! create/teardown pools, the CID footprint over time, and a CID-indexed sharded counter, for
+//! the rework, its two predecessors and the kernel's own rseq mm_cid, in one run.
+
+mod workloads;
+
+use std::time::Duration;
+
+use idspace::cid::{BitmapCids, CidAllocator, LazyCids, Rework};
+
+use super::measure::{column, medians, ratios_to};
+use super::model::{Plot, Row, Section, Series, Table};
+use super::{Experiment, Progress, Scale};
+use workloads::Shards;
+
+/// The experiment.
+pub struct Cids;
+
+/// Simulated CPUs of the spaces in the pool and footprint tests (the seed's shapes need more
+/// CPUs than this machine has; the spaces are user-space structures, so they can).
+const SIM_CPUS: usize = 8;
+
+fn designs(cpus: usize) -> Vec<(&'static str, Box<dyn CidAllocator>)> {
+    vec![
+        ("rework", Box::new(Rework::new(cpus))),
+        ("bitmap", Box::new(BitmapCids::new(cpus))),
+        ("lazy", Box::new(LazyCids::new(cpus))),
+    ]
+}
+
+fn make(name: &str, cpus: usize) -> Box<dyn CidAllocator> {
+    match name {
+        "bitmap" => Box::new(BitmapCids::new(cpus)),
+        "lazy" => Box::new(LazyCids::new(cpus)),
+        _ => Box::new(Rework::new(cpus)),
+    }
+}
+
+impl Experiment for Cids {
+    fn name(&self) -> &'static str {
+        "cid"
+    }
+
+    fn about(&self) -> &'static str {
+        "Concurrency IDs: the MM CID rewrite vs the 6.3 bitmap and the lazy design, and rseq mm_cid"
+    }
+
+    fn run(&self, scale: Scale) -> Result<Section, String> {
+        let (duration, pairs) = match scale {
+            Scale::Quick => (Duration::from_millis(250), 200_000),
+            Scale::Full => (Duration::from_millis(1000), 2_000_000),
+        };
+        let repetitions = scale.repetitions();
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let pool_shapes = [(8usize, 8usize), (32, 32)];
+        let counter_threads = [2usize, 8, 64];
+        let steps = repetitions * (5 + pool_shapes.len() * 4 + counter_threads.len() * 4) + 3;
+        let mut progress = Progress::new("cid", steps as u64);
+        let mut notes = Vec::new();
+        let mut tables = Vec::new();
+
+        // 1. Switch cost.
+        let columns = [
+            "rework",
+            "rework (per-CPU mode)",
+            "bitmap",
+            "lazy",
+            "kernel rseq",
+        ];
+        let result = medians(
+            &columns,
+            |c| c,
+            repetitions,
+            &mut progress,
+            "switch cost",
+            &mut notes,
+            |&c| {
+                match c {
+                    "kernel rseq" => workloads::rseq_read(pairs).map(|ns| vec![f64::NAN, ns]),
+                    // 8 tasks on 4 CPUs: users > max_cids, per-CPU mode.
+                    "rework (per-CPU mode)" => workloads::switch_pair(&Rework::new(4), 8, pairs)
+                        .map(|ns| vec![ns, f64::NAN]),
+                    // 2 tasks on 4 CPUs: per-task mode.
+                    name => workloads::switch_pair(make(name, 4).as_ref(), 2, pairs)
+                        .map(|ns| vec![ns, f64::NAN]),
+                }
+            },
+        );
+        let finite = |v: Vec<Option<f64>>| -> Vec<Option<f64>> {
+            v.into_iter().map(|x| x.filter(|x| x.is_finite())).collect()
+        };
+        tables.push(Table {
+            id: "switch_cost".into(),
+            title: format!("Switch cost, one thread, common path (median of {repetitions})"),
+            unit: "ns".into(),
+            columns: columns.iter().map(|c| c.to_string()).collect(),
+            rows: vec![
+                Row::numbers(
+                    "per switch (one in, one out)",
+                    finite(column(&result, 0)),
+                    1,
+                ),
+                Row::numbers("read the kernel's mm_cid", finite(column(&result, 1)), 2),
+            ],
+        });
+
+        // 2. Thread create/teardown pools.
+        let mut names: Vec<String> = designs(1).into_iter().map(|(n, _)| n.to_string()).collect();
+        names.push("kernel".into());
+        let mut rows = Vec::new();
+        let mut ratio_rows = Vec::new();
+        for &(pools, threads) in &pool_shapes {
+            let label = format!("{pools} pools x {threads} threads");
+            let result = medians(
+                &names,
+                |n| n.as_str(),
+                repetitions,
+                &mut progress,
+                &label,
+                &mut notes,
+                |name| {
+                    if name == "kernel" {
+                        workloads::kernel_pools(pools, threads, duration).map(|r| vec![r])
+                    } else {
+                        workloads::pools(make(name, SIM_CPUS).as_ref(), pools, threads, duration)
+                            .map(|r| vec![r])
+                    }
+                },
+            );
+            let rates = column(&result, 0);
+            ratio_rows.push(Row::ratios(
+                format!("{label}: ÷ bitmap"),
+                ratios_to(&rates, rates[1]),
+            ));
+            ratio_rows.push(Row::ratios(
+                format!("{label}: ÷ lazy"),
+                ratios_to(&rates, rates[2]),
+            ));
+            rows.push(Row::numbers(label, rates, 0));
+        }
+        rows.extend(ratio_rows);
+        tables.push(Table {
+            id: "pools".into(),
+            title: format!(
+                "Thread create/teardown (tglx's benchmark shape): pools each fork threads, which \
+                 run, are woken once on another CPU, and exit; {SIM_CPUS} simulated CPUs; the \
+                 kernel with real pthreads; {} s per cell, median of {repetitions}; {cpus} real \
+                 CPUs, oversubscribed",
+                duration.as_secs_f64()
+            ),
+            unit: "threads/s".into(),
+            columns: names.clone(),
+            rows,
+        });
+
+        // 3. Footprint over time.
+        let mut series = Vec::new();
+        let mut footprint_rows = Vec::new();
+        let mut peaks = Vec::new();
+        let mut ends = Vec::new();
+        for (name, space) in designs(SIM_CPUS) {
+            progress.step(&format!("footprint: {name}"));
+            let trace = workloads::footprint(space.as_ref());
+            if name == "rework" {
+                series.push(Series {
+                    name: "users".into(),
+                    points: trace
+                        .iter()
+                        .enumerate()
+                        .map(|(i, t)| (i as f64, f64::from(t.0)))
+                        .collect(),
+                });
+                series.push(Series {
+                    name: "rework max_cids".into(),
+                    points: trace
+                        .iter()
+                        .enumerate()
+                        .map(|(i, t)| (i as f64, f64::from(t.2)))
+                        .collect(),
+                });
+            }
+            series.push(Series {
+                name: format!("{name}: CIDs in use"),
+                points: trace
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| (i as f64, f64::from(t.1)))
+                    .collect(),
+            });
+            peaks.push(trace.iter().map(|t| t.1).max().map(f64::from));
+            ends.push(trace.last().map(|t| f64::from(t.1)));
+        }
+        footprint_rows.push(Row::numbers("peak CIDs in use", peaks, 0));
+        footprint_rows.push(Row::numbers("CIDs in use with 1 task left", ends, 0));
+        tables.push(Table {
+            id: "footprint".into(),
+            title: format!(
+                "CID footprint through grow-then-shrink ({SIM_CPUS} CPUs, up to {} tasks, deferred \
+                 work every 4 steps)",
+                3 * SIM_CPUS
+            ),
+            unit: "CIDs".into(),
+            columns: designs(1).into_iter().map(|(n, _)| n.to_string()).collect(),
+            rows: footprint_rows,
+        });
+        let plots = vec![Plot {
+            file: "cid_footprint.svg".into(),
+            title: format!("cid: CIDs in use through grow-then-shrink ({SIM_CPUS} CPUs)"),
+            x_label: "step".into(),
+            y_label: "CIDs / tasks".into(),
+            log_x: false,
+            log_y: false,
+            series,
+        }];
+
+        // 4. Sharded counter.
+        let counters = [
+            "shared atomic",
+            "thread_local shards",
+            "rework CID shards",
+            "kernel mm_cid shards",
+        ];
+        let mut latency_rows = Vec::new();
+        let mut memory_rows = Vec::new();
+        for &threads in &counter_threads {
+            let label = format!("counter, {threads} threads");
+            let result = medians(
+                &counters,
+                |c| c,
+                repetitions,
+                &mut progress,
+                &label,
+                &mut notes,
+                |&c| {
+                    let space = Rework::new(cpus);
+                    let shards = match c {
+                        "shared atomic" => Shards::Shared,
+                        "thread_local shards" => Shards::PerThread,
+                        "rework CID shards" => Shards::Rework(&space),
+                        _ => Shards::Kernel,
+                    };
+                    workloads::counter(shards, threads, duration / 2)
+                        .map(|(ns, bytes)| vec![ns, bytes as f64])
+                },
+            );
+            let over = if threads > cpus {
+                " (oversubscribed)"
+            } else {
+                ""
+            };
+            latency_rows.push(Row::numbers(
+                format!("ns per increment, {threads} threads{over}"),
+                column(&result, 0),
+                2,
+            ));
+            memory_rows.push(Row::numbers(
+                format!("shard bytes, {threads} threads"),
+                column(&result, 1),
+                0,
+            ));
+        }
+        latency_rows.extend(memory_rows);
+        tables.push(Table {
+            id: "counter".into(),
+            title: format!(
+                "Sharded counter: ns per increment (per thread) and shard memory; the rework's \
+                 space has {cpus} CPUs (this machine's), each thread a task that switches in every \
+                 256 increments; the kernel's mm_cid is read at every increment"
+            ),
+            unit: "ns, bytes".into(),
+            columns: counters.iter().map(|c| c.to_string()).collect(),
+            rows: latency_rows,
+        });
+        progress.finish();
+
+        notes.push(
+            "A \"CPU\" of our designs is a worker slot: a switch is a call that puts a task on a \
+             slot. The pool test gives the spaces 8 slots so that 32 pools × 32 threads (1024 \
+             users) cross the rework's mode switch both ways, as in the seed; the kernel row runs \
+             the same shape with real pthreads on this machine's CPUs."
+                .into(),
+        );
+        notes.push(
+            "Switch cost: per-task mode with 2 tasks on 4 slots, per-CPU mode with 8 tasks on 4 \
+             slots; each figure is one switch (the previous task out, the next in) on one thread, \
+             after a warm-up, so it is the common path. The kernel's context switch is not \
+             measurable from user space; its column shows what reading its mm_cid costs."
+                .into(),
+        );
+        Ok(Section {
+            name: self.name().into(),
+            title: "cid: concurrency IDs (seeds 000 and 003)".into(),
+            intro: vec![
+                "Columns: `rework` = the MM CID rewrite (tasks own CIDs while few, CPUs own them \
+                 when tasks outnumber the budget; fork and exit do the mode changes); `bitmap` = \
+                 the 6.3 design (a lock and a bitmap at every switch); `lazy` = the design before \
+                 the rewrite (per-CPU cached CIDs, lazy release, a compaction pass); `kernel` = \
+                 this machine's kernel (Linux 6.18 runs the lazy design) through real threads and \
+                 its rseq mm_cid."
+                    .into(),
+            ],
+            tables,
+            plots,
+            notes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_workload_runs_briefly() {
+        for (name, space) in designs(4) {
+            assert!(
+                workloads::switch_pair(space.as_ref(), 2, 100).unwrap() > 0.0,
+                "{name}"
+            );
+        }
+        for (name, space) in designs(4) {
+            assert!(
+                workloads::pools(space.as_ref(), 2, 3, Duration::from_millis(5)).unwrap() > 0.0,
+                "{name}"
+            );
+        }
+        for (name, space) in designs(4) {
+            let trace = workloads::footprint(space.as_ref());
+            assert!(
+                trace.iter().all(|&(_, cids, _)| cids <= 4),
+                "{name}: {trace:?}"
+            );
+        }
+        let space = Rework::new(2);
+        for shards in [Shards::Shared, Shards::PerThread, Shards::Rework(&space)] {
+            let (ns, bytes) = workloads::counter(shards, 3, Duration::from_millis(5)).unwrap();
+            assert!(ns > 0.0 && bytes > 0);
+        }
+    }
+}
