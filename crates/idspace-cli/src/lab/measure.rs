@@ -1,5 +1,10 @@
 //! Running a measurement over every candidate of an experiment, repeatedly, and taking medians.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::thread;
+use std::time::{Duration, Instant};
+
 use super::stats::{median, ratio};
 use super::Progress;
 
@@ -57,4 +62,33 @@ pub fn column(medians: &[Vec<Option<f64>>], metric: usize) -> Vec<Option<f64>> {
 /// Each value divided by `reference`.
 pub fn ratios_to(values: &[Option<f64>], reference: Option<f64>) -> Vec<Option<f64>> {
     values.iter().map(|&v| ratio(v, reference)).collect()
+}
+
+/// Runs `work(worker, stop)` on `workers` threads that start together (a barrier), lets them
+/// run for `duration`, then raises `stop`; returns the elapsed time and the sum of what the
+/// workers return (their operation counts).
+pub fn timed(
+    workers: usize,
+    duration: Duration,
+    work: &(dyn Fn(usize, &AtomicBool) -> u64 + Sync),
+) -> (Duration, u64) {
+    let stop = AtomicBool::new(false);
+    let barrier = Barrier::new(workers + 1);
+    let total = AtomicU64::new(0);
+    let start = thread::scope(|scope| {
+        for worker in 0..workers {
+            let (stop, barrier, total) = (&stop, &barrier, &total);
+            scope.spawn(move || {
+                barrier.wait();
+                total.fetch_add(work(worker, stop), Ordering::Relaxed);
+            });
+        }
+        barrier.wait();
+        let start = Instant::now();
+        thread::sleep(duration);
+        // Relaxed: the flag only ends the loops; the counts are read after the joins.
+        stop.store(true, Ordering::Relaxed);
+        start
+    });
+    (start.elapsed(), total.load(Ordering::Relaxed))
 }

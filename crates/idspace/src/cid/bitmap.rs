@@ -3,7 +3,7 @@
 //! switch-out.
 
 use super::mask::CidMask;
-use super::task::{claim, Claim, Rqs, Task};
+use super::task::{claim, exit_task, Claim, Rqs, Task};
 use super::{check_affinity, CidAllocator, CidError, CidState, Mode, MAX_CPUS, UNSET};
 use crate::sync::{lock, spin_wait, Mutex};
 
@@ -85,34 +85,11 @@ impl CidAllocator for BitmapCids {
 
     fn exit(&self, task: &Task) -> Result<(), CidError> {
         let mut members = lock(&self.members);
-        loop {
-            let on_cpu = {
-                let state = task.state();
-                if state.exited {
-                    return Err(CidError::UnknownTask);
-                }
-                state.on_cpu
-            };
-            if let Some(cpu) = on_cpu {
-                let mut rq = self.rqs.lock(cpu);
-                if !rq.curr.as_ref().is_some_and(|curr| curr.same(task)) {
-                    continue;
-                }
-                // A switch-out: the CID goes back before the CPU is free, so that a switch-in
-                // there always finds one (at most one CID per busy CPU is taken).
-                rq.curr = None;
-                let cid = {
-                    let mut state = task.state();
-                    state.on_cpu = None;
-                    core::mem::replace(&mut state.cid, UNSET)
-                };
-                self.put(cid);
-            } else if task.state().on_cpu.is_some() {
-                continue;
-            }
-            break;
-        }
-        task.state().exited = true;
+        // A switch-out: the CID goes back before the CPU is free, so that a switch-in there
+        // always finds one (at most one CID per busy CPU is taken).
+        exit_task(&self.rqs, task, |state| {
+            self.put(core::mem::replace(&mut state.cid, UNSET));
+        })?;
         members.users -= 1;
         Ok(())
     }

@@ -14,7 +14,7 @@
 //! kernel's lock-free cmpxchg transitions on the per-CPU word with the CPU's runqueue lock.
 
 use super::mask::CidMask;
-use super::task::{claim, Claim, Rqs, Task};
+use super::task::{claim, exit_task, Claim, Rqs, Task};
 use super::{check_affinity, CidAllocator, CidError, CidState, Mode, MAX_CPUS, UNSET};
 use crate::sync::{lock, AtomicU32, Mutex, Ordering};
 
@@ -79,31 +79,8 @@ impl CidAllocator for LazyCids {
 
     fn exit(&self, task: &Task) -> Result<(), CidError> {
         let mut members = lock(&self.members);
-        loop {
-            let on_cpu = {
-                let state = task.state();
-                if state.exited {
-                    return Err(CidError::UnknownTask);
-                }
-                state.on_cpu
-            };
-            if let Some(cpu) = on_cpu {
-                let mut rq = self.rqs.lock(cpu);
-                if !rq.curr.as_ref().is_some_and(|curr| curr.same(task)) {
-                    continue;
-                }
-                // The CPU becomes idle and keeps its CID until compaction.
-                rq.curr = None;
-                task.state().on_cpu = None;
-            } else if task.state().on_cpu.is_some() {
-                continue;
-            }
-            break;
-        }
-        let mut state = task.state();
-        state.cid = UNSET;
-        state.exited = true;
-        drop(state);
+        // If it runs, its CPU becomes idle and keeps its CID until compaction.
+        exit_task(&self.rqs, task, |state| state.cid = UNSET)?;
         members.users -= 1;
         self.update(&members);
         Ok(())

@@ -51,7 +51,7 @@
 use std::collections::HashMap;
 
 use super::mask::CidMask;
-use super::task::{all_cpus, claim, Claim, Rq, Rqs, Task, TaskState};
+use super::task::{all_cpus, claim, exit_task, Claim, Rq, Rqs, Task, TaskState};
 use super::{
     check_affinity, user_cid, CidAllocator, CidError, CidState, Mode, MAX_CPUS, ONCPU, TRANSIT,
     UNSET,
@@ -345,36 +345,6 @@ impl Rework {
         }
         state.cid
     }
-
-    /// Takes `task` off its CPU (if it runs), with the runqueue and task locks in order.
-    fn deschedule<'t>(&self, task: &'t Task) -> Result<MutexGuard<'t, TaskState>, CidError> {
-        loop {
-            let on_cpu = {
-                let state = task.state();
-                if state.exited {
-                    return Err(CidError::UnknownTask);
-                }
-                state.on_cpu
-            };
-            match on_cpu {
-                None => {
-                    let state = task.state();
-                    if state.on_cpu.is_none() {
-                        return Ok(state);
-                    }
-                }
-                Some(cpu) => {
-                    let mut rq = self.rqs.lock(cpu);
-                    let mut state = task.state();
-                    if state.on_cpu == Some(cpu) {
-                        rq.curr = None;
-                        state.on_cpu = None;
-                        return Ok(state);
-                    }
-                }
-            }
-        }
-    }
 }
 
 impl CidAllocator for Rework {
@@ -413,14 +383,12 @@ impl CidAllocator for Rework {
 
     fn exit(&self, task: &Task) -> Result<(), CidError> {
         let mut members = lock(&self.members);
-        {
-            let mut state = self.deschedule(task)?;
+        exit_task(&self.rqs, task, |state| {
             if task_owned(state.cid) {
                 self.cids.put(state.cid);
             }
             state.cid = UNSET;
-            state.exited = true;
-        }
+        })?;
         members.tasks.remove(&task.id());
         let switch = {
             let mut constraints = lock(&self.constraints);

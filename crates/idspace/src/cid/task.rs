@@ -165,3 +165,40 @@ pub(crate) fn claim(
     rq.curr = next.cloned();
     Ok(Claim::Claimed)
 }
+
+/// Exit's common part: takes `task` off its CPU if it runs (the CPU becomes idle), with the
+/// runqueue and task locks taken in order, runs `off` on the task's state in that lock hold (a
+/// design gives the task's CID back there), and marks the task exited.
+///
+/// # Errors
+/// [`CidError::UnknownTask`] if the task already exited (also when two exits race).
+pub(crate) fn exit_task(
+    rqs: &Rqs,
+    task: &Task,
+    off: impl FnOnce(&mut TaskState),
+) -> Result<(), CidError> {
+    loop {
+        let on_cpu = {
+            let state = task.state();
+            if state.exited {
+                return Err(CidError::UnknownTask);
+            }
+            state.on_cpu
+        };
+        let mut rq = on_cpu.map(|cpu| rqs.lock(cpu));
+        let mut state = task.state();
+        if state.exited {
+            return Err(CidError::UnknownTask);
+        }
+        if state.on_cpu != on_cpu {
+            continue; // it moved between the look and the locks
+        }
+        if let Some(rq) = rq.as_mut() {
+            rq.curr = None;
+        }
+        state.on_cpu = None;
+        off(&mut state);
+        state.exited = true;
+        return Ok(());
+    }
+}

@@ -2,13 +2,13 @@
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Barrier;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use idspace::cid::{rseq, CidAllocator, CidError, Task};
 use idspace::padded::CachePadded;
 use thread_local::ThreadLocal;
+
+use crate::lab::measure::timed;
 
 /// Nanoseconds per switch pair (switch-in of one task and, with it, switch-out of the other) on
 /// one CPU: `tasks` tasks exist, two alternate on CPU 0.
@@ -46,34 +46,6 @@ pub fn rseq_read(reads: u32) -> Result<f64, String> {
         black_box(rseq::current_mm_cid());
     }
     Ok(start.elapsed().as_nanos() as f64 / f64::from(reads))
-}
-
-/// Runs `work(worker, stop)` on `workers` threads started together for `duration`; returns the
-/// elapsed time and the sum of what the workers return.
-fn timed(
-    workers: usize,
-    duration: Duration,
-    work: &(dyn Fn(usize, &AtomicBool) -> u64 + Sync),
-) -> (Duration, u64) {
-    let stop = AtomicBool::new(false);
-    let barrier = Barrier::new(workers + 1);
-    let total = AtomicU64::new(0);
-    let start = thread::scope(|scope| {
-        for worker in 0..workers {
-            let (stop, barrier, total) = (&stop, &barrier, &total);
-            scope.spawn(move || {
-                barrier.wait();
-                total.fetch_add(work(worker, stop), Ordering::Relaxed);
-            });
-        }
-        barrier.wait();
-        let start = Instant::now();
-        thread::sleep(duration);
-        // Relaxed: ends the loops; totals are read after the joins.
-        stop.store(true, Ordering::Relaxed);
-        start
-    });
-    (start.elapsed(), total.load(Ordering::Relaxed))
 }
 
 /// tglx's thread create/teardown shape on a CID space: `pools` threads each fork `threads`

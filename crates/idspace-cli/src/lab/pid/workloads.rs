@@ -3,11 +3,11 @@
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Barrier;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use idspace::pid::{NsId, PidAllocator, PID_MAX_LIMIT, ROOT};
+
+use crate::lab::measure::timed;
 
 /// Builds the spaces a run allocates in: a chain of `depth` levels (each space with its init,
 /// which stays), and for `own_space` a leaf per worker below the chain's second-deepest level.
@@ -39,36 +39,6 @@ pub fn spaces(
         .collect()
 }
 
-/// Runs `work(worker, stop)` on `workers` threads started together for `duration`; each
-/// returns its operation count. Returns operations per second, all workers together.
-fn timed(
-    workers: usize,
-    duration: Duration,
-    work: &(dyn Fn(usize, &AtomicBool) -> u64 + Sync),
-) -> f64 {
-    let stop = AtomicBool::new(false);
-    let barrier = Barrier::new(workers + 1);
-    let total = AtomicU64::new(0);
-    let elapsed = thread::scope(|scope| {
-        for worker in 0..workers {
-            let (stop, barrier, total) = (&stop, &barrier, &total);
-            scope.spawn(move || {
-                barrier.wait();
-                let ops = work(worker, stop);
-                total.fetch_add(ops, Ordering::Relaxed);
-            });
-        }
-        barrier.wait();
-        let start = Instant::now();
-        thread::sleep(duration);
-        // Relaxed: the flag only ends the loops; the counts are read after the joins.
-        stop.store(true, Ordering::Relaxed);
-        start
-    })
-    .elapsed();
-    total.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64()
-}
-
 /// will-it-scale's thread create/teardown, on the allocator: each worker allocates and frees in
 /// its target space as fast as it can. Worker `w` uses slot `w`.
 pub fn alloc_free(
@@ -77,7 +47,7 @@ pub fn alloc_free(
     duration: Duration,
 ) -> Result<f64, String> {
     let failed = AtomicBool::new(false);
-    let rate = timed(targets.len(), duration, &|worker, stop| {
+    let (elapsed, ops) = timed(targets.len(), duration, &|worker, stop| {
         let target = targets[worker];
         let mut ops = 0;
         while !stop.load(Ordering::Relaxed) {
@@ -100,7 +70,7 @@ pub fn alloc_free(
     if failed.load(Ordering::Relaxed) {
         return Err(format!("{}: an allocation or free failed", d.name()));
     }
-    Ok(rate)
+    Ok(ops as f64 / elapsed.as_secs_f64())
 }
 
 /// Lookups while allocations run: `lookers` threads look up a fixed set of live objects while
@@ -119,7 +89,7 @@ pub fn lookups_during_allocs(
     let lookups = AtomicU64::new(0);
     let allocs = AtomicU64::new(0);
     let missing = AtomicBool::new(false);
-    let rate = timed(lookers + allocators, duration, &|worker, stop| {
+    let (elapsed, _) = timed(lookers + allocators, duration, &|worker, stop| {
         let mut ops = 0u64;
         if worker < lookers {
             let mut index = worker * 97;
@@ -145,11 +115,10 @@ pub fn lookups_during_allocs(
     if missing.load(Ordering::Relaxed) {
         return Err(format!("{}: a live object was not found", d.name()));
     }
-    let total = (lookups.load(Ordering::Relaxed) + allocs.load(Ordering::Relaxed)) as f64;
-    let per_op = if total > 0.0 { rate / total } else { 0.0 };
+    let seconds = elapsed.as_secs_f64();
     Ok((
-        lookups.load(Ordering::Relaxed) as f64 * per_op,
-        allocs.load(Ordering::Relaxed) as f64 * per_op,
+        lookups.load(Ordering::Relaxed) as f64 / seconds,
+        allocs.load(Ordering::Relaxed) as f64 / seconds,
     ))
 }
 
@@ -178,7 +147,7 @@ extern "C" fn empty_thread(_: *mut libc::c_void) -> *mut libc::c_void {
 /// will-it-scale's thread create/teardown test. Returns create+join pairs per second.
 pub fn kernel_threads(workers: usize, duration: Duration) -> Result<f64, String> {
     let failed = AtomicBool::new(false);
-    let rate = timed(workers, duration, &|_, stop| {
+    let (elapsed, created) = timed(workers, duration, &|_, stop| {
         let mut ops = 0;
         while !stop.load(Ordering::Relaxed) {
             let mut thread: libc::pthread_t = 0;
@@ -205,5 +174,5 @@ pub fn kernel_threads(workers: usize, duration: Duration) -> Result<f64, String>
     if failed.load(Ordering::Relaxed) {
         return Err("pthread_create failed".into());
     }
-    Ok(rate)
+    Ok(created as f64 / elapsed.as_secs_f64())
 }
