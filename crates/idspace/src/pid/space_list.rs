@@ -57,8 +57,8 @@ impl<T> SpaceList<T> {
             // initialised before anyone can reach them.
             slot.store(chunk, Ordering::Release);
         }
-        // SAFETY: `chunk` is non-null, was published by an append (under this lock) and is
-        // freed only in `drop`.
+        // `chunk` was published by an append (under this lock) and is freed only in `drop`.
+        // SAFETY: `chunk` is non-null and lives as long as `self`.
         let entry = unsafe { &(*chunk)[index % CHUNK] };
         // Release pairs with the Acquire load in `get`: the value is initialised before it is
         // reachable.
@@ -94,8 +94,8 @@ impl<T> Drop for SpaceList<T> {
             if chunk.is_null() {
                 continue;
             }
-            // SAFETY: `chunk` came from `Box::into_raw` in `push`; `&mut self` means no
-            // reference into it remains.
+            // `&mut self` means no reference into the chunk remains.
+            // SAFETY: `chunk` came from `Box::into_raw` in `push` and is reclaimed once, here.
             let chunk = unsafe { Box::from_raw(chunk) };
             for entry in chunk.iter() {
                 let value = entry.load(Ordering::Acquire);

@@ -179,7 +179,7 @@ impl<T: Send> ScaledChains<T> {
     #[inline]
     fn bucket(&self, index: usize) -> &Bucket<T> {
         let (segment, offset) = self.locate(index);
-        // Acquire pairs with the Release store in `split` that published the segment, so the
+        // Acquire pairs with the Release store in `grow` that published the segment, so the
         // buckets' initialisation is visible. (The Acquire load of `buckets` that gave us
         // `index` already orders this; the load states it locally.)
         let base = self.segments[segment].load(Ordering::Acquire);
@@ -187,11 +187,11 @@ impl<T: Send> ScaledChains<T> {
             !base.is_null(),
             "bucket {index} read before its segment exists"
         );
-        // SAFETY: `index` is below a bucket count read from `buckets`, and every segment that
-        // holds a bucket below that count was allocated and published before the count (see
-        // `split`), so `base` points at `seg_len(segment)` initialised buckets with
-        // `offset < seg_len(segment)`. Segments are freed only in `drop`, which has `&mut self`,
-        // so the bucket outlives the returned `&self`-bound reference.
+        // `index` is below a bucket count read from `buckets`, and every segment that holds a
+        // bucket below that count was allocated and published before the count (see `grow`),
+        // so `base` points at `seg_len(segment)` initialised buckets and `offset` is below
+        // that. Segments are freed only in `drop`, which has `&mut self`.
+        // SAFETY: so `base + offset` is a live bucket that outlives the returned reference.
         unsafe { &*base.add(offset) }
     }
 
@@ -259,7 +259,7 @@ impl<T: Send> Chains<T> for ScaledChains<T> {
     #[inline]
     fn lock(&self, hash: u64) -> ChainGuard<'_, T> {
         loop {
-            // Acquire pairs with the Release store in `split`.
+            // Acquire pairs with the Release stores in `grow`.
             let n = self.buckets.load(Ordering::Acquire);
             let index = self.address(hash, n);
             let guard = lock(&self.bucket(index).chain);
@@ -319,8 +319,8 @@ impl<T> Drop for ScaledChains<T> {
             } else {
                 base << (segment - 1)
             };
-            // SAFETY: `start` came from `Box::<[Bucket<T>]>::into_raw` in `alloc_segment` with
-            // exactly `len` buckets, and `&mut self` means no reference to a bucket remains.
+            // `&mut self` means no reference to a bucket remains.
+            // SAFETY: `start` came from `Box::<[Bucket<T>]>::into_raw` with exactly `len` buckets.
             drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(start, len)) });
         }
     }

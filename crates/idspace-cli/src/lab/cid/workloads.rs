@@ -121,8 +121,8 @@ pub fn kernel_pools(pools: usize, threads: usize, duration: Duration) -> Result<
         while !stop.load(Ordering::Relaxed) {
             for _ in 0..threads {
                 let mut handle: libc::pthread_t = 0;
-                // SAFETY: `handle` is a live out-parameter; default attributes; the start
-                // routine touches no memory.
+                // Default attributes (null); the start routine touches no memory.
+                // SAFETY: `handle` is a live out-parameter, and the other arguments are as above.
                 let rc = unsafe {
                     libc::pthread_create(
                         &mut handle,

@@ -151,8 +151,9 @@ pub fn kernel_threads(workers: usize, duration: Duration) -> Result<f64, String>
         let mut ops = 0;
         while !stop.load(Ordering::Relaxed) {
             let mut thread: libc::pthread_t = 0;
-            // SAFETY: `thread` is a live out-parameter; default attributes (null); the start
-            // routine is a plain `extern "C"` function that touches no memory.
+            // Default attributes (null); the start routine is an `extern "C"` fn that touches
+            // no memory.
+            // SAFETY: `thread` is a live out-parameter, and the other arguments are as above.
             let created = unsafe {
                 libc::pthread_create(
                     &mut thread,

@@ -24,8 +24,8 @@ fn timer_create(wanted: libc::c_int) -> io::Result<libc::c_int> {
     let mut event: libc::sigevent = unsafe { core::mem::zeroed() };
     event.sigev_notify = libc::SIGEV_NONE;
     let mut id: libc::c_int = wanted;
-    // SAFETY: both pointers point at live locals of the types the syscall expects
-    // (`struct sigevent *`, `timer_t *` = `int *` for the raw syscall).
+    // The raw syscall takes a `struct sigevent *` and a `timer_t *` (an `int *`).
+    // SAFETY: both pointers point at live locals of exactly those types.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_timer_create,
@@ -156,9 +156,9 @@ pub fn in_processes(
     if memory == libc::MAP_FAILED {
         return Err(format!("mmap: {}", io::Error::last_os_error()));
     }
-    // SAFETY: the mapping is `bytes` long, page-aligned and zero-filled; zeroed atomics are
-    // valid, and `Header` is followed by `processes` slots within the mapping. It stays mapped
-    // until the `munmap` below, after every child has exited.
+    // The mapping is `bytes` long (a `Header`, then `processes` slots), page-aligned and
+    // zero-filled, and stays mapped until the `munmap` below, after every child has exited.
+    // SAFETY: so a `Header` of zeroed (valid) atomics lives at its start for this function.
     let header = unsafe { &*(memory as *const Header) };
     // SAFETY: as above; the slots start right after the header, suitably aligned (8).
     let slots = unsafe {
@@ -171,8 +171,8 @@ pub fn in_processes(
     let mut children = Vec::with_capacity(processes);
     let mut failure = None;
     for slot in slots {
-        // SAFETY: fork in a possibly multi-threaded process: the child below only runs code
-        // that is safe after fork (see the function docs) and leaves with `_exit`.
+        // Fork in a possibly multi-threaded process (see the function docs).
+        // SAFETY: the child below runs only code that is safe after fork, and ends in `_exit`.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             failure = Some(format!("fork: {}", io::Error::last_os_error()));
@@ -202,8 +202,8 @@ pub fn in_processes(
                 // Release: the durations are visible to whoever sees `ok`.
                 slot.ok.store(1, Ordering::Release);
             }
-            // SAFETY: leaves the child at once, without running the parent's destructors or
-            // atexit handlers.
+            // Leaves the child at once, without the parent's destructors or atexit handlers.
+            // SAFETY: `_exit` is async-signal-safe and takes a plain status.
             unsafe { libc::_exit(0) };
         }
         children.push(pid);
