@@ -55,6 +55,16 @@ impl Scale {
     }
 }
 
+/// `", oversubscribed"` when `workers` threads outnumber the machine's `cpus`, else `""`: every
+/// table whose runs use more threads than cores says so.
+pub fn oversubscribed(workers: usize, cpus: usize) -> &'static str {
+    if workers > cpus {
+        ", oversubscribed"
+    } else {
+        ""
+    }
+}
+
 /// One experiment of the lab.
 pub trait Experiment {
     /// The name used on the command line (`idspace bench NAME`).

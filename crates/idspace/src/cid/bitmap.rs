@@ -77,8 +77,7 @@ impl CidAllocator for BitmapCids {
     fn fork(&self, affinity: u64) -> Result<Task, CidError> {
         check_affinity(affinity, self.cpus)?;
         let mut members = lock(&self.members);
-        let task = Task::new(members.next_id, affinity);
-        members.next_id += 1;
+        let task = Task::fork(&mut members.next_id, affinity);
         members.users += 1;
         Ok(task)
     }

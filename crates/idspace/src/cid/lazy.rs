@@ -69,8 +69,7 @@ impl CidAllocator for LazyCids {
     fn fork(&self, affinity: u64) -> Result<Task, CidError> {
         check_affinity(affinity, self.cpus)?;
         let mut members = lock(&self.members);
-        let task = Task::new(members.next_id, affinity);
-        members.next_id += 1;
+        let task = Task::fork(&mut members.next_id, affinity);
         members.users += 1;
         members.allowed |= affinity;
         self.update(&members);

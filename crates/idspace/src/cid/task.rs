@@ -31,7 +31,14 @@ pub(crate) struct TaskInner {
 pub struct Task(pub(crate) Arc<TaskInner>);
 
 impl Task {
-    pub(crate) fn new(id: u64, affinity: u64) -> Task {
+    /// A new task numbered `*next_id` (which moves on): every design's fork numbers tasks so.
+    pub(crate) fn fork(next_id: &mut u64, affinity: u64) -> Task {
+        let task = Task::new(*next_id, affinity);
+        *next_id += 1;
+        task
+    }
+
+    fn new(id: u64, affinity: u64) -> Task {
         Task(Arc::new(TaskInner {
             id,
             state: Mutex::new(TaskState {

@@ -243,11 +243,7 @@ impl Experiment for Cids {
                         .map(|(ns, bytes)| vec![ns, bytes as f64])
                 },
             );
-            let over = if threads > cpus {
-                " (oversubscribed)"
-            } else {
-                ""
-            };
+            let over = super::oversubscribed(threads, cpus);
             latency_rows.push(Row::numbers(
                 format!("ns per increment, {threads} threads{over}"),
                 column(&result, 0),

@@ -146,11 +146,7 @@ impl Experiment for Pids {
                         s.points.push((workers as f64, *rate));
                     }
                 }
-                let over = if workers > cpus {
-                    " (oversubscribed)"
-                } else {
-                    ""
-                };
+                let over = super::oversubscribed(workers, cpus);
                 ratio_rows.push(Row::ratios(
                     format!("T = {workers} ÷ idr-relock"),
                     ratios_to(&rates, rates[0]),

@@ -196,11 +196,7 @@ impl Experiment for Timers {
                         "Test {test}: {workers} {shape} each create {} entries, then look each up \
                          (average per worker; {workers} workers on {cpus} CPUs{})",
                         plan.per_worker,
-                        if workers > cpus {
-                            ": oversubscribed"
-                        } else {
-                            ""
-                        }
+                        super::oversubscribed(workers, cpus)
                     ),
                     unit: "ms".into(),
                     columns: names.clone(),
@@ -243,11 +239,7 @@ impl Experiment for Timers {
                     "Create+delete loop: {workers} workers each create and delete one entry {} \
                      times (average per worker; {workers} workers on {cpus} CPUs{})",
                     plan.loop_iterations,
-                    if workers > cpus {
-                        ": oversubscribed"
-                    } else {
-                        ""
-                    }
+                    super::oversubscribed(workers, cpus)
                 ),
                 unit: "ms".into(),
                 columns: names.clone(),
