@@ -38,8 +38,8 @@ fn area_offset() -> Option<isize> {
         if feature_size < MM_CID_END {
             return None;
         }
-        // SAFETY: dlsym with the default handle and NUL-terminated names; a null result means
-        // the symbol is absent.
+        // A null result means the symbol is absent.
+        // SAFETY: dlsym with the default handle and NUL-terminated names.
         let (offset, size) = unsafe {
             (
                 libc::dlsym(libc::RTLD_DEFAULT, c"__rseq_offset".as_ptr()),
@@ -49,8 +49,9 @@ fn area_offset() -> Option<isize> {
         if offset.is_null() || size.is_null() {
             return None;
         }
-        // SAFETY: glibc defines `__rseq_offset` as a `ptrdiff_t` and `__rseq_size` as an
-        // `unsigned int`, both initialised before `main` and never written again.
+        // glibc defines `__rseq_offset` as a `ptrdiff_t` and `__rseq_size` as an `unsigned
+        // int`, both initialised before `main` and never written again.
+        // SAFETY: so both pointers are valid for reads of those types.
         let (offset, size) = unsafe { (*(offset as *const isize), *(size as *const u32)) };
         (size >= ORIGINAL_FIELDS).then_some(offset)
     })
@@ -59,8 +60,8 @@ fn area_offset() -> Option<isize> {
 #[cfg(target_arch = "x86_64")]
 fn thread_pointer() -> Option<*const u8> {
     let tp: *const u8;
-    // SAFETY: on x86-64 Linux, %fs:0 holds the thread control block's own address (the TLS ABI);
-    // reading it has no side effects.
+    // On x86-64 Linux, %fs:0 holds the thread control block's own address (the TLS ABI).
+    // SAFETY: reading it has no side effects.
     unsafe {
         core::arch::asm!("mov {}, fs:0", out(reg) tp, options(nostack, readonly, preserves_flags))
     };
@@ -70,8 +71,8 @@ fn thread_pointer() -> Option<*const u8> {
 #[cfg(target_arch = "aarch64")]
 fn thread_pointer() -> Option<*const u8> {
     let tp: *const u8;
-    // SAFETY: TPIDR_EL0 holds the thread pointer on AArch64 Linux; reading it has no side
-    // effects.
+    // TPIDR_EL0 holds the thread pointer on AArch64 Linux.
+    // SAFETY: reading it has no side effects.
     unsafe {
         core::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nostack, nomem, preserves_flags))
     };
@@ -87,9 +88,9 @@ fn thread_pointer() -> Option<*const u8> {
 fn area() -> Option<*const u8> {
     let offset = area_offset()?;
     let area = thread_pointer()?.wrapping_offset(offset);
-    // SAFETY: glibc registered this thread's `struct rseq` at thread pointer + offset (checked
-    // above that glibc has one that covers `mm_cid`); `cpu_id` is an aligned u32 in it. The
-    // kernel writes it, hence the volatile read.
+    // glibc registered this thread's `struct rseq`, at least the original 32 bytes, at thread
+    // pointer + offset (checked in `area_offset`). The kernel writes it: a volatile read.
+    // SAFETY: `cpu_id` is an aligned u32 at offset 4 of that area.
     let cpu_id = unsafe { core::ptr::read_volatile(area.add(CPU_ID_OFFSET) as *const i32) };
     (cpu_id >= 0).then_some(area)
 }
@@ -104,8 +105,8 @@ pub fn available() -> bool {
 #[inline]
 pub fn current_mm_cid() -> Option<u32> {
     let area = area()?;
-    // SAFETY: as in `area`: `mm_cid` is an aligned u32 at offset 24 of the registered area,
-    // written by the kernel on return to user space.
+    // Written by the kernel on return to user space: a volatile read.
+    // SAFETY: as in `area`: `mm_cid` is an aligned u32 at offset 24 of the registered area.
     Some(unsafe { core::ptr::read_volatile(area.add(MM_CID_OFFSET) as *const u32) })
 }
 

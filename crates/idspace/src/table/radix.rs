@@ -154,10 +154,10 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
     fn get(&self, owner: Owner, id: Id) -> Option<Entry<'_, T>> {
         let shard = self.owners.read_shard(owner);
         let slot: *const RadixOwner<T> = &**shard.get(&owner)?;
-        // SAFETY: the owner's state is boxed inside the shard map, so its address is stable
-        // while it stays in the map; removing it needs the shard's write lock, which `shard`
-        // (moved into the entry and dropped last) keeps out. The reference therefore lives as
-        // long as the entry.
+        // The owner's state is boxed inside the shard map, so its address is stable while it
+        // stays in the map; removing it needs the shard's write lock, which `shard` (moved
+        // into the entry and dropped last) keeps out.
+        // SAFETY: so the state outlives the entry that this reference goes into.
         let slot: &RadixOwner<T> = unsafe { &*slot };
         let tree = read(&slot.state);
         let value: *const T = tree.tree.get(u64::from(id))?;
@@ -217,8 +217,8 @@ pub(crate) struct RadixEntry<'a, T> {
 impl<T> RadixEntry<'_, T> {
     #[inline]
     pub(crate) fn value(&self) -> &T {
-        // SAFETY: `value` points into a leaf of the tree that `_tree` holds for reading, so the
-        // leaf can be neither changed nor freed while `self` lives.
+        // `value` points into a leaf of the tree that `_tree` holds for reading.
+        // SAFETY: so the leaf can be neither changed nor freed while `self` lives.
         unsafe { &*self.value }
     }
 }
