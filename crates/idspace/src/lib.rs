@@ -11,6 +11,8 @@
 //!   baselines, and the kernel's own `rseq` mm_cid.
 //! * [`pid`]: namespaced cyclic ID allocation, the kernel's PID allocator (IDR with and without
 //!   relocking, FreeBSD's bitmap+hash) and the per-CPU range design sketched on LKML.
+//! * [`sched`]: a task runtime with per-worker run queues whose wakeups follow the kernel's
+//!   `try_to_wake_up`, with or without the lock-free wakelist.
 //!
 //! Every concurrent module takes its primitives from one facade, so the whole crate can be
 //! model-checked with [loom](https://docs.rs/loom) by building with `RUSTFLAGS="--cfg loom"`.
@@ -20,5 +22,6 @@
 pub mod cid;
 pub mod padded;
 pub mod pid;
+pub mod sched;
 pub(crate) mod sync;
 pub mod table;

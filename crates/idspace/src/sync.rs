@@ -11,15 +11,21 @@
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{
-    atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering},
-    Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering},
+    Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
 };
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::{
-    atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering},
-    Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering},
+    Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
 };
+
+/// Threads: loom's model-checked threads under `--cfg loom`, std's otherwise.
+#[cfg(loom)]
+pub(crate) use loom::{thread, thread_local};
+#[cfg(not(loom))]
+pub(crate) use std::{thread, thread_local};
 
 /// Locks `mutex`, recovering the guard if another thread panicked while holding it.
 #[inline]
@@ -62,4 +68,23 @@ pub(crate) fn spin_wait() {
     loom::thread::yield_now();
     #[cfg(not(loom))]
     std::thread::yield_now();
+}
+
+/// Waits on `condvar`, recovering the guard after a poisoning panic.
+#[inline]
+pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    condvar
+        .wait(guard)
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One step of a busy poll that expects another CPU to end it soon: the CPU's spin hint (the
+/// kernel's `cpu_relax`), and under loom a yield so that the model checker runs the other
+/// thread.
+#[inline]
+pub(crate) fn cpu_relax() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
 }

@@ -1,0 +1,160 @@
+//! A worker's idle state: the user-space `TIF_POLLING_NRFLAG` / `NEED_RESCHED` pair and the
+//! sleep that stands in for the kernel's idle loop.
+//!
+//! One word per worker, written by the worker and by wakers:
+//!
+//! | state      | meaning                                   | who moves it out, to what           |
+//! |------------|-------------------------------------------|-------------------------------------|
+//! | `RUNNING`  | running tasks or looking for them         | the worker: `POLLING`               |
+//! | `POLLING`  | idle, spinning on its queues              | a waker: `NOTIFIED` (no syscall); the worker: `PARKED` or `RUNNING` |
+//! | `PARKED`   | asleep in `futex_wait` on this word       | a waker: `NOTIFIED`, then `futex_wake` |
+//! | `NOTIFIED` | told to look at its queues                | the worker: `RUNNING`               |
+//!
+//! The full protocol, and why no wakeup is lost, is in the [`protocol`](super::protocol)
+//! document.
+
+use crate::sync::{AtomicU32, Ordering};
+
+const RUNNING: u32 = 0;
+const POLLING: u32 = 1;
+const PARKED: u32 = 2;
+const NOTIFIED: u32 = 3;
+
+/// How a notification reached its worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Notice {
+    /// The worker was running (or already notified): it will see the work by itself.
+    NotNeeded,
+    /// The worker was polling: its flag was set, no system call (`set_nr_if_polling`).
+    Polling,
+    /// The worker was asleep: it was woken with a futex wake (the IPI).
+    Woken,
+}
+
+/// One worker's idle word and, under loom, the lock and condition variable that model the
+/// futex.
+pub(crate) struct Idle {
+    state: AtomicU32,
+    #[cfg(loom)]
+    sleep: (crate::sync::Mutex<()>, crate::sync::Condvar),
+}
+
+impl Idle {
+    pub(crate) fn new() -> Self {
+        Idle {
+            state: AtomicU32::new(RUNNING),
+            #[cfg(loom)]
+            sleep: (crate::sync::Mutex::new(()), crate::sync::Condvar::new()),
+        }
+    }
+
+    /// Whether the worker is running or about to (the `curr != idle` part of `idle_cpu`).
+    /// A hint for choosing targets; correctness never rests on it.
+    pub(crate) fn is_busy(&self) -> bool {
+        matches!(self.state.load(Ordering::Relaxed), RUNNING | NOTIFIED)
+    }
+
+    /// The worker announces that it is idle and polling. SeqCst: ordered before the worker's
+    /// recheck of its queues, the Dekker pair with a waker's publish-then-[`notify`](Self::notify).
+    pub(crate) fn start_polling(&self) {
+        self.state.store(POLLING, Ordering::SeqCst);
+    }
+
+    /// Whether a waker has set this worker's flag (`need_resched()` in the idle loop).
+    pub(crate) fn is_notified(&self) -> bool {
+        self.state.load(Ordering::Relaxed) == NOTIFIED
+    }
+
+    /// The worker goes back to running.
+    pub(crate) fn stop_idling(&self) {
+        self.state.store(RUNNING, Ordering::SeqCst);
+    }
+
+    /// The worker, polling and still without work, goes to sleep until notified. Returns whether
+    /// it slept (false when a waker set its flag first).
+    pub(crate) fn park(&self) -> bool {
+        // SeqCst pairs with the waker's CAS POLLING -> NOTIFIED: exactly one of them wins.
+        if self
+            .state
+            .compare_exchange(POLLING, PARKED, Ordering::SeqCst, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        self.sleep_while_parked();
+        true
+    }
+
+    #[cfg(not(loom))]
+    fn sleep_while_parked(&self) {
+        // Acquire pairs with the waker's SeqCst CAS PARKED -> NOTIFIED.
+        while self.state.load(Ordering::Acquire) == PARKED {
+            // SAFETY: FUTEX_WAIT reads the u32 at the address of this live atomic, which the
+            // kernel compares against PARKED atomically with going to sleep; a waker that changes
+            // the word before we sleep makes the call return at once (no lost wakeup).
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    self.state.as_ptr(),
+                    libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                    PARKED,
+                    std::ptr::null::<libc::timespec>(),
+                );
+            }
+        }
+    }
+
+    #[cfg(loom)]
+    fn sleep_while_parked(&self) {
+        let (lock, condvar) = &self.sleep;
+        let mut guard = crate::sync::lock(lock);
+        while self.state.load(Ordering::Acquire) == PARKED {
+            guard = crate::sync::wait(condvar, guard);
+        }
+    }
+
+    /// A waker, having published work for this worker, makes sure the worker will look at it.
+    /// SeqCst loads: the second half of the Dekker pair (publish, then read the idle state).
+    pub(crate) fn notify(&self) -> Notice {
+        let mut state = self.state.load(Ordering::SeqCst);
+        loop {
+            let from = match state {
+                RUNNING | NOTIFIED => return Notice::NotNeeded,
+                POLLING | PARKED => state,
+                _ => unreachable!("idle state word holds only the four states"),
+            };
+            match self
+                .state
+                .compare_exchange(from, NOTIFIED, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) if from == POLLING => return Notice::Polling,
+                Ok(_) => {
+                    self.wake_sleeper();
+                    return Notice::Woken;
+                }
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
+    #[cfg(not(loom))]
+    fn wake_sleeper(&self) {
+        // SAFETY: FUTEX_WAKE only uses the address of this live atomic as a key.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.state.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                1,
+            );
+        }
+    }
+
+    #[cfg(loom)]
+    fn wake_sleeper(&self) {
+        let (lock, condvar) = &self.sleep;
+        // Taking the lock orders this wake after the sleeper's check of the state word.
+        drop(crate::sync::lock(lock));
+        condvar.notify_one();
+    }
+}

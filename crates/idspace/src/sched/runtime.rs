@@ -1,0 +1,474 @@
+//! The runtime: workers, spawning, the wakeup path (`try_to_wake_up`) and shutdown.
+
+use std::fmt;
+use std::future::Future;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::hooks::{Exit, Hooks, TaskId};
+use super::join::{JoinHandle, JoinSlot};
+use super::stats::{Counters, Stats};
+use super::task::Task;
+use super::worker::{self, PollBudget, Worker};
+use crate::padded::CachePadded;
+use crate::sync::{thread, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+/// The most workers a runtime can have.
+pub const MAX_WORKERS: usize = 1024;
+
+/// How a wakeup reaches a task's target worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// Lock the target's run queue, enqueue, notify it if it idles (the kernel before the
+    /// wakelist, and `TTWU_QUEUE` off).
+    Locked,
+    /// Push onto the target's wakelist when it is idle (nothing running, nothing queued, no
+    /// wakeups pending), otherwise lock and enqueue: the kernel's `ttwu_queue_cond` since
+    /// f3dd3f674555.
+    Wakelist,
+    /// Always push onto the target's wakelist, busy or not (the `TTWU_QUEUE_DEFAULT`
+    /// experiment that regressed upstream).
+    WakelistAlways,
+}
+
+impl Policy {
+    /// Every policy, in the order the lab reports them.
+    pub const ALL: [Policy; 3] = [Policy::Locked, Policy::Wakelist, Policy::WakelistAlways];
+
+    /// The policy's name: `locked`, `wakelist` or `wakelist-always`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Locked => "locked",
+            Policy::Wakelist => "wakelist",
+            Policy::WakelistAlways => "wakelist-always",
+        }
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Policy {
+    type Err = BuildError;
+
+    fn from_str(name: &str) -> Result<Policy, BuildError> {
+        Policy::ALL
+            .into_iter()
+            .find(|policy| policy.name() == name)
+            .ok_or_else(|| BuildError::UnknownPolicy(name.to_string()))
+    }
+}
+
+/// Why a runtime could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuildError {
+    /// The worker count is 0 or above [`MAX_WORKERS`].
+    Workers(usize),
+    /// A policy name that is none of `locked`, `wakelist`, `wakelist-always`.
+    UnknownPolicy(String),
+    /// The operating system refused a worker thread.
+    Spawn(String),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Workers(n) => {
+                write!(f, "a runtime needs 1 to {MAX_WORKERS} workers, not {n}")
+            }
+            BuildError::UnknownPolicy(name) => write!(
+                f,
+                "unknown wakeup policy \"{name}\" (known: locked, wakelist, wakelist-always)"
+            ),
+            BuildError::Spawn(error) => write!(f, "cannot start a worker thread: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// Configures and starts a [`Runtime`].
+#[derive(Clone)]
+pub struct Builder {
+    workers: usize,
+    policy: Policy,
+    poll: Duration,
+    hooks: Option<Arc<dyn Hooks>>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder::new()
+    }
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("workers", &self.workers)
+            .field("policy", &self.policy)
+            .field("poll", &self.poll)
+            .field("hooks", &self.hooks.is_some())
+            .finish()
+    }
+}
+
+impl Builder {
+    /// One worker per available CPU, the `wakelist` policy, 50 µs of idle polling.
+    pub fn new() -> Self {
+        Builder {
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            policy: Policy::Wakelist,
+            poll: Duration::from_micros(50),
+            hooks: None,
+        }
+    }
+
+    /// The number of workers (1 to [`MAX_WORKERS`]).
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers;
+        self
+    }
+
+    /// The wakeup policy.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// How long an idle worker polls its queues before it parks. The kernel's idle polling
+    /// lasts roughly 10–60 µs; zero parks at once.
+    pub fn poll(mut self, poll: Duration) -> Self {
+        self.poll = poll;
+        self
+    }
+
+    /// Life-cycle hooks called at task creation, switch-in, switch-out and exit.
+    pub fn hooks(mut self, hooks: Arc<dyn Hooks>) -> Self {
+        self.hooks = Some(hooks);
+        self
+    }
+
+    /// Starts the workers.
+    pub fn build(self) -> Result<Runtime, BuildError> {
+        if self.workers == 0 || self.workers > MAX_WORKERS {
+            return Err(BuildError::Workers(self.workers));
+        }
+        let shared = Arc::new(Shared {
+            workers: (0..self.workers).map(|_| Worker::new()).collect(),
+            external: CachePadded(Counters::default()),
+            policy: self.policy,
+            poll: PollBudget(self.poll),
+            hooks: self.hooks.unwrap_or_else(|| Arc::new(NoHooks)),
+            shutdown: AtomicBool::new(false),
+            next_id: AtomicU64::new(1),
+            next_worker: AtomicUsize::new(0),
+        });
+        let mut runtime = Runtime {
+            handle: Handle {
+                shared: Arc::clone(&shared),
+            },
+            threads: Vec::with_capacity(self.workers),
+            cancelled: 0,
+        };
+        for index in 0..self.workers {
+            let shared = Arc::clone(&shared);
+            match spawn_worker(index, shared) {
+                Ok(thread) => runtime.threads.push(thread),
+                // Dropping the runtime stops the workers already started.
+                Err(error) => return Err(BuildError::Spawn(error)),
+            }
+        }
+        Ok(runtime)
+    }
+}
+
+#[cfg(not(loom))]
+fn spawn_worker(index: usize, shared: Arc<Shared>) -> Result<thread::JoinHandle<()>, String> {
+    thread::Builder::new()
+        .name(format!("idspace-worker-{index}"))
+        .spawn(move || worker::run(shared, index))
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(loom)]
+fn spawn_worker(index: usize, shared: Arc<Shared>) -> Result<thread::JoinHandle<()>, String> {
+    Ok(thread::spawn(move || worker::run(shared, index)))
+}
+
+struct NoHooks;
+
+impl Hooks for NoHooks {}
+
+/// What the workers, the tasks and the handles share.
+pub(crate) struct Shared {
+    workers: Box<[Worker]>,
+    /// Counters for wakeups made by threads that are not workers.
+    external: CachePadded<Counters>,
+    policy: Policy,
+    poll: PollBudget,
+    hooks: Arc<dyn Hooks>,
+    shutdown: AtomicBool,
+    next_id: AtomicU64,
+    /// Round-robin start for tasks spawned from outside the runtime.
+    next_worker: AtomicUsize,
+}
+
+impl Shared {
+    pub(crate) fn worker(&self, index: usize) -> &Worker {
+        &self.workers[index]
+    }
+
+    pub(crate) fn hooks(&self) -> &dyn Hooks {
+        &*self.hooks
+    }
+
+    pub(crate) fn poll_budget(&self) -> PollBudget {
+        self.poll
+    }
+
+    /// SeqCst: pairs with `shutdown`'s store and notifications, like any published work.
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+
+    fn counters(&self, here: Option<usize>) -> &Counters {
+        match here {
+            Some(index) => &self.workers[index].counters,
+            None => &self.external,
+        }
+    }
+
+    pub(crate) fn exited(&self, task: TaskId, worker: Option<usize>, how: Exit) {
+        self.hooks.exited(task, worker, how);
+    }
+
+    /// Cancels a task that could not be queued (or was left queued) at shutdown.
+    pub(crate) fn cancel(&self, task: Arc<Task>, here: Option<usize>) {
+        let id = task.id();
+        task.cancel();
+        self.counters(here).cancelled.add(1);
+        self.hooks.exited(id, here, Exit::Cancelled);
+    }
+
+    /// Chooses the worker a woken task goes to (`select_task_rq` + `select_idle_sibling`): its
+    /// last worker if that is idle, else the first idle worker after it, else its last worker.
+    fn select_target(&self, prev: usize) -> usize {
+        if self.workers[prev].is_idle() {
+            return prev;
+        }
+        let n = self.workers.len();
+        (1..n)
+            .map(|step| (prev + step) % n)
+            .find(|&index| self.workers[index].is_idle())
+            .unwrap_or(prev)
+    }
+
+    /// `try_to_wake_up` after the task's state was claimed (it is `QUEUED` and ours): choose a
+    /// target and get the task onto it by the runtime's policy.
+    pub(crate) fn wake(&self, task: Arc<Task>) {
+        let here = worker::current(self);
+        let target = self.select_target(task.last_worker());
+        self.queue(task, target, here);
+    }
+
+    fn queue(&self, task: Arc<Task>, target: usize, here: Option<usize>) {
+        let counters = self.counters(here);
+        let worker = &self.workers[target];
+        if here == Some(target) {
+            // Waking onto our own worker: it is running (it is us), so no notification, and the
+            // wakelist is never used for the local CPU (`cpu == smp_processor_id()`).
+            counters.local.add(1);
+            if let Err(task) = worker.enqueue(task) {
+                self.cancel(task, here);
+            }
+            return;
+        }
+        let use_wakelist = match self.policy {
+            Policy::Locked => false,
+            Policy::Wakelist => worker.is_idle(),
+            Policy::WakelistAlways => true,
+        };
+        if use_wakelist {
+            counters.wakelist.add(1);
+            match worker.push_wakelist(task) {
+                // Only the push that made the list non-empty notifies: the worker takes the
+                // whole list at once, so later pushes ride on that notification.
+                Ok(true) => worker.notify(counters),
+                Ok(false) => {}
+                Err(task) => self.cancel(task, here),
+            }
+        } else {
+            counters.locked.add(1);
+            match worker.enqueue(task) {
+                Ok(()) => worker.notify(counters),
+                Err(task) => self.cancel(task, here),
+            }
+        }
+    }
+
+    fn spawn<F>(self: &Arc<Self>, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        // Relaxed: IDs need only be unique.
+        let id = TaskId(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let here = worker::current(self);
+        let home = here.unwrap_or_else(|| {
+            // Relaxed: spreading external spawns is a heuristic.
+            self.next_worker.fetch_add(1, Ordering::Relaxed) % self.workers.len()
+        });
+        let slot = JoinSlot::new();
+        let task = Task::spawned(Arc::clone(self), id, home, future, Arc::clone(&slot));
+        self.counters(here).spawned.add(1);
+        self.hooks.created(id, here);
+        // A new task is placed like a woken one (`wake_up_new_task`).
+        let target = self.select_target(home);
+        self.queue(task, target, here);
+        JoinHandle::new(slot, id)
+    }
+
+    fn stats(&self) -> Stats {
+        let mut total = Stats::default();
+        for worker in self.workers.iter() {
+            worker.counters.add_to(&mut total);
+        }
+        self.external.add_to(&mut total);
+        total
+    }
+}
+
+/// A cheap, clonable handle that spawns onto a runtime, from inside its tasks or from any
+/// thread.
+#[derive(Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle")
+            .field("workers", &self.shared.workers.len())
+            .field("policy", &self.shared.policy)
+            .finish()
+    }
+}
+
+impl Handle {
+    /// Spawns `future` as a new task. After shutdown the task is cancelled at once and its
+    /// handle reports [`JoinError::Cancelled`](super::JoinError::Cancelled).
+    pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.shared.spawn(future)
+    }
+
+    /// The runtime's wakeup policy.
+    pub fn policy(&self) -> Policy {
+        self.shared.policy
+    }
+
+    /// The number of workers.
+    pub fn workers(&self) -> usize {
+        self.shared.workers.len()
+    }
+
+    /// The index of the worker running the calling code, if it runs on one of this runtime's
+    /// workers.
+    pub fn current_worker(&self) -> Option<usize> {
+        worker::current(&self.shared)
+    }
+
+    /// Counters of how wakeups travelled so far.
+    pub fn stats(&self) -> Stats {
+        self.shared.stats()
+    }
+}
+
+/// A running runtime: its workers and a [`Handle`]. Dropping it shuts it down.
+pub struct Runtime {
+    handle: Handle,
+    threads: Vec<thread::JoinHandle<()>>,
+    cancelled: usize,
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("handle", &self.handle)
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// A runtime with `workers` workers and `policy`, the other settings at their defaults.
+    pub fn new(workers: usize, policy: Policy) -> Result<Runtime, BuildError> {
+        Builder::new().workers(workers).policy(policy).build()
+    }
+
+    /// A handle for spawning.
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// Spawns `future`; see [`Handle::spawn`].
+    pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.handle.spawn(future)
+    }
+
+    /// Runs `future` as a task and blocks the calling thread until it finishes. Call it from
+    /// outside the runtime.
+    pub fn block_on<F>(&self, future: F) -> Result<F::Output, super::JoinError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.spawn(future).join()
+    }
+
+    /// Counters of how wakeups travelled so far.
+    pub fn stats(&self) -> Stats {
+        self.handle.stats()
+    }
+
+    /// Stops the workers (each finishes the poll it is in), then cancels every task still
+    /// queued; wakeups from then on cancel their task instead of queueing it. Returns how many
+    /// tasks were cancelled here. Idempotent; dropping the runtime does it too.
+    pub fn shutdown(&mut self) -> usize {
+        let shared = &self.handle.shared;
+        // SeqCst: the published "work" of the Dekker pair with each worker's idle recheck.
+        shared.shutdown.store(true, Ordering::SeqCst);
+        for worker in shared.workers.iter() {
+            worker.notify(&shared.external);
+        }
+        for thread in self.threads.drain(..) {
+            // A worker thread ends only by returning; a panic there would come from a hook,
+            // and the other workers and the queues are still shut down below.
+            let _ = thread.join();
+        }
+        for worker in shared.workers.iter() {
+            for task in worker.close() {
+                shared.cancel(task, None);
+                self.cancelled += 1;
+            }
+        }
+        self.cancelled
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

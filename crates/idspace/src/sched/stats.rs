@@ -1,0 +1,75 @@
+//! Counters of how wakeups travelled, for the lab and for tests. Each waker counts into its own
+//! worker's (cache-padded) slot, so counting adds no shared cache line to the wake path.
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// How the wakeups and idle periods of a runtime went, summed over its workers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Tasks spawned.
+    pub spawned: u64,
+    /// Wakeups queued on the waker's own worker (no remote queue touched).
+    pub local: u64,
+    /// Wakeups that locked a remote worker's run queue.
+    pub locked: u64,
+    /// Wakeups pushed onto a remote worker's wakelist.
+    pub wakelist: u64,
+    /// Notifications that found the target polling and only set its flag (no system call).
+    pub notify_polling: u64,
+    /// Notifications that had to wake a sleeping worker with a futex wake.
+    pub notify_futex: u64,
+    /// Times a worker went to sleep.
+    pub parks: u64,
+    /// Wakelist batches a worker moved to its run queue.
+    pub batches: u64,
+    /// Tasks cancelled at shutdown.
+    pub cancelled: u64,
+}
+
+/// One slot of counters, written Relaxed: they are statistics, read after the fact.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) spawned: Counter,
+    pub(crate) local: Counter,
+    pub(crate) locked: Counter,
+    pub(crate) wakelist: Counter,
+    pub(crate) notify_polling: Counter,
+    pub(crate) notify_futex: Counter,
+    pub(crate) parks: Counter,
+    pub(crate) batches: Counter,
+    pub(crate) cancelled: Counter,
+}
+
+/// A statistics counter.
+pub(crate) struct Counter(AtomicU64);
+
+impl Default for Counter {
+    fn default() -> Self {
+        Counter(AtomicU64::new(0))
+    }
+}
+
+impl Counter {
+    pub(crate) fn add(&self, n: u64) {
+        // Relaxed: a statistic, ordered with nothing.
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl Counters {
+    pub(crate) fn add_to(&self, total: &mut Stats) {
+        total.spawned += self.spawned.get();
+        total.local += self.local.get();
+        total.locked += self.locked.get();
+        total.wakelist += self.wakelist.get();
+        total.notify_polling += self.notify_polling.get();
+        total.notify_futex += self.notify_futex.get();
+        total.parks += self.parks.get();
+        total.batches += self.batches.get();
+        total.cancelled += self.cancelled.get();
+    }
+}

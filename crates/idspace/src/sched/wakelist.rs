@@ -1,0 +1,283 @@
+//! The wakelist: an intrusive, lock-free, multi-producer single-consumer list of woken tasks
+//! (the kernel's `llist` under `rq->wake_list`, later `call_single_queue`).
+//!
+//! Producers push with one compare-and-swap on the head and learn whether the list was empty,
+//! which is the only moment a notification is needed. The single consumer takes the whole list
+//! with one swap and reverses it, so that tasks come out in the order they were pushed. The
+//! links live in the items themselves: a push allocates nothing.
+//!
+//! At shutdown the list is *closed*: the head is replaced by a sentinel that no push gets past,
+//! so a wakeup racing with shutdown either lands before the close (and is drained by it) or is
+//! refused and handed back to the waker. No item can be left behind.
+
+use std::marker::PhantomData;
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+
+use crate::sync::{AtomicPtr, Ordering};
+
+/// An item that carries its own wakelist link.
+pub(crate) trait Linked: Sized {
+    /// The link to the next item. Written only by the one thread that owns the item's place on
+    /// a list (the pusher before publishing it, the consumer while reversing).
+    fn link(&self) -> &AtomicPtr<Self>;
+}
+
+/// The intrusive MPSC list. It owns one `Arc` reference of every item on it.
+pub(crate) struct Wakelist<T: Linked> {
+    head: AtomicPtr<T>,
+    _owns: PhantomData<Arc<T>>,
+}
+
+// SAFETY: the list only moves `Arc<T>` between threads; that is sound exactly when `Arc<T>` is
+// `Send`, i.e. when `T: Send + Sync`.
+unsafe impl<T: Linked + Send + Sync> Send for Wakelist<T> {}
+// SAFETY: as above; all shared access goes through the atomic head.
+unsafe impl<T: Linked + Send + Sync> Sync for Wakelist<T> {}
+
+impl<T: Linked> Wakelist<T> {
+    /// An empty, open list.
+    pub(crate) fn new() -> Self {
+        Wakelist {
+            head: AtomicPtr::new(ptr::null_mut()),
+            _owns: PhantomData,
+        }
+    }
+
+    /// The head value of a closed list: the alignment of `T` as an address, which no `Arc`
+    /// allocation can have.
+    fn closed() -> *mut T {
+        NonNull::<T>::dangling().as_ptr()
+    }
+
+    /// Pushes `item`. Returns whether the list was empty before (the caller must then notify
+    /// the consumer), or hands the item back if the list is closed.
+    pub(crate) fn push(&self, item: Arc<T>) -> Result<bool, Arc<T>> {
+        let raw = Arc::into_raw(item).cast_mut();
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            if head == Self::closed() {
+                // SAFETY: `raw` came from `Arc::into_raw` above and was never published.
+                return Err(unsafe { Arc::from_raw(raw) });
+            }
+            // SAFETY: `raw` is a live `Arc` allocation we own; until the CAS below publishes it,
+            // no other thread can reach its link.
+            unsafe { (*raw).link().store(head, Ordering::Relaxed) };
+            // SeqCst on success: Release publishes the link and the item to the consumer's swap;
+            // SeqCst orders the push before the waker's read of the target's idle state (the
+            // Dekker pair with the worker's "announce idle, then recheck the list").
+            match self
+                .head
+                .compare_exchange_weak(head, raw, Ordering::SeqCst, Ordering::Relaxed)
+            {
+                Ok(_) => return Ok(head.is_null()),
+                Err(actual) => head = actual,
+            }
+        }
+    }
+
+    /// Whether the list holds nothing (a closed list holds nothing). SeqCst: the worker's recheck
+    /// after announcing that it is idle (see the protocol).
+    pub(crate) fn is_empty(&self) -> bool {
+        let head = self.head.load(Ordering::SeqCst);
+        head.is_null() || head == Self::closed()
+    }
+
+    /// Takes everything pushed so far, in push order. Only the list's consumer calls this, and
+    /// never once [`close`](Self::close) may run.
+    pub(crate) fn take_all(&self) -> Batch<T> {
+        let head = self.head.load(Ordering::Relaxed);
+        if head.is_null() || head == Self::closed() {
+            return Batch::empty();
+        }
+        // One swap takes everything. Acquire pairs with the pushes' Release: the links and the
+        // items are visible. The list cannot be closed under us: only the consumer takes, and
+        // the runtime closes a worker's list only after that worker has stopped.
+        let head = self.head.swap(ptr::null_mut(), Ordering::SeqCst);
+        debug_assert!(head != Self::closed(), "take_all raced with close");
+        Batch::reversed(head)
+    }
+
+    /// Closes the list for good and returns what was on it. Pushes after this are refused.
+    pub(crate) fn close(&self) -> Batch<T> {
+        let head = self.head.swap(Self::closed(), Ordering::SeqCst);
+        if head == Self::closed() {
+            return Batch::empty();
+        }
+        Batch::reversed(head)
+    }
+}
+
+impl<T: Linked> Drop for Wakelist<T> {
+    fn drop(&mut self) {
+        drop(self.close());
+    }
+}
+
+/// Items taken off a wakelist, oldest first. Dropping a batch drops the items left in it.
+pub(crate) struct Batch<T: Linked> {
+    next: *mut T,
+    len: usize,
+}
+
+impl<T: Linked> Batch<T> {
+    fn empty() -> Self {
+        Batch {
+            next: ptr::null_mut(),
+            len: 0,
+        }
+    }
+
+    /// Reverses the LIFO chain starting at `head`.
+    fn reversed(head: *mut T) -> Self {
+        let mut reversed = ptr::null_mut();
+        let mut current = head;
+        let mut len = 0;
+        while !current.is_null() {
+            // SAFETY: every node reachable from a taken head was published by a push (which
+            // wrote its link before its Release CAS, made visible by our Acquire swap) and is
+            // owned by the list, now by this batch; no other thread touches these links.
+            let node = unsafe { &*current };
+            let next = node.link().load(Ordering::Relaxed);
+            node.link().store(reversed, Ordering::Relaxed);
+            reversed = current;
+            current = next;
+            len += 1;
+        }
+        Batch {
+            next: reversed,
+            len,
+        }
+    }
+
+    /// How many items are left in the batch.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl<T: Linked> Iterator for Batch<T> {
+    type Item = Arc<T>;
+
+    fn next(&mut self) -> Option<Arc<T>> {
+        if self.next.is_null() {
+            return None;
+        }
+        let current = self.next;
+        // SAFETY: `current` is a node this batch owns (see `reversed`). Its link is read before
+        // the `Arc` is handed out, since after that the item may be pushed again elsewhere.
+        self.next = unsafe { (*current).link().load(Ordering::Relaxed) };
+        self.len -= 1;
+        // SAFETY: the list took this reference with `Arc::into_raw` in `push`; it is given back
+        // exactly once, here.
+        Some(unsafe { Arc::from_raw(current) })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.len, Some(self.len))
+    }
+}
+
+impl<T: Linked> Drop for Batch<T> {
+    fn drop(&mut self) {
+        for item in self.by_ref() {
+            drop(item);
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A list item for the tests: a value and a link.
+    pub(crate) struct Node {
+        pub(crate) value: u32,
+        link: AtomicPtr<Node>,
+    }
+
+    impl Node {
+        pub(crate) fn new(value: u32) -> Arc<Node> {
+            Arc::new(Node {
+                value,
+                link: AtomicPtr::new(ptr::null_mut()),
+            })
+        }
+    }
+
+    impl Linked for Node {
+        fn link(&self) -> &AtomicPtr<Node> {
+            &self.link
+        }
+    }
+
+    #[cfg(not(loom))]
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::VecDeque;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Push(u32),
+            Take,
+            Close,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                6 => any::<u32>().prop_map(Op::Push),
+                3 => Just(Op::Take),
+                1 => Just(Op::Close),
+            ]
+        }
+
+        proptest! {
+            /// The list behaves as a FIFO queue that reports empty-to-non-empty transitions,
+            /// and refuses everything once closed.
+            #[test]
+            fn matches_a_fifo_queue(ops in proptest::collection::vec(op(), 0..200)) {
+                let list = Wakelist::new();
+                let mut model: VecDeque<u32> = VecDeque::new();
+                let mut closed = false;
+                for op in ops {
+                    match op {
+                        Op::Push(value) => {
+                            let pushed = list.push(Node::new(value));
+                            if closed {
+                                prop_assert_eq!(pushed.err().map(|n| n.value), Some(value));
+                            } else {
+                                prop_assert_eq!(pushed.ok(), Some(model.is_empty()));
+                                model.push_back(value);
+                            }
+                        }
+                        Op::Take => {
+                            let batch = list.take_all();
+                            prop_assert_eq!(batch.len(), model.len());
+                            let taken: Vec<u32> = batch.map(|n| n.value).collect();
+                            let expected: Vec<u32> = model.drain(..).collect();
+                            prop_assert_eq!(taken, expected);
+                        }
+                        Op::Close => {
+                            let taken: Vec<u32> = list.close().map(|n| n.value).collect();
+                            let expected: Vec<u32> = model.drain(..).collect();
+                            prop_assert_eq!(taken, expected);
+                            closed = true;
+                        }
+                    }
+                    prop_assert_eq!(list.is_empty(), model.is_empty());
+                }
+            }
+        }
+
+        #[test]
+        fn dropping_the_list_releases_its_items() {
+            let node = Node::new(7);
+            let list = Wakelist::new();
+            list.push(node.clone()).unwrap();
+            assert_eq!(Arc::strong_count(&node), 2);
+            drop(list);
+            assert_eq!(Arc::strong_count(&node), 1);
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! A worker: the runtime's CPU. Its run queue under its own lock, its wakelist, its idle word,
+//! and the loop that runs tasks and idles (`schedule()` and `do_idle()` in one).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::idle::{Idle, Notice};
+use super::runtime::Shared;
+use super::stats::Counters;
+use super::task::{Polled, Task};
+use super::wakelist::Wakelist;
+use crate::padded::CachePadded;
+use crate::sync::{self, AtomicUsize, Mutex, Ordering};
+
+/// The run queue proper (`struct rq`'s task list), guarded by the worker's lock.
+pub(crate) struct RunQueue {
+    tasks: VecDeque<Arc<Task>>,
+    /// Set at shutdown: nothing may be queued any more.
+    closed: bool,
+}
+
+/// The wakelist and the count of wakeups pushed but not yet moved to the run queue
+/// (`rq->ttwu_pending`, kept as a count). They share a line: a waker touches both.
+pub(crate) struct Inbox {
+    list: Wakelist<Task>,
+    pending: AtomicUsize,
+}
+
+/// One worker's shared state. Fields written by other workers sit on their own cache lines.
+pub(crate) struct Worker {
+    /// The run queue and its lock (`rq->lock`).
+    queue: CachePadded<Mutex<RunQueue>>,
+    /// Tasks in `queue` (`rq->nr_running` minus the current task), readable without the lock.
+    queued: CachePadded<AtomicUsize>,
+    /// The wakelist side.
+    inbox: CachePadded<Inbox>,
+    /// The idle word.
+    pub(crate) idle: CachePadded<Idle>,
+    /// Counters of wakeups made *by* tasks running on this worker.
+    pub(crate) counters: CachePadded<Counters>,
+}
+
+impl Worker {
+    pub(crate) fn new() -> Self {
+        Worker {
+            queue: CachePadded(Mutex::new(RunQueue {
+                tasks: VecDeque::new(),
+                closed: false,
+            })),
+            queued: CachePadded(AtomicUsize::new(0)),
+            inbox: CachePadded(Inbox {
+                list: Wakelist::new(),
+                pending: AtomicUsize::new(0),
+            }),
+            idle: CachePadded(Idle::new()),
+            counters: CachePadded(Counters::default()),
+        }
+    }
+
+    /// Whether this worker counts as idle for choosing a wakeup target (`idle_cpu()`): not
+    /// running, nothing queued, and no wakeups pending on its wakelist. Pending wakelist entries
+    /// count as load, or several wakers would pick the same idle worker and stack their tasks on
+    /// it (the bug fixed by d6962c4fe8f9).
+    pub(crate) fn is_idle(&self) -> bool {
+        !self.idle.is_busy()
+            && self.queued.load(Ordering::Relaxed) == 0
+            && self.inbox.pending.load(Ordering::Relaxed) == 0
+    }
+
+    /// Whether work is waiting. SeqCst: the worker's recheck after announcing idleness.
+    fn has_work(&self) -> bool {
+        self.queued.load(Ordering::SeqCst) != 0 || !self.inbox.list.is_empty()
+    }
+
+    /// Queues `task` under the run-queue lock, or hands it back if the runtime shut down.
+    pub(crate) fn enqueue(&self, task: Arc<Task>) -> Result<(), Arc<Task>> {
+        let mut queue = sync::lock(&self.queue);
+        if queue.closed {
+            return Err(task);
+        }
+        queue.tasks.push_back(task);
+        // SeqCst: the published work of the Dekker pair with the worker's idle recheck.
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Pushes `task` onto the wakelist. Returns whether the list was empty (so the worker must
+    /// be notified), or hands the task back if the runtime shut down.
+    pub(crate) fn push_wakelist(&self, task: Arc<Task>) -> Result<bool, Arc<Task>> {
+        let Inbox { list, pending } = &*self.inbox;
+        // Counted before the push, so that the worker looks busy to the next waker choosing a
+        // target; SeqCst keeps the count from being seen after the entry it announces.
+        pending.fetch_add(1, Ordering::SeqCst);
+        list.push(task).inspect_err(|_| {
+            pending.fetch_sub(1, Ordering::SeqCst);
+        })
+    }
+
+    /// Moves everything on the wakelist to the run queue, taking the lock once per batch
+    /// (`sched_ttwu_pending`). The pending count drops only after the tasks are queued.
+    fn flush_wakelist(&self) {
+        let Inbox { list, pending } = &*self.inbox;
+        let batch = list.take_all();
+        let count = batch.len();
+        if count == 0 {
+            return;
+        }
+        self.counters.batches.add(1);
+        {
+            let mut queue = sync::lock(&self.queue);
+            queue.tasks.extend(batch);
+            // SeqCst: as in `enqueue`.
+            self.queued.fetch_add(count, Ordering::SeqCst);
+        }
+        pending.fetch_sub(count, Ordering::SeqCst);
+    }
+
+    fn pop(&self) -> Option<Arc<Task>> {
+        if self.queued.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let mut queue = sync::lock(&self.queue);
+        let task = queue.tasks.pop_front()?;
+        self.queued.fetch_sub(1, Ordering::Relaxed);
+        Some(task)
+    }
+
+    /// Closes the run queue and the wakelist and returns every task left on them.
+    pub(crate) fn close(&self) -> Vec<Arc<Task>> {
+        let mut left: Vec<Arc<Task>> = self.inbox.list.close().collect();
+        let mut queue = sync::lock(&self.queue);
+        queue.closed = true;
+        left.extend(queue.tasks.drain(..));
+        self.queued.store(0, Ordering::Relaxed);
+        left
+    }
+
+    /// Notifies this worker that work was published for it, and counts how.
+    pub(crate) fn notify(&self, counters: &Counters) {
+        match self.idle.notify() {
+            Notice::NotNeeded => {}
+            Notice::Polling => counters.notify_polling.add(1),
+            Notice::Woken => counters.notify_futex.add(1),
+        }
+    }
+}
+
+sync::thread_local! {
+    /// The runtime and worker index of the current thread, if it is a worker.
+    static CURRENT: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// The index of the current thread's worker, if it is a worker of `shared`.
+pub(crate) fn current(shared: &Shared) -> Option<usize> {
+    let (runtime, worker) = CURRENT.with(|current| current.get());
+    (runtime == shared as *const Shared as usize).then_some(worker)
+}
+
+/// How long a worker polls before it parks, counted in checks under loom (time does not pass in
+/// a model).
+#[derive(Clone, Copy)]
+pub(crate) struct PollBudget(pub(crate) Duration);
+
+/// The worker thread's body.
+pub(crate) fn run(shared: Arc<Shared>, index: usize) {
+    CURRENT.with(|current| current.set((Arc::as_ptr(&shared) as usize, index)));
+    shared.hooks().worker_started(index);
+    let worker = shared.worker(index);
+    loop {
+        if shared.is_shutting_down() {
+            break;
+        }
+        worker.flush_wakelist();
+        if let Some(task) = worker.pop() {
+            run_task(&shared, worker, index, task);
+            continue;
+        }
+        idle(&shared, worker);
+    }
+    shared.hooks().worker_stopped(index);
+    CURRENT.with(|current| current.set((0, 0)));
+}
+
+fn run_task(shared: &Shared, worker: &Worker, index: usize, task: Arc<Task>) {
+    let id = task.id();
+    let hooks = shared.hooks();
+    hooks.switched_in(id, index);
+    let polled = task.run(index);
+    hooks.switched_out(id, index);
+    match polled {
+        Polled::Sleeping => {}
+        Polled::Requeue(task) => {
+            // Woken during its own poll: it goes to the back of this worker's queue, as a
+            // yielding task would. The queue may be closed (shutdown): then it is cancelled.
+            if let Err(task) = worker.enqueue(task) {
+                shared.cancel(task, Some(index));
+            }
+        }
+        Polled::Exited(how) => hooks.exited(id, Some(index), how),
+    }
+}
+
+/// The idle loop: announce, recheck, poll for a bounded while, then sleep until notified.
+fn idle(shared: &Shared, worker: &Worker) {
+    worker.idle.start_polling();
+    // The recheck after the SeqCst announcement: a waker that published before it is seen here;
+    // one that publishes after it sees POLLING and notifies.
+    if worker.has_work() || shared.is_shutting_down() {
+        worker.idle.stop_idling();
+        return;
+    }
+    if !poll(shared, worker, shared.poll_budget()) && worker.idle.park() {
+        worker.counters.parks.add(1);
+    }
+    worker.idle.stop_idling();
+}
+
+/// Spins until work or a notification arrives or the budget runs out; returns whether it
+/// ended early.
+#[cfg(not(loom))]
+fn poll(shared: &Shared, worker: &Worker, budget: PollBudget) -> bool {
+    if budget.0.is_zero() {
+        return false;
+    }
+    let deadline = Instant::now() + budget.0;
+    loop {
+        for _ in 0..32 {
+            if worker.idle.is_notified() || worker.has_work() {
+                return true;
+            }
+            sync::cpu_relax();
+        }
+        if shared.is_shutting_down() || Instant::now() >= deadline {
+            return shared.is_shutting_down();
+        }
+    }
+}
+
+#[cfg(loom)]
+fn poll(shared: &Shared, worker: &Worker, budget: PollBudget) -> bool {
+    // One look, so that models cover both a waker that finds the worker polling and one that
+    // finds it parked, without unbounded spinning.
+    let _ = (budget, Instant::now);
+    sync::cpu_relax();
+    worker.idle.is_notified() || worker.has_work() || shared.is_shutting_down()
+}

@@ -1,0 +1,255 @@
+//! The task runtime: behaviour of every policy, panics, cancellation, shutdown and hooks.
+
+#![cfg(not(loom))]
+
+mod sched_util;
+
+use std::future::poll_fn;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use idspace::sched::{BuildError, Builder, Exit, Hooks, JoinError, Policy, Runtime, TaskId};
+use sched_util::{yield_now, Bell};
+
+fn runtimes(workers: usize) -> impl Iterator<Item = Runtime> {
+    Policy::ALL
+        .into_iter()
+        .map(move |policy| Runtime::new(workers, policy).expect("runtime"))
+}
+
+#[test]
+fn block_on_returns_the_output_under_every_policy() {
+    for runtime in runtimes(2) {
+        assert_eq!(runtime.block_on(async { 6 * 7 }).unwrap(), 42);
+    }
+}
+
+#[test]
+fn ping_pong_completes_and_uses_each_policys_path() {
+    for runtime in runtimes(2) {
+        let policy = runtime.handle().policy();
+        let (ping, pong) = (Bell::new(), Bell::new());
+        let rounds = 2_000;
+        let a = {
+            let (ping, pong) = (ping.clone(), pong.clone());
+            runtime.spawn(async move {
+                for round in 1..=rounds {
+                    pong.ring();
+                    ping.until(round).await;
+                }
+            })
+        };
+        let b = runtime.spawn(async move {
+            for round in 1..=rounds {
+                pong.until(round).await;
+                ping.ring();
+            }
+        });
+        a.join().unwrap();
+        b.join().unwrap();
+        let stats = runtime.stats();
+        assert_eq!(stats.spawned, 2, "{policy}");
+        match policy {
+            Policy::Locked => assert_eq!(stats.wakelist, 0, "{policy}: {stats:?}"),
+            Policy::Wakelist | Policy::WakelistAlways => {
+                assert!(stats.wakelist > 0, "{policy}: {stats:?}")
+            }
+        }
+    }
+}
+
+#[test]
+fn a_panicking_task_reports_its_panic_and_the_runtime_goes_on() {
+    for runtime in runtimes(2) {
+        let handle = runtime.spawn(async {
+            if true {
+                panic!("boom in a task");
+            }
+        });
+        let error = handle.join().unwrap_err();
+        assert!(matches!(error, JoinError::Panicked(_)));
+        assert_eq!(error.panic_message(), Some("boom in a task"));
+        assert!(error.to_string().contains("boom in a task"));
+        // Both workers still run tasks.
+        let handles: Vec<_> = (0..20u64).map(|i| runtime.spawn(async move { i })).collect();
+        let sum: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(sum, 190);
+    }
+}
+
+#[test]
+fn a_task_no_one_can_wake_is_cancelled() {
+    struct Dropped(Arc<AtomicUsize>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let runtime = Runtime::new(2, Policy::Wakelist).unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let guard = Dropped(drops.clone());
+    // Pending without keeping the waker: nothing can ever wake it.
+    let handle = runtime.spawn(async move {
+        let _guard = guard;
+        poll_fn(|_| Poll::<()>::Pending).await;
+    });
+    assert!(matches!(handle.join(), Err(JoinError::Cancelled)));
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn shutdown_cancels_sleeping_and_queued_tasks_and_later_wakeups() {
+    for mut runtime in runtimes(2) {
+        let parked: Arc<Mutex<Vec<Waker>>> = Arc::default();
+        let started = Bell::new();
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let (parked, started) = (parked.clone(), started.clone());
+                runtime.spawn(async move {
+                    let mut first = true;
+                    poll_fn(|cx| {
+                        if first {
+                            first = false;
+                            parked.lock().unwrap().push(cx.waker().clone());
+                            started.ring();
+                        }
+                        Poll::<()>::Pending
+                    })
+                    .await
+                })
+            })
+            .collect();
+        while started.rung() < 8 {
+            std::thread::yield_now();
+        }
+        // Half of them are woken (and queued) right before shutdown.
+        for waker in parked.lock().unwrap().iter().take(4) {
+            waker.wake_by_ref();
+        }
+        runtime.shutdown();
+        // Wakeups after shutdown cancel instead of queueing.
+        for waker in parked.lock().unwrap().drain(..) {
+            waker.wake();
+        }
+        for handle in handles {
+            assert!(matches!(handle.join(), Err(JoinError::Cancelled)));
+        }
+        // Spawning after shutdown cancels at once.
+        let late = runtime.spawn(async { 1 });
+        assert!(matches!(late.join(), Err(JoinError::Cancelled)));
+        assert!(runtime.stats().cancelled >= 1);
+    }
+}
+
+#[test]
+fn join_handles_can_be_awaited_by_other_tasks() {
+    for runtime in runtimes(3) {
+        let handle = runtime.handle().clone();
+        let total = runtime
+            .block_on(async move {
+                let children: Vec<_> = (1..=10u64)
+                    .map(|i| {
+                        handle.spawn(async move {
+                            yield_now().await;
+                            i * i
+                        })
+                    })
+                    .collect();
+                let mut total = 0;
+                for child in children {
+                    total += child.await.unwrap();
+                }
+                total
+            })
+            .unwrap();
+        assert_eq!(total, 385);
+    }
+}
+
+#[test]
+fn a_task_woken_during_its_own_poll_runs_again() {
+    for runtime in runtimes(1) {
+        let count = runtime
+            .block_on(async {
+                for _ in 0..100 {
+                    yield_now().await;
+                }
+                100
+            })
+            .unwrap();
+        assert_eq!(count, 100);
+    }
+}
+
+#[test]
+fn builder_rejects_bad_configurations() {
+    assert_eq!(
+        Builder::new().workers(0).build().unwrap_err(),
+        BuildError::Workers(0)
+    );
+    let error = Builder::new().workers(5000).build().unwrap_err();
+    assert!(error.to_string().contains("5000"), "{error}");
+    let error = "fast".parse::<Policy>().unwrap_err();
+    assert!(error.to_string().contains("\"fast\""), "{error}");
+    for policy in Policy::ALL {
+        assert_eq!(policy.name().parse::<Policy>().unwrap(), policy);
+    }
+}
+
+#[derive(Default)]
+struct Recorder {
+    created: AtomicU64,
+    switched_in: AtomicU64,
+    switched_out: AtomicU64,
+    exits: Mutex<Vec<(TaskId, Exit)>>,
+    workers: AtomicU64,
+}
+
+impl Hooks for Recorder {
+    fn worker_started(&self, _worker: usize) {
+        self.workers.fetch_add(1, Ordering::SeqCst);
+    }
+    fn created(&self, _task: TaskId, _worker: Option<usize>) {
+        self.created.fetch_add(1, Ordering::SeqCst);
+    }
+    fn switched_in(&self, _task: TaskId, _worker: usize) {
+        self.switched_in.fetch_add(1, Ordering::SeqCst);
+    }
+    fn switched_out(&self, _task: TaskId, _worker: usize) {
+        self.switched_out.fetch_add(1, Ordering::SeqCst);
+    }
+    fn exited(&self, task: TaskId, _worker: Option<usize>, how: Exit) {
+        self.exits.lock().unwrap().push((task, how));
+    }
+}
+
+#[test]
+fn hooks_see_every_life_cycle_point() {
+    let recorder = Arc::new(Recorder::default());
+    let mut runtime = Builder::new()
+        .workers(2)
+        .policy(Policy::Wakelist)
+        .poll(Duration::ZERO)
+        .hooks(recorder.clone())
+        .build()
+        .unwrap();
+    let ok = runtime.spawn(async {
+        yield_now().await;
+    });
+    let ok_id = ok.id();
+    ok.join().unwrap();
+    let bad = runtime.spawn(async { panic!("hook test") });
+    let bad_id = bad.id();
+    assert!(bad.join().is_err());
+    runtime.shutdown();
+    assert_eq!(recorder.workers.load(Ordering::SeqCst), 2);
+    assert_eq!(recorder.created.load(Ordering::SeqCst), 2);
+    // The first task is polled twice (it yields), the second once.
+    assert_eq!(recorder.switched_in.load(Ordering::SeqCst), 3);
+    assert_eq!(recorder.switched_out.load(Ordering::SeqCst), 3);
+    let mut exits = recorder.exits.lock().unwrap().clone();
+    exits.sort_by_key(|(id, _)| *id);
+    assert_eq!(exits, vec![(ok_id, Exit::Completed), (bad_id, Exit::Panicked)]);
+}
