@@ -73,7 +73,9 @@ fn a_panicking_task_reports_its_panic_and_the_runtime_goes_on() {
         assert_eq!(error.panic_message(), Some("boom in a task"));
         assert!(error.to_string().contains("boom in a task"));
         // Both workers still run tasks.
-        let handles: Vec<_> = (0..20u64).map(|i| runtime.spawn(async move { i })).collect();
+        let handles: Vec<_> = (0..20u64)
+            .map(|i| runtime.spawn(async move { i }))
+            .collect();
         let sum: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
         assert_eq!(sum, 190);
     }
@@ -251,5 +253,8 @@ fn hooks_see_every_life_cycle_point() {
     assert_eq!(recorder.switched_out.load(Ordering::SeqCst), 3);
     let mut exits = recorder.exits.lock().unwrap().clone();
     exits.sort_by_key(|(id, _)| *id);
-    assert_eq!(exits, vec![(ok_id, Exit::Completed), (bad_id, Exit::Panicked)]);
+    assert_eq!(
+        exits,
+        vec![(ok_id, Exit::Completed), (bad_id, Exit::Panicked)]
+    );
 }

@@ -17,6 +17,7 @@ mod report;
 mod stats;
 mod svg;
 mod timers;
+mod wake;
 
 use std::fs;
 use std::path::Path;
@@ -81,6 +82,7 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
         Box::new(timers::Timers),
         Box::new(pid::Pids),
         Box::new(cid::Cids),
+        Box::new(wake::Wake),
     ]
 }
 

@@ -13,7 +13,7 @@
 //! The full protocol, and why no wakeup is lost, is in the [`protocol`](super::protocol)
 //! document.
 
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{fence, AtomicU32, Ordering};
 
 const RUNNING: u32 = 0;
 const POLLING: u32 = 1;
@@ -54,10 +54,18 @@ impl Idle {
         matches!(self.state.load(Ordering::Relaxed), RUNNING | NOTIFIED)
     }
 
-    /// The worker announces that it is idle and polling. SeqCst: ordered before the worker's
-    /// recheck of its queues, the Dekker pair with a waker's publish-then-[`notify`](Self::notify).
+    /// The worker announces that it is idle and polling, then fences: the store is ordered
+    /// before the worker's recheck of its queues. This SeqCst fence pairs with the one in
+    /// [`notify`](Self::notify) (the Dekker handshake of the protocol, section 4): a fence pair
+    /// rather than SeqCst accesses because that is what the C11 model guarantees for mixed
+    /// orderings, and what loom checks.
+    ///
+    /// Every write to the word is a read-modify-write, so the word's history is one chain in
+    /// which each write follows the value it replaced (a plain store could be ordered before a
+    /// waker's concurrent CAS that it never saw; loom flags that, rightly, as a lost wakeup).
     pub(crate) fn start_polling(&self) {
-        self.state.store(POLLING, Ordering::SeqCst);
+        self.state.swap(POLLING, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
     }
 
     /// Whether a waker has set this worker's flag (`need_resched()` in the idle loop).
@@ -65,18 +73,20 @@ impl Idle {
         self.state.load(Ordering::Relaxed) == NOTIFIED
     }
 
-    /// The worker goes back to running.
+    /// The worker goes back to running (a swap, like every write to the word). Relaxed: the
+    /// word is a hint for wakers choosing a target; a stale `POLLING` only costs them a needless
+    /// notification.
     pub(crate) fn stop_idling(&self) {
-        self.state.store(RUNNING, Ordering::SeqCst);
+        self.state.swap(RUNNING, Ordering::Relaxed);
     }
 
     /// The worker, polling and still without work, goes to sleep until notified. Returns whether
     /// it slept (false when a waker set its flag first).
     pub(crate) fn park(&self) -> bool {
-        // SeqCst pairs with the waker's CAS POLLING -> NOTIFIED: exactly one of them wins.
+        // Races the waker's CAS POLLING -> NOTIFIED on the same word: exactly one of them wins.
         if self
             .state
-            .compare_exchange(POLLING, PARKED, Ordering::SeqCst, Ordering::Relaxed)
+            .compare_exchange(POLLING, PARKED, Ordering::Relaxed, Ordering::Relaxed)
             .is_err()
         {
             return false;
@@ -87,7 +97,7 @@ impl Idle {
 
     #[cfg(not(loom))]
     fn sleep_while_parked(&self) {
-        // Acquire pairs with the waker's SeqCst CAS PARKED -> NOTIFIED.
+        // Acquire pairs with the waker's AcqRel CAS PARKED -> NOTIFIED.
         while self.state.load(Ordering::Acquire) == PARKED {
             // SAFETY: FUTEX_WAIT reads the u32 at the address of this live atomic, which the
             // kernel compares against PARKED atomically with going to sleep; a waker that changes
@@ -114,9 +124,11 @@ impl Idle {
     }
 
     /// A waker, having published work for this worker, makes sure the worker will look at it.
-    /// SeqCst loads: the second half of the Dekker pair (publish, then read the idle state).
+    /// The SeqCst fence orders the publish before the read of the idle word; it pairs with the
+    /// fence in [`start_polling`](Self::start_polling).
     pub(crate) fn notify(&self) -> Notice {
-        let mut state = self.state.load(Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let mut state = self.state.load(Ordering::Relaxed);
         loop {
             let from = match state {
                 RUNNING | NOTIFIED => return Notice::NotNeeded,
@@ -125,7 +137,7 @@ impl Idle {
             };
             match self
                 .state
-                .compare_exchange(from, NOTIFIED, Ordering::SeqCst, Ordering::SeqCst)
+                .compare_exchange(from, NOTIFIED, Ordering::AcqRel, Ordering::Relaxed)
             {
                 Ok(_) if from == POLLING => return Notice::Polling,
                 Ok(_) => {

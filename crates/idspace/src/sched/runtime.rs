@@ -231,9 +231,10 @@ impl Shared {
         self.poll
     }
 
-    /// SeqCst: pairs with `shutdown`'s store and notifications, like any published work.
+    /// Relaxed: the flag is published like any work (store, then `notify`'s fence) and read
+    /// in the worker's fenced recheck.
     pub(crate) fn is_shutting_down(&self) -> bool {
-        self.shutdown.load(Ordering::SeqCst)
+        self.shutdown.load(Ordering::Relaxed)
     }
 
     fn counters(&self, here: Option<usize>) -> &Counters {
@@ -447,8 +448,8 @@ impl Runtime {
     /// tasks were cancelled here. Idempotent; dropping the runtime does it too.
     pub fn shutdown(&mut self) -> usize {
         let shared = &self.handle.shared;
-        // SeqCst: the published "work" of the Dekker pair with each worker's idle recheck.
-        shared.shutdown.store(true, Ordering::SeqCst);
+        // Published like work: `notify` below fences before reading each idle word.
+        shared.shutdown.store(true, Ordering::Relaxed);
         for worker in shared.workers.iter() {
             worker.notify(&shared.external);
         }

@@ -3,7 +3,9 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(not(loom))]
+use std::time::Instant;
 
 use super::idle::{Idle, Notice};
 use super::runtime::Shared;
@@ -68,9 +70,10 @@ impl Worker {
             && self.inbox.pending.load(Ordering::Relaxed) == 0
     }
 
-    /// Whether work is waiting. SeqCst: the worker's recheck after announcing idleness.
+    /// Whether work is waiting. After [`Idle::start_polling`]'s fence, this is the recheck of
+    /// the protocol's handshake; Relaxed loads suffice there (the fence orders them).
     fn has_work(&self) -> bool {
-        self.queued.load(Ordering::SeqCst) != 0 || !self.inbox.list.is_empty()
+        self.queued.load(Ordering::Relaxed) != 0 || !self.inbox.list.is_empty()
     }
 
     /// Queues `task` under the run-queue lock, or hands it back if the runtime shut down.
@@ -80,8 +83,9 @@ impl Worker {
             return Err(task);
         }
         queue.tasks.push_back(task);
-        // SeqCst: the published work of the Dekker pair with the worker's idle recheck.
-        self.queued.fetch_add(1, Ordering::SeqCst);
+        // The published work of the handshake: `notify`'s fence orders it before the read of
+        // the idle word (the lock's release alone would not).
+        self.queued.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -90,10 +94,10 @@ impl Worker {
     pub(crate) fn push_wakelist(&self, task: Arc<Task>) -> Result<bool, Arc<Task>> {
         let Inbox { list, pending } = &*self.inbox;
         // Counted before the push, so that the worker looks busy to the next waker choosing a
-        // target; SeqCst keeps the count from being seen after the entry it announces.
-        pending.fetch_add(1, Ordering::SeqCst);
+        // target. Relaxed: a placement hint; the list itself carries the task.
+        pending.fetch_add(1, Ordering::Relaxed);
         list.push(task).inspect_err(|_| {
-            pending.fetch_sub(1, Ordering::SeqCst);
+            pending.fetch_sub(1, Ordering::Relaxed);
         })
     }
 
@@ -110,10 +114,11 @@ impl Worker {
         {
             let mut queue = sync::lock(&self.queue);
             queue.tasks.extend(batch);
-            // SeqCst: as in `enqueue`.
-            self.queued.fetch_add(count, Ordering::SeqCst);
+            // Relaxed: only this worker reads it to find work, and it holds the lock.
+            self.queued.fetch_add(count, Ordering::Relaxed);
         }
-        pending.fetch_sub(count, Ordering::SeqCst);
+        // Relaxed, and after the enqueue: the worker never looks idle in between.
+        pending.fetch_sub(count, Ordering::Relaxed);
     }
 
     fn pop(&self) -> Option<Arc<Task>> {
@@ -146,9 +151,16 @@ impl Worker {
     }
 }
 
+#[cfg(not(loom))]
 sync::thread_local! {
-    /// The runtime and worker index of the current thread, if it is a worker.
+    /// The runtime (its address) and worker index of the current thread, if it is a worker.
     static CURRENT: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+// loom's `thread_local!` takes no `const` initialisers.
+#[cfg(loom)]
+sync::thread_local! {
+    static CURRENT: std::cell::Cell<(usize, usize)> = std::cell::Cell::new((0, 0));
 }
 
 /// The index of the current thread's worker, if it is a worker of `shared`.
@@ -157,9 +169,10 @@ pub(crate) fn current(shared: &Shared) -> Option<usize> {
     (runtime == shared as *const Shared as usize).then_some(worker)
 }
 
-/// How long a worker polls before it parks, counted in checks under loom (time does not pass in
-/// a model).
+/// How long a worker polls before it parks. Under loom, where time does not pass, a worker
+/// looks once and then parks.
 #[derive(Clone, Copy)]
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) struct PollBudget(pub(crate) Duration);
 
 /// The worker thread's body.
@@ -204,7 +217,7 @@ fn run_task(shared: &Shared, worker: &Worker, index: usize, task: Arc<Task>) {
 /// The idle loop: announce, recheck, poll for a bounded while, then sleep until notified.
 fn idle(shared: &Shared, worker: &Worker) {
     worker.idle.start_polling();
-    // The recheck after the SeqCst announcement: a waker that published before it is seen here;
+    // The recheck after the fenced announcement: a waker that published before it is seen here;
     // one that publishes after it sees POLLING and notifies.
     if worker.has_work() || shared.is_shutting_down() {
         worker.idle.stop_idling();
@@ -238,10 +251,9 @@ fn poll(shared: &Shared, worker: &Worker, budget: PollBudget) -> bool {
 }
 
 #[cfg(loom)]
-fn poll(shared: &Shared, worker: &Worker, budget: PollBudget) -> bool {
+fn poll(shared: &Shared, worker: &Worker, _budget: PollBudget) -> bool {
     // One look, so that models cover both a waker that finds the worker polling and one that
     // finds it parked, without unbounded spinning.
-    let _ = (budget, Instant::now);
     sync::cpu_relax();
     worker.idle.is_notified() || worker.has_work() || shared.is_shutting_down()
 }

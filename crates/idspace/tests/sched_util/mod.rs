@@ -78,3 +78,22 @@ pub fn yield_now() -> impl Future<Output = ()> {
         }
     })
 }
+
+/// Joins `handle`, failing the test (instead of hanging it) if the task does not finish within
+/// `limit`: a lost wakeup shows up as a timeout.
+pub fn join_within<T>(
+    handle: idspace::sched::JoinHandle<T>,
+    limit: std::time::Duration,
+    what: &str,
+) -> Result<T, idspace::sched::JoinError> {
+    let deadline = std::time::Instant::now() + limit;
+    while !handle.is_finished() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {} never finished (a lost wakeup?)",
+            handle.id()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    handle.join()
+}

@@ -1,0 +1,269 @@
+//! The kernel's own wakeups: the same three shapes with OS threads blocking on pipes, as
+//! `perf bench sched pipe -T`, `hackbench -p -T` and the pipe-woken schbench do.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::workloads::{burn, LatencyShape};
+
+/// One pipe; both ends close on drop.
+struct OsPipe {
+    read: libc::c_int,
+    write: libc::c_int,
+}
+
+impl OsPipe {
+    fn new() -> Result<OsPipe, String> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
+        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+        if rc != 0 {
+            return Err(format!("pipe2: {}", std::io::Error::last_os_error()));
+        }
+        Ok(OsPipe {
+            read: fds[0],
+            write: fds[1],
+        })
+    }
+
+    /// Writes all of `bytes` (a pipe write of at most PIPE_BUF bytes is atomic).
+    fn send(&self, bytes: &[u8]) -> Result<(), String> {
+        let mut done = 0;
+        while done < bytes.len() {
+            let rest = &bytes[done..];
+            // SAFETY: `rest` is a live buffer of `rest.len()` bytes; the fd is ours and open.
+            let n = unsafe { libc::write(self.write, rest.as_ptr().cast(), rest.len()) };
+            if n < 0 {
+                let error = std::io::Error::last_os_error();
+                if error.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(format!("write: {error}"));
+            }
+            done += n as usize;
+        }
+        Ok(())
+    }
+
+    /// Reads exactly `buffer.len()` bytes, blocking until they arrive.
+    fn receive(&self, buffer: &mut [u8]) -> Result<(), String> {
+        let mut done = 0;
+        while done < buffer.len() {
+            let rest = &mut buffer[done..];
+            // SAFETY: `rest` is a live, writable buffer of `rest.len()` bytes; the fd is open.
+            let n = unsafe { libc::read(self.read, rest.as_mut_ptr().cast(), rest.len()) };
+            if n < 0 {
+                let error = std::io::Error::last_os_error();
+                if error.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(format!("read: {error}"));
+            }
+            if n == 0 {
+                return Err("read: unexpected end of pipe".into());
+            }
+            done += n as usize;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for OsPipe {
+    fn drop(&mut self) {
+        // SAFETY: both fds were opened by `new` and are closed exactly once, here.
+        unsafe {
+            libc::close(self.read);
+            libc::close(self.write);
+        }
+    }
+}
+
+/// Where started threads wait until all are started: then they all go, or, if a thread could
+/// not be started, they all return without running.
+struct Gate {
+    state: Mutex<Option<bool>>,
+    opened: Condvar,
+}
+
+impl Gate {
+    fn wait(&self) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match *state {
+                Some(go) => return go,
+                None => state = self.opened.wait(state).unwrap_or_else(|e| e.into_inner()),
+            }
+        }
+    }
+
+    fn open(&self, go: bool) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(go);
+        self.opened.notify_all();
+    }
+}
+
+/// A body run on its own OS thread.
+type Body = Box<dyn FnOnce() -> Result<(), String> + Send>;
+
+/// Runs `bodies` on OS threads started together; returns the wall time from the start signal
+/// until all have finished, or the first error.
+fn run_threads(bodies: Vec<Body>) -> Result<Duration, String> {
+    let gate = Arc::new(Gate {
+        state: Mutex::new(None),
+        opened: Condvar::new(),
+    });
+    let mut threads = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        let waiting = Arc::clone(&gate);
+        let spawned = thread::Builder::new().stack_size(64 * 1024).spawn(move || {
+            if waiting.wait() {
+                body()
+            } else {
+                Ok(())
+            }
+        });
+        match spawned {
+            Ok(thread) => threads.push(thread),
+            Err(error) => {
+                gate.open(false);
+                for thread in threads {
+                    let _ = thread.join();
+                }
+                return Err(format!("cannot start a thread: {error}"));
+            }
+        }
+    }
+    let start = Instant::now();
+    gate.open(true);
+    let mut first_error = None;
+    for thread in threads {
+        match thread.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                first_error.get_or_insert(error);
+            }
+            Err(_) => {
+                first_error.get_or_insert_with(|| "a thread panicked".to_string());
+            }
+        }
+    }
+    match first_error {
+        Some(error) => Err(error),
+        None => Ok(start.elapsed()),
+    }
+}
+
+/// `pairs` pairs of threads ping-ponging 4 bytes over two pipes, `rounds` round trips each.
+pub fn ping_pong(pairs: usize, rounds: u64) -> Result<Duration, String> {
+    let mut bodies: Vec<Body> = Vec::new();
+    for _ in 0..pairs {
+        let there = Arc::new(OsPipe::new()?);
+        let back = Arc::new(OsPipe::new()?);
+        let (there2, back2) = (there.clone(), back.clone());
+        bodies.push(Box::new(move || {
+            let mut word = [0u8; 4];
+            for round in 0..rounds {
+                there.send(&(round as u32).to_ne_bytes())?;
+                back.receive(&mut word)?;
+            }
+            Ok(())
+        }));
+        bodies.push(Box::new(move || {
+            let mut word = [0u8; 4];
+            for _ in 0..rounds {
+                there2.receive(&mut word)?;
+                back2.send(&word)?;
+            }
+            Ok(())
+        }));
+    }
+    run_threads(bodies)
+}
+
+/// hackbench -p -T: `groups` groups of 20 sender and 20 receiver threads, each receiver with its
+/// own pipe, every sender writing `loops` 100-byte messages to every receiver.
+pub fn messaging(groups: usize, loops: usize) -> Result<Duration, String> {
+    const SIDE: usize = 20;
+    let mut bodies: Vec<Body> = Vec::new();
+    for _ in 0..groups {
+        let pipes: Vec<Arc<OsPipe>> = (0..SIDE)
+            .map(|_| OsPipe::new().map(Arc::new))
+            .collect::<Result<_, _>>()?;
+        for pipe in &pipes {
+            let pipe = Arc::clone(pipe);
+            bodies.push(Box::new(move || {
+                let mut message = [0u8; 100];
+                for _ in 0..SIDE * loops {
+                    pipe.receive(&mut message)?;
+                }
+                Ok(())
+            }));
+        }
+        for _ in 0..SIDE {
+            let pipes = pipes.clone();
+            bodies.push(Box::new(move || {
+                let message = [7u8; 100];
+                for _ in 0..loops {
+                    for pipe in &pipes {
+                        pipe.send(&message)?;
+                    }
+                }
+                Ok(())
+            }));
+        }
+    }
+    run_threads(bodies)
+}
+
+/// schbench with pipes: each message thread sleeps, stamps, writes a byte to each of its
+/// workers' pipes; a worker records the time from the stamp until its read returns.
+pub fn latency(shape: LatencyShape) -> Result<Vec<u64>, String> {
+    let epoch = Instant::now();
+    let samples = Arc::new(Mutex::new(Vec::new()));
+    let mut bodies: Vec<Body> = Vec::new();
+    for _ in 0..shape.messengers {
+        let back = Arc::new(OsPipe::new()?);
+        let stamp = Arc::new(AtomicU64::new(0));
+        let pipes: Vec<Arc<OsPipe>> = (0..shape.workers)
+            .map(|_| OsPipe::new().map(Arc::new))
+            .collect::<Result<_, _>>()?;
+        for pipe in &pipes {
+            let (pipe, back, stamp, samples) =
+                (pipe.clone(), back.clone(), stamp.clone(), samples.clone());
+            bodies.push(Box::new(move || {
+                let mut mine = Vec::with_capacity(shape.rounds as usize);
+                let mut byte = [0u8; 1];
+                for _ in 0..shape.rounds {
+                    pipe.receive(&mut byte)?;
+                    // Relaxed: the pipe's write/read already orders the stamp before us.
+                    let woken_at = stamp.load(Ordering::Relaxed);
+                    mine.push((epoch.elapsed().as_nanos() as u64).saturating_sub(woken_at));
+                    burn(shape.cputime);
+                    back.send(&byte)?;
+                }
+                samples
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend(mine);
+                Ok(())
+            }));
+        }
+        bodies.push(Box::new(move || {
+            let mut replies = vec![0u8; shape.workers];
+            for _ in 0..shape.rounds {
+                thread::sleep(shape.interval);
+                stamp.store(epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                for pipe in &pipes {
+                    pipe.send(&[1])?;
+                }
+                back.receive(&mut replies)?;
+            }
+            Ok(())
+        }));
+    }
+    run_threads(bodies)?;
+    let samples = std::mem::take(&mut *samples.lock().unwrap_or_else(|e| e.into_inner()));
+    Ok(samples)
+}

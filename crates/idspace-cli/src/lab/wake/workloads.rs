@@ -1,0 +1,243 @@
+//! The three workloads as sets of futures, and how each subject runs them.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use idspace::sched::{Policy, Runtime, Stats};
+
+use super::primitives::{Bell, Pipe, TimerHandle, MESSAGE};
+
+/// A task of a workload.
+pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// Who runs the futures.
+#[derive(Clone, Copy)]
+pub enum Runner {
+    /// Our runtime with a wakeup policy.
+    Ours(Policy),
+    /// tokio's multi-thread runtime.
+    Tokio,
+}
+
+/// What a run returns: its wall time and, for our runtime, how its wakeups travelled.
+pub struct Ran {
+    pub elapsed: Duration,
+    pub stats: Option<Stats>,
+}
+
+impl Runner {
+    /// Runs `tasks` on `workers` workers until all have finished.
+    pub fn run(self, workers: usize, tasks: Vec<Task>) -> Result<Ran, String> {
+        match self {
+            Runner::Ours(policy) => {
+                let runtime = Runtime::new(workers, policy).map_err(|e| e.to_string())?;
+                let start = Instant::now();
+                let handles: Vec<_> = tasks.into_iter().map(|t| runtime.spawn(t)).collect();
+                for handle in handles {
+                    handle.join().map_err(|e| e.to_string())?;
+                }
+                let elapsed = start.elapsed();
+                Ok(Ran {
+                    elapsed,
+                    stats: Some(runtime.stats()),
+                })
+            }
+            Runner::Tokio => {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(workers)
+                    .build()
+                    .map_err(|e| format!("tokio: {e}"))?;
+                let start = Instant::now();
+                let handles: Vec<_> = tasks.into_iter().map(|t| runtime.spawn(t)).collect();
+                runtime.block_on(async {
+                    for handle in handles {
+                        handle.await.map_err(|e| format!("tokio task: {e}"))?;
+                    }
+                    Ok::<(), String>(())
+                })?;
+                let elapsed = start.elapsed();
+                Ok(Ran {
+                    elapsed,
+                    stats: None,
+                })
+            }
+        }
+    }
+}
+
+/// Ping-pong (`perf bench sched pipe`, UnixBench context1): `pairs` pairs of tasks pass a token
+/// back and forth `rounds` times each.
+pub fn ping_pong(pairs: usize, rounds: u64) -> Vec<Task> {
+    let mut tasks: Vec<Task> = Vec::with_capacity(2 * pairs);
+    for _ in 0..pairs {
+        let (ping, pong) = (Bell::new(), Bell::new());
+        let (ping2, pong2) = (ping.clone(), pong.clone());
+        tasks.push(Box::pin(async move {
+            for round in 1..=rounds {
+                pong.ring();
+                ping.until(round).await;
+            }
+        }));
+        tasks.push(Box::pin(async move {
+            for round in 1..=rounds {
+                pong2.until(round).await;
+                ping2.ring();
+            }
+        }));
+    }
+    tasks
+}
+
+/// Hackbench's shape: `groups` groups of 20 senders and 20 receivers; every sender writes
+/// `loops` 100-byte messages to every receiver of its group, through the receiver's pipe.
+pub fn messaging(groups: usize, loops: usize) -> Vec<Task> {
+    const SIDE: usize = 20;
+    let mut tasks: Vec<Task> = Vec::with_capacity(groups * 2 * SIDE);
+    for group in 0..groups {
+        let pipes: Vec<Arc<Pipe>> = (0..SIDE).map(|_| Pipe::new()).collect();
+        for pipe in &pipes {
+            let pipe = Arc::clone(pipe);
+            tasks.push(Box::pin(async move {
+                let mut checksum = 0u64;
+                for _ in 0..SIDE * loops {
+                    let message = pipe.read().await;
+                    checksum = checksum.wrapping_add(u64::from(message[0]));
+                }
+                std::hint::black_box(checksum);
+            }));
+        }
+        for sender in 0..SIDE {
+            let pipes = pipes.clone();
+            let fill = (group * SIDE + sender) as u8;
+            tasks.push(Box::pin(async move {
+                for _ in 0..loops {
+                    for pipe in &pipes {
+                        pipe.write([fill; MESSAGE]).await;
+                    }
+                }
+            }));
+        }
+    }
+    tasks
+}
+
+/// The wakeup-latency shape (schbench): what it measures and how hard it works.
+#[derive(Clone, Copy)]
+pub struct LatencyShape {
+    /// Message tasks (`-m`).
+    pub messengers: usize,
+    /// Worker tasks per message task (`-t`).
+    pub workers: usize,
+    /// Rounds each message task runs.
+    pub rounds: u64,
+    /// The message task's sleep between rounds.
+    pub interval: Duration,
+    /// CPU time each worker burns after it wakes (`cputime`).
+    pub cputime: Duration,
+}
+
+/// schbench's shape: each message task sleeps, takes a time stamp and wakes each of its worker
+/// tasks; a worker records the time from the stamp to the moment it runs, burns `cputime`, and
+/// reports back. The latencies (ns) land in `samples`.
+pub fn latency(
+    shape: LatencyShape,
+    timer: &TimerHandle,
+    samples: &Arc<Mutex<Vec<u64>>>,
+) -> Vec<Task> {
+    let epoch = Instant::now();
+    let mut tasks: Vec<Task> = Vec::new();
+    for _ in 0..shape.messengers {
+        let back = Bell::new();
+        let stamp = Arc::new(Mutex::new(Duration::ZERO));
+        let bells: Vec<Arc<Bell>> = (0..shape.workers).map(|_| Bell::new()).collect();
+        for bell in &bells {
+            let (bell, back, stamp, samples) =
+                (bell.clone(), back.clone(), stamp.clone(), samples.clone());
+            tasks.push(Box::pin(async move {
+                let mut mine = Vec::with_capacity(shape.rounds as usize);
+                for round in 1..=shape.rounds {
+                    bell.until(round).await;
+                    let woken_at = *stamp.lock().unwrap_or_else(|e| e.into_inner());
+                    mine.push((epoch.elapsed().saturating_sub(woken_at)).as_nanos() as u64);
+                    burn(shape.cputime);
+                    back.ring();
+                }
+                samples
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend(mine);
+            }));
+        }
+        let timer = timer.clone();
+        tasks.push(Box::pin(async move {
+            for round in 1..=shape.rounds {
+                timer.sleep(shape.interval).await;
+                *stamp.lock().unwrap_or_else(|e| e.into_inner()) = epoch.elapsed();
+                for bell in &bells {
+                    bell.ring();
+                }
+                back.until(round * shape.workers as u64).await;
+            }
+        }));
+    }
+    tasks
+}
+
+/// Spins for `duration` (schbench's `cputime`).
+pub fn burn(duration: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < duration {
+        std::hint::spin_loop();
+    }
+}
+
+/// The `p`-th percentile (0–100) of sorted `samples`.
+pub fn percentile(sorted: &[u64], p: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1] as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_of_a_known_sample() {
+        let sorted: Vec<u64> = (1..=1000).collect();
+        assert_eq!(percentile(&sorted, 50.0), Some(500.0));
+        assert_eq!(percentile(&sorted, 99.9), Some(999.0));
+        assert_eq!(percentile(&sorted, 100.0), Some(1000.0));
+        assert_eq!(percentile(&[], 50.0), None);
+    }
+
+    #[test]
+    fn every_workload_completes_on_every_runner() {
+        let timer = super::super::primitives::Timer::start().unwrap();
+        for runner in [
+            Runner::Ours(Policy::Locked),
+            Runner::Ours(Policy::Wakelist),
+            Runner::Ours(Policy::WakelistAlways),
+            Runner::Tokio,
+        ] {
+            runner.run(2, ping_pong(2, 200)).unwrap();
+            runner.run(2, messaging(1, 5)).unwrap();
+            let samples = Arc::new(Mutex::new(Vec::new()));
+            let shape = LatencyShape {
+                messengers: 2,
+                workers: 3,
+                rounds: 5,
+                interval: Duration::from_micros(200),
+                cputime: Duration::from_micros(5),
+            };
+            runner
+                .run(2, latency(shape, &timer.handle(), &samples))
+                .unwrap();
+            assert_eq!(samples.lock().unwrap().len(), 2 * 3 * 5);
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Loom models of the runtime's wake/park protocol (see `src/sched/PROTOCOL.md`): a wakeup
+//! racing a worker going to sleep, task-to-task wakeups through the wakelist, a task woken twice
+//! while it runs, and wakeups racing shutdown. Real workers, real tasks, model-checked
+//! primitives.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_sched`.
+
+#![cfg(loom)]
+
+use std::future::poll_fn;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use idspace::sched::{Builder, JoinError, Policy, Runtime};
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use loom::sync::{Arc, Mutex};
+use loom::thread;
+
+static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn count_run() {
+    RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn report(name: &str) {
+    println!(
+        "{name}: {} interleavings",
+        RUNS.swap(0, std::sync::atomic::Ordering::Relaxed)
+    );
+}
+
+fn runtime(workers: usize, policy: Policy) -> Runtime {
+    Builder::new()
+        .workers(workers)
+        .policy(policy)
+        .poll(Duration::ZERO)
+        .build()
+        .expect("runtime")
+}
+
+/// A task that parks on its first poll, leaving its waker in `slot`, and completes on any later
+/// poll. Returns how often it was polled.
+fn sleeper(
+    slot: Arc<Mutex<Option<Waker>>>,
+    dropped: Arc<AtomicUsize>,
+) -> impl std::future::Future<Output = usize> + Send + 'static {
+    struct Guard(Arc<AtomicUsize>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let guard = Guard(dropped);
+    let mut polls = 0;
+    poll_fn(move |cx| {
+        let _keep = &guard;
+        polls += 1;
+        if polls == 1 {
+            *slot.lock().unwrap() = Some(cx.waker().clone());
+            Poll::Pending
+        } else {
+            Poll::Ready(polls)
+        }
+    })
+}
+
+/// Waits (in the model) until the sleeper has left its waker, then takes it.
+fn take_waker(slot: &Mutex<Option<Waker>>) -> Waker {
+    loop {
+        if let Some(waker) = slot.lock().unwrap().take() {
+            return waker;
+        }
+        thread::yield_now();
+    }
+}
+
+/// An outside thread wakes a task while its only worker goes idle and parks: the wakeup must
+/// reach it whichever side wins (the Dekker handshake of the protocol, section 4).
+#[test]
+fn an_outside_wakeup_reaches_a_worker_going_to_sleep() {
+    for policy in [Policy::Locked, Policy::Wakelist] {
+        loom::model(move || {
+            count_run();
+            let runtime = runtime(1, policy);
+            let slot = Arc::new(Mutex::new(None));
+            let dropped = Arc::new(AtomicUsize::new(0));
+            let handle = runtime.spawn(sleeper(slot.clone(), dropped.clone()));
+            let waker_thread = thread::spawn(move || take_waker(&slot).wake());
+            assert_eq!(handle.join().unwrap(), 2);
+            waker_thread.join().unwrap();
+            drop(runtime);
+            assert_eq!(dropped.load(Ordering::SeqCst), 1);
+        });
+        report(&format!("outside wakeup vs park, {policy}"));
+    }
+}
+
+/// One task wakes another across two workers, through the wakelist when the target is idle:
+/// push, notify-on-empty and the target's batch take, racing the target's park. The sleeper
+/// spawns its waker from inside its first poll, after leaving its waker, so nothing spins.
+#[test]
+fn a_task_wakes_a_task_on_another_worker() {
+    for policy in [Policy::Wakelist, Policy::WakelistAlways] {
+        loom::model(move || {
+            count_run();
+            let runtime = runtime(2, policy);
+            let handle = runtime.handle().clone();
+            let mut polls = 0;
+            let mut waking = None;
+            let sleeping = runtime.spawn(poll_fn(move |cx| {
+                polls += 1;
+                if polls > 1 {
+                    return Poll::Ready(waking.take());
+                }
+                let waker = cx.waker().clone();
+                waking = Some(handle.spawn(async move { waker.wake() }));
+                Poll::Pending
+            }));
+            let waking = sleeping.join().unwrap().expect("the waking task's handle");
+            waking.join().unwrap();
+            drop(runtime);
+        });
+        report(&format!("task wakes task, {policy}"));
+    }
+}
+
+/// Two outside threads wake a task at once while it may be running: it is never polled by two
+/// workers at once, and it completes exactly once.
+#[test]
+fn a_task_woken_twice_is_never_polled_twice_at_once() {
+    loom::model(|| {
+        count_run();
+        let runtime = runtime(2, Policy::Wakelist);
+        let slot: Arc<Mutex<Option<Waker>>> = Arc::new(Mutex::new(None));
+        let in_poll = Arc::new(AtomicBool::new(false));
+        let overlap = Arc::new(AtomicBool::new(false));
+        let task = {
+            let (slot, in_poll, overlap) = (slot.clone(), in_poll.clone(), overlap.clone());
+            let mut polls = 0;
+            runtime.spawn(poll_fn(move |cx| {
+                if in_poll.swap(true, Ordering::SeqCst) {
+                    overlap.store(true, Ordering::SeqCst);
+                }
+                polls += 1;
+                if polls == 1 {
+                    *slot.lock().unwrap() = Some(cx.waker().clone());
+                }
+                thread::yield_now();
+                in_poll.store(false, Ordering::SeqCst);
+                if polls >= 2 {
+                    Poll::Ready(polls)
+                } else {
+                    Poll::Pending
+                }
+            }))
+        };
+        let waker = take_waker(&slot);
+        let other = waker.clone();
+        let second = thread::spawn(move || other.wake());
+        waker.wake();
+        second.join().unwrap();
+        assert!(task.join().unwrap() >= 2);
+        assert!(
+            !overlap.load(Ordering::SeqCst),
+            "two workers polled one task"
+        );
+    });
+    report("woken twice");
+}
+
+/// A wakeup races shutdown: the task is either run to completion or cancelled, its future is
+/// dropped exactly once, and nothing is left on a queue.
+#[test]
+fn a_wakeup_racing_shutdown_loses_no_task() {
+    for policy in [Policy::Locked, Policy::WakelistAlways] {
+        loom::model(move || {
+            count_run();
+            let mut runtime = runtime(1, policy);
+            let slot = Arc::new(Mutex::new(None));
+            let dropped = Arc::new(AtomicUsize::new(0));
+            let handle = runtime.spawn(sleeper(slot.clone(), dropped.clone()));
+            let waker = take_waker(&slot);
+            let waker_thread = thread::spawn(move || waker.wake());
+            runtime.shutdown();
+            waker_thread.join().unwrap();
+            match handle.join() {
+                Ok(polls) => assert_eq!(polls, 2),
+                Err(JoinError::Cancelled) => {}
+                Err(other) => panic!("unexpected {other}"),
+            }
+            assert_eq!(dropped.load(Ordering::SeqCst), 1);
+        });
+        report(&format!("wakeup vs shutdown, {policy}"));
+    }
+}
