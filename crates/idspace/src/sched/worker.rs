@@ -169,10 +169,9 @@ pub(crate) fn current(shared: &Shared) -> Option<usize> {
     (runtime == shared as *const Shared as usize).then_some(worker)
 }
 
-/// How long a worker polls before it parks. Under loom, where time does not pass, a worker
-/// looks once and then parks.
+/// How long a worker polls before it parks. Under loom, where time does not pass, a non-zero
+/// budget is one look.
 #[derive(Clone, Copy)]
-#[cfg_attr(loom, allow(dead_code))]
 pub(crate) struct PollBudget(pub(crate) Duration);
 
 /// The worker thread's body.
@@ -251,9 +250,12 @@ fn poll(shared: &Shared, worker: &Worker, budget: PollBudget) -> bool {
 }
 
 #[cfg(loom)]
-fn poll(shared: &Shared, worker: &Worker, _budget: PollBudget) -> bool {
-    // One look, so that models cover both a waker that finds the worker polling and one that
-    // finds it parked, without unbounded spinning.
+fn poll(shared: &Shared, worker: &Worker, budget: PollBudget) -> bool {
+    // As in the real loop, no budget means no look at all; otherwise one look, so that models
+    // cover a waker that finds the worker polling without unbounded spinning.
+    if budget.0.is_zero() {
+        return false;
+    }
     sync::cpu_relax();
     worker.idle.is_notified() || worker.has_work() || shared.is_shutting_down()
 }

@@ -418,10 +418,7 @@ fn stats_ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 type Travel = (String, Vec<Option<f64>>, Vec<Option<f64>>);
 
 /// How our runtime's wakeups travelled under each policy.
-fn travel_table(
-    names: &[String],
-    rows: Vec<Travel>,
-) -> Table {
+fn travel_table(names: &[String], rows: Vec<Travel>) -> Table {
     let mut out = Vec::new();
     for (label, share, futex) in rows {
         out.push(Row::numbers(
