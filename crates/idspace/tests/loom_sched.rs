@@ -29,11 +29,19 @@ fn report(name: &str) {
     );
 }
 
+/// A runtime whose idle workers park without polling: every idle period goes through the
+/// announce / recheck / park handshake.
 fn runtime(workers: usize, policy: Policy) -> Runtime {
+    polling_runtime(workers, policy, Duration::ZERO)
+}
+
+/// A runtime whose idle workers poll (one look, in a model) before parking, so that wakers also
+/// find them polling and only set their flag.
+fn polling_runtime(workers: usize, policy: Policy, poll: Duration) -> Runtime {
     Builder::new()
         .workers(workers)
         .policy(policy)
-        .poll(Duration::ZERO)
+        .poll(poll)
         .build()
         .expect("runtime")
 }
@@ -103,7 +111,7 @@ fn a_task_wakes_a_task_on_another_worker() {
     for policy in [Policy::Wakelist, Policy::WakelistAlways] {
         loom::model(move || {
             count_run();
-            let runtime = runtime(2, policy);
+            let runtime = polling_runtime(2, policy, Duration::from_micros(1));
             let handle = runtime.handle().clone();
             let mut polls = 0;
             let mut waking = None;

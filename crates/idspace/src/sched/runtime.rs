@@ -158,24 +158,16 @@ impl Builder {
         if self.workers == 0 || self.workers > MAX_WORKERS {
             return Err(BuildError::Workers(self.workers));
         }
-        let shared = Arc::new(Shared {
-            workers: (0..self.workers).map(|_| Worker::new()).collect(),
-            external: CachePadded(Counters::default()),
-            policy: self.policy,
-            poll: PollBudget(self.poll),
-            hooks: self.hooks.unwrap_or_else(|| Arc::new(NoHooks)),
-            shutdown: AtomicBool::new(false),
-            next_id: AtomicU64::new(1),
-            next_worker: AtomicUsize::new(0),
-        });
+        let workers = self.workers;
+        let shared = self.shared();
         let mut runtime = Runtime {
             handle: Handle {
                 shared: Arc::clone(&shared),
             },
-            threads: Vec::with_capacity(self.workers),
+            threads: Vec::with_capacity(workers),
             cancelled: 0,
         };
-        for index in 0..self.workers {
+        for index in 0..workers {
             let shared = Arc::clone(&shared);
             match spawn_worker(index, shared) {
                 Ok(thread) => runtime.threads.push(thread),
@@ -184,6 +176,22 @@ impl Builder {
             }
         }
         Ok(runtime)
+    }
+}
+
+impl Builder {
+    /// The shared state of a runtime with this configuration, without its worker threads.
+    fn shared(self) -> Arc<Shared> {
+        Arc::new(Shared {
+            workers: (0..self.workers).map(|_| Worker::new()).collect(),
+            external: CachePadded(Counters::default()),
+            policy: self.policy,
+            poll: PollBudget(self.poll),
+            hooks: self.hooks.unwrap_or_else(|| Arc::new(NoHooks)),
+            shutdown: AtomicBool::new(false),
+            next_id: AtomicU64::new(1),
+            next_worker: AtomicUsize::new(0),
+        })
     }
 }
 
@@ -471,5 +479,75 @@ impl Runtime {
 impl Drop for Runtime {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A task for `shared` that nothing runs: the workers have no threads.
+    fn idle_task(shared: &Arc<Shared>, home: usize) -> Arc<Task> {
+        Task::spawned(
+            Arc::clone(shared),
+            TaskId(1),
+            home,
+            async {},
+            JoinSlot::<()>::new(),
+        )
+    }
+
+    #[test]
+    fn pending_wakeups_count_as_load_when_choosing_a_target() {
+        let shared = Builder::new().workers(3).shared();
+        for worker in shared.workers.iter() {
+            worker.idle.start_polling();
+        }
+        assert_eq!(shared.select_target(0), 0, "an idle last worker is kept");
+        // A wakeup pending on worker 0's wakelist makes it busy: the next one goes elsewhere
+        // instead of stacking on it (d6962c4fe8f9).
+        assert!(matches!(
+            shared.workers[0].push_wakelist(idle_task(&shared, 0)),
+            Ok(true)
+        ));
+        assert_eq!(shared.select_target(0), 1);
+        assert!(matches!(
+            shared.workers[1].push_wakelist(idle_task(&shared, 0)),
+            Ok(true)
+        ));
+        assert_eq!(shared.select_target(0), 2);
+        // Queued tasks are load too; with no idle worker left, the last worker is kept.
+        assert!(shared.workers[2].enqueue(idle_task(&shared, 2)).is_ok());
+        assert_eq!(shared.select_target(0), 0);
+        assert_eq!(shared.select_target(2), 2);
+        // Closing hands the tasks back, so the test leaves nothing behind.
+        for worker in shared.workers.iter() {
+            drop(worker.close());
+        }
+    }
+
+    #[test]
+    fn the_wakelist_policy_queues_only_onto_idle_workers() {
+        for (policy, expect_wakelist) in [
+            (Policy::Locked, [false, false]),
+            (Policy::Wakelist, [true, false]),
+            (Policy::WakelistAlways, [true, true]),
+        ] {
+            let shared = Builder::new().workers(2).policy(policy).shared();
+            shared.workers[1].idle.start_polling();
+            // Worker 1 idles: the first wakeup onto it.
+            shared.queue(idle_task(&shared, 1), 1, None);
+            // Now it has a wakeup pending (or queued): the second finds it busy.
+            shared.queue(idle_task(&shared, 1), 1, None);
+            let stats = shared.stats();
+            let via_wakelist = expect_wakelist.iter().filter(|&&w| w).count() as u64;
+            assert_eq!(stats.wakelist, via_wakelist, "{policy}: {stats:?}");
+            assert_eq!(stats.locked, 2 - via_wakelist, "{policy}: {stats:?}");
+            // Only the push that found the wakelist empty notified the polling worker.
+            assert_eq!(stats.notify_polling, 1, "{policy}: {stats:?}");
+            for worker in shared.workers.iter() {
+                drop(worker.close());
+            }
+        }
     }
 }
