@@ -73,12 +73,12 @@ impl Plan {
         Plan {
             repetitions: scale.repetitions(),
             ping_pong: vec![(1, 20_000 * factor), (8, 5_000 * factor)],
-            messaging: vec![(1, 100 * factor as usize), (4, 50 * factor as usize)],
+            messaging: vec![(1, 1_000 * factor as usize), (4, 250 * factor as usize)],
             latency: vec![
                 LatencyShape {
                     messengers: 1,
                     workers: 1,
-                    rounds: 1_000 * factor,
+                    rounds: 2_000 * factor,
                     interval: Duration::from_micros(500),
                     cputime: Duration::from_micros(20),
                 },
