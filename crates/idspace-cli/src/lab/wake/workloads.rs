@@ -193,12 +193,14 @@ pub fn burn(duration: Duration) {
     }
 }
 
-/// The `p`-th percentile (0–100) of sorted `samples`.
+/// The `p`-th percentile (0–100, to a tenth) of sorted `samples`: the nearest-rank value.
 pub fn percentile(sorted: &[u64], p: f64) -> Option<f64> {
     if sorted.is_empty() {
         return None;
     }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    // In integer tenths of a percent, so that 99.9% of 1000 is rank 999, not 999.0000001.
+    let tenths = (p * 10.0).round().clamp(0.0, 1000.0) as usize;
+    let rank = (tenths * sorted.len()).div_ceil(1000);
     Some(sorted[rank.clamp(1, sorted.len()) - 1] as f64)
 }
 
