@@ -102,6 +102,58 @@ fn a_task_no_one_can_wake_is_cancelled() {
 }
 
 #[test]
+fn a_task_future_is_dropped_before_its_join_handle_resolves() {
+    struct Dropped(Arc<AtomicUsize>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    for runtime in runtimes(2) {
+        let drops = Arc::new(AtomicUsize::new(0));
+        for round in 1..=50 {
+            let guard = Dropped(drops.clone());
+            let completes = runtime.spawn(async move {
+                let _guard = guard;
+                yield_now().await;
+            });
+            completes.join().unwrap();
+            assert_eq!(drops.load(Ordering::SeqCst), 2 * round - 1);
+            let guard = Dropped(drops.clone());
+            let panics = runtime.spawn(async move {
+                let _guard = guard;
+                yield_now().await;
+                panic!("after a yield");
+            });
+            assert!(panics.join().is_err());
+            assert_eq!(drops.load(Ordering::SeqCst), 2 * round);
+        }
+    }
+}
+
+#[test]
+fn a_future_whose_drop_panics_does_not_stop_a_worker() {
+    struct Bomb;
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            panic!("panic in drop");
+        }
+    }
+    let runtime = Runtime::new(1, Policy::Wakelist).unwrap();
+    let bomb = Bomb;
+    // The future completes; dropping it (before its output is handed over) panics.
+    let handle = runtime.spawn(async move {
+        let _bomb = bomb;
+        yield_now().await;
+        7
+    });
+    let error = handle.join().unwrap_err();
+    assert_eq!(error.panic_message(), Some("panic in drop"));
+    // The only worker still runs tasks.
+    assert_eq!(runtime.block_on(async { 5 }).unwrap(), 5);
+}
+
+#[test]
 fn shutdown_cancels_sleeping_and_queued_tasks_and_later_wakeups() {
     for mut runtime in runtimes(2) {
         let parked: Arc<Mutex<Vec<Waker>>> = Arc::default();

@@ -16,6 +16,7 @@
 
 use std::cell::UnsafeCell;
 use std::future::Future;
+use std::mem::ManuallyDrop;
 use std::panic::{self, AssertUnwindSafe};
 use std::pin::Pin;
 use std::ptr;
@@ -42,11 +43,25 @@ pub(crate) trait Body: Send {
     fn fail(self: Pin<&mut Self>, error: JoinError);
 }
 
-/// The future of a task and the slot its join handle reads. If it is dropped before finishing
-/// (cancellation), the slot learns so.
+/// The future of a task and the slot its join handle reads. The future is dropped before the
+/// slot is filled, so a joiner never sees the outcome while the future's resources still live;
+/// if `Spawned` itself is dropped unfinished (cancellation), the slot learns so.
 struct Spawned<F: Future> {
-    future: F,
+    future: ManuallyDrop<F>,
+    /// Whether `future` has not been dropped yet.
+    live: bool,
     slot: Option<Arc<JoinSlot<F::Output>>>,
+}
+
+impl<F: Future> Spawned<F> {
+    /// Drops the future where it is pinned, once.
+    fn drop_future(&mut self) {
+        if std::mem::replace(&mut self.live, false) {
+            // SAFETY: `live` was true, so the future has not been dropped, and it is never
+            // touched again; dropping in place keeps the pinning guarantee (no move).
+            unsafe { ManuallyDrop::drop(&mut self.future) };
+        }
+    }
 }
 
 impl<F> Body for Spawned<F>
@@ -55,13 +70,17 @@ where
     F::Output: Send,
 {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        // SAFETY: `future` is structurally pinned (it is never moved out of a pinned `Spawned`,
-        // and `Drop` does not move it); `slot` is not pinned and is only replaced.
+        // SAFETY: `future` is structurally pinned: it is never moved out of a pinned `Spawned`
+        // (it is only dropped in place); `live` and `slot` are not pinned.
         let this = unsafe { self.get_unchecked_mut() };
-        // SAFETY: as above, `this.future` stays where it is for as long as `Spawned` lives.
-        let future = unsafe { Pin::new_unchecked(&mut this.future) };
+        if !this.live {
+            return Poll::Ready(());
+        }
+        // SAFETY: as above, `this.future` stays where it is until it is dropped in place.
+        let future = unsafe { Pin::new_unchecked(&mut *this.future) };
         match future.poll(cx) {
             Poll::Ready(output) => {
+                this.drop_future();
                 if let Some(slot) = this.slot.take() {
                     slot.finish(Ok(output));
                 }
@@ -72,8 +91,9 @@ where
     }
 
     fn fail(self: Pin<&mut Self>, error: JoinError) {
-        // SAFETY: only `slot`, which is not structurally pinned, is touched.
+        // SAFETY: the future is only dropped in place, never moved.
         let this = unsafe { self.get_unchecked_mut() };
+        this.drop_future();
         if let Some(slot) = this.slot.take() {
             slot.finish(Err(error));
         }
@@ -82,6 +102,7 @@ where
 
 impl<F: Future> Drop for Spawned<F> {
     fn drop(&mut self) {
+        self.drop_future();
         if let Some(slot) = self.slot.take() {
             slot.finish(Err(JoinError::Cancelled));
         }
@@ -137,7 +158,8 @@ impl Task {
         F::Output: Send + 'static,
     {
         let body: Pin<Box<dyn Body>> = Box::pin(Spawned {
-            future,
+            future: ManuallyDrop::new(future),
+            live: true,
             slot: Some(slot),
         });
         Arc::new(Task {
@@ -199,7 +221,11 @@ impl Task {
             }
             Err(payload) => {
                 if let Some(future) = body.as_mut() {
-                    future.as_mut().fail(JoinError::Panicked(payload));
+                    // Dropping a future that just panicked may panic again; the worker survives
+                    // that too (the join handle then reports a cancellation).
+                    let _ = panic::catch_unwind(AssertUnwindSafe(|| {
+                        future.as_mut().fail(JoinError::Panicked(payload))
+                    }));
                 }
                 self.finish(body);
                 Polled::Exited(Exit::Panicked)

@@ -101,24 +101,29 @@ impl Worker {
         })
     }
 
-    /// Moves everything on the wakelist to the run queue, taking the lock once per batch
-    /// (`sched_ttwu_pending`). The pending count drops only after the tasks are queued.
-    fn flush_wakelist(&self) {
+    /// The next task to run: everything on the wakelist first moves to the back of the run
+    /// queue, under one lock hold per batch (`sched_ttwu_pending`), and the front of the queue is
+    /// taken in the same hold. The pending count drops only after the batch is queued.
+    fn next_task(&self) -> Option<Arc<Task>> {
         let Inbox { list, pending } = &*self.inbox;
         let batch = list.take_all();
         let count = batch.len();
         if count == 0 {
-            return;
+            return self.pop();
         }
         self.counters.batches.add(1);
-        {
+        let task = {
             let mut queue = sync::lock(&self.queue);
             queue.tasks.extend(batch);
-            // Relaxed: only this worker reads it to find work, and it holds the lock.
-            self.queued.fetch_add(count, Ordering::Relaxed);
-        }
+            let task = queue.tasks.pop_front();
+            // Relaxed: the worker is awake and finds its own work; wakers read the count only
+            // as a load hint.
+            self.queued.fetch_add(count - 1, Ordering::Relaxed);
+            task
+        };
         // Relaxed, and after the enqueue: the worker never looks idle in between.
         pending.fetch_sub(count, Ordering::Relaxed);
+        task
     }
 
     fn pop(&self) -> Option<Arc<Task>> {
@@ -183,8 +188,7 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize) {
         if shared.is_shutting_down() {
             break;
         }
-        worker.flush_wakelist();
-        if let Some(task) = worker.pop() {
+        if let Some(task) = worker.next_task() {
             run_task(&shared, worker, index, task);
             continue;
         }
