@@ -53,7 +53,9 @@
 //! * No load balancing or work stealing: a task moves only when it is woken (to an idle worker).
 //!   A runtime user who needs stealing wants tokio; the lab compares the two.
 //! * A task whose wakers are all dropped is cancelled at once (its future is dropped and its
-//!   handle reports it); tokio would keep it until shutdown.
+//!   handle reports it); tokio would keep it until shutdown. A future that keeps its own waker
+//!   inside itself (a reference cycle) is never dropped that way: like any `Arc` cycle, it stays
+//!   until something outside wakes it or breaks the cycle.
 //! * [`Hooks`] make the life-cycle points explicit (create, switch-in, switch-out, exit): the
 //!   kernel's `sched_fork`, `prepare_task_switch`, `finish_task_switch` and `do_exit`, where the
 //!   other modules' IDs attach.
