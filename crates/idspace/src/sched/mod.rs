@@ -17,7 +17,8 @@
 //! lock, a wakelist (intrusive, multi-producer, single-consumer: push with one CAS, take all with
 //! one swap, reversed for FIFO order), and an idle word through which it polls and then sleeps on
 //! a futex. A woken task goes to a target worker, its last one if idle, otherwise an idle one,
-//! otherwise its last one, and the [`Policy`] decides how it gets there:
+//! otherwise the less loaded of the waker's and its last one (`wake_affine`), and the [`Policy`]
+//! decides how it gets there:
 //!
 //! * [`Policy::Locked`]: lock the target's queue, enqueue, notify it if it idles;
 //! * [`Policy::Wakelist`]: the kernel's rule, the wakelist if the target is idle, else locked;

@@ -264,24 +264,32 @@ impl Shared {
         self.hooks.exited(id, here, Exit::Cancelled);
     }
 
-    /// Chooses the worker a woken task goes to (`select_task_rq` + `select_idle_sibling`): its
-    /// last worker if that is idle, else the first idle worker after it, else its last worker.
-    fn select_target(&self, prev: usize) -> usize {
+    /// Chooses the worker a woken task goes to (`select_task_rq_fair`): its last worker if that
+    /// is idle, else the first idle worker after it (`select_idle_sibling`); with none idle, the
+    /// waker's own worker if fewer tasks wait on it than on the last worker, else the last
+    /// worker (`wake_affine_weight`, with waiting tasks, queued or pending, for load).
+    fn select_target(&self, prev: usize, here: Option<usize>) -> usize {
         if self.workers[prev].is_idle() {
             return prev;
         }
         let n = self.workers.len();
-        (1..n)
+        if let Some(idle) = (1..n)
             .map(|step| (prev + step) % n)
             .find(|&index| self.workers[index].is_idle())
-            .unwrap_or(prev)
+        {
+            return idle;
+        }
+        match here {
+            Some(this) if self.workers[this].load() < self.workers[prev].load() => this,
+            _ => prev,
+        }
     }
 
     /// `try_to_wake_up` after the task's state was claimed (it is `QUEUED` and ours): choose a
     /// target and get the task onto it by the runtime's policy.
     pub(crate) fn wake(&self, task: Arc<Task>) {
         let here = worker::current(self);
-        let target = self.select_target(task.last_worker());
+        let target = self.select_target(task.last_worker(), here);
         self.queue(task, target, here);
     }
 
@@ -337,7 +345,7 @@ impl Shared {
         self.counters(here).spawned.add(1);
         self.hooks.created(id, here);
         // A new task is placed like a woken one (`wake_up_new_task`).
-        let target = self.select_target(home);
+        let target = self.select_target(home, here);
         self.queue(task, target, here);
         JoinHandle::new(slot, id)
     }
@@ -503,23 +511,32 @@ mod tests {
         for worker in shared.workers.iter() {
             worker.idle.start_polling();
         }
-        assert_eq!(shared.select_target(0), 0, "an idle last worker is kept");
+        assert_eq!(
+            shared.select_target(0, None),
+            0,
+            "an idle last worker is kept"
+        );
         // A wakeup pending on worker 0's wakelist makes it busy: the next one goes elsewhere
         // instead of stacking on it (d6962c4fe8f9).
         assert!(matches!(
             shared.workers[0].push_wakelist(idle_task(&shared, 0)),
             Ok(true)
         ));
-        assert_eq!(shared.select_target(0), 1);
+        assert_eq!(shared.select_target(0, None), 1);
         assert!(matches!(
             shared.workers[1].push_wakelist(idle_task(&shared, 0)),
             Ok(true)
         ));
-        assert_eq!(shared.select_target(0), 2);
+        assert_eq!(shared.select_target(0, None), 2);
         // Queued tasks are load too; with no idle worker left, the last worker is kept.
         assert!(shared.workers[2].enqueue(idle_task(&shared, 2)).is_ok());
-        assert_eq!(shared.select_target(0), 0);
-        assert_eq!(shared.select_target(2), 2);
+        assert_eq!(shared.select_target(0, None), 0);
+        assert_eq!(shared.select_target(2, None), 2);
+        // A waker on a worker with a shorter queue than the last worker's takes the task
+        // (wake-affine); with equal queues the last worker keeps it.
+        assert!(shared.workers[2].enqueue(idle_task(&shared, 2)).is_ok());
+        assert_eq!(shared.select_target(2, Some(0)), 0);
+        assert_eq!(shared.select_target(0, Some(1)), 0);
         // Closing hands the tasks back, so the test leaves nothing behind.
         for worker in shared.workers.iter() {
             drop(worker.close());

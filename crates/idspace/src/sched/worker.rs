@@ -70,6 +70,12 @@ impl Worker {
             && self.inbox.pending.load(Ordering::Relaxed) == 0
     }
 
+    /// Tasks waiting on this worker, queued or still on its wakelist (a hint, read without the
+    /// lock).
+    pub(crate) fn load(&self) -> usize {
+        self.queued.load(Ordering::Relaxed) + self.inbox.pending.load(Ordering::Relaxed)
+    }
+
     /// Whether work is waiting. After [`Idle::start_polling`]'s fence, this is the recheck of
     /// the protocol's handshake; Relaxed loads suffice there (the fence orders them).
     fn has_work(&self) -> bool {
