@@ -99,9 +99,9 @@ impl Idle {
     fn sleep_while_parked(&self) {
         // Acquire pairs with the waker's AcqRel CAS PARKED -> NOTIFIED.
         while self.state.load(Ordering::Acquire) == PARKED {
-            // SAFETY: FUTEX_WAIT reads the u32 at the address of this live atomic, which the
-            // kernel compares against PARKED atomically with going to sleep; a waker that changes
-            // the word before we sleep makes the call return at once (no lost wakeup).
+            // FUTEX_WAIT compares the word with PARKED atomically with going to sleep, so a
+            // waker that changes it first makes the call return at once (no lost wakeup).
+            // SAFETY: the address is that of this live atomic u32, which FUTEX_WAIT only reads.
             unsafe {
                 libc::syscall(
                     libc::SYS_futex,

@@ -57,8 +57,8 @@ impl<F: Future> Spawned<F> {
     /// Drops the future where it is pinned, once.
     fn drop_future(&mut self) {
         if std::mem::replace(&mut self.live, false) {
-            // SAFETY: `live` was true, so the future has not been dropped, and it is never
-            // touched again; dropping in place keeps the pinning guarantee (no move).
+            // Dropping in place keeps the pinning guarantee (no move).
+            // SAFETY: `live` was true, so the future was not dropped yet and is never used again.
             unsafe { ManuallyDrop::drop(&mut self.future) };
         }
     }
@@ -70,8 +70,9 @@ where
     F::Output: Send,
 {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        // SAFETY: `future` is structurally pinned: it is never moved out of a pinned `Spawned`
-        // (it is only dropped in place); `live` and `slot` are not pinned.
+        // `future` is structurally pinned: never moved out of a pinned `Spawned`, only dropped in
+        // place; `live` and `slot` are not pinned.
+        // SAFETY: nothing below moves `future` out of `this`.
         let this = unsafe { self.get_unchecked_mut() };
         if !this.live {
             return Poll::Ready(());
@@ -189,8 +190,9 @@ impl Task {
         self.last_worker.store(worker, Ordering::Relaxed);
         let waker = Waker::from(Arc::clone(&self));
         let mut cx = Context::from_waker(&waker);
-        // SAFETY: this thread moved the task to RUNNING; no one else touches the body until the
-        // state leaves RUNNING / RUNNING_WOKEN.
+        // This thread moved the task to RUNNING: no one else touches the body until the state
+        // leaves RUNNING / RUNNING_WOKEN.
+        // SAFETY: so this is the only reference to the body while it lives.
         let body = unsafe { &mut *self.body.get() };
         let Some(future) = body.as_mut() else {
             return Polled::Exited(Exit::Cancelled);

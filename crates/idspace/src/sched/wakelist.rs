@@ -60,8 +60,7 @@ impl<T: Linked> Wakelist<T> {
                 // SAFETY: `raw` came from `Arc::into_raw` above and was never published.
                 return Err(unsafe { Arc::from_raw(raw) });
             }
-            // SAFETY: `raw` is a live `Arc` allocation we own; until the CAS below publishes it,
-            // no other thread can reach its link.
+            // SAFETY: `raw` is a live `Arc` allocation we own, unreachable by others until the CAS.
             unsafe { (*raw).link().store(head, Ordering::Relaxed) };
             // Release on success publishes the link and the item to the consumer's swap. The
             // waker's later read of the target's idle word is ordered by the fence in `notify`.
@@ -134,9 +133,9 @@ impl<T: Linked> Batch<T> {
         let mut current = head;
         let mut len = 0;
         while !current.is_null() {
-            // SAFETY: every node reachable from a taken head was published by a push (which
-            // wrote its link before its Release CAS, made visible by our Acquire swap) and is
-            // owned by the list, now by this batch; no other thread touches these links.
+            // Every node reachable from a taken head was published by a push, which wrote its
+            // link before its Release CAS (made visible by our Acquire swap).
+            // SAFETY: the node is live and owned by this batch; no other thread touches it.
             let node = unsafe { &*current };
             let next = node.link().load(Ordering::Relaxed);
             node.link().store(reversed, Ordering::Relaxed);
@@ -164,12 +163,12 @@ impl<T: Linked> Iterator for Batch<T> {
             return None;
         }
         let current = self.next;
-        // SAFETY: `current` is a node this batch owns (see `reversed`). Its link is read before
-        // the `Arc` is handed out, since after that the item may be pushed again elsewhere.
+        // The link is read before the `Arc` is handed out: after that the item may be pushed
+        // again elsewhere.
+        // SAFETY: `current` is a live node this batch owns (see `reversed`).
         self.next = unsafe { (*current).link().load(Ordering::Relaxed) };
         self.len -= 1;
-        // SAFETY: the list took this reference with `Arc::into_raw` in `push`; it is given back
-        // exactly once, here.
+        // SAFETY: `push` took this reference with `Arc::into_raw`; it is given back once, here.
         Some(unsafe { Arc::from_raw(current) })
     }
 
