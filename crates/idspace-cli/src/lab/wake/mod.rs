@@ -94,8 +94,44 @@ impl Plan {
     }
 }
 
+/// Runs one candidate on a workload measured by its wall time: our runtime or tokio on the
+/// futures `tasks` makes, the kernel with `kernel`; `metric` turns the time into the figure.
+fn timed_run(
+    candidate: &Candidate,
+    tasks: impl Fn() -> Vec<workloads::Task>,
+    kernel: impl Fn() -> Result<Duration, String>,
+    metric: impl Fn(Duration) -> f64,
+) -> Result<Vec<f64>, String> {
+    match candidate {
+        Candidate::Runtime(runner) => {
+            let ran = runner.run(WORKERS, tasks())?;
+            Ok(with_travel(vec![metric(ran.elapsed)], ran.stats))
+        }
+        Candidate::Kernel => Ok(with_travel(vec![metric(kernel()?)], None)),
+    }
+}
+
+/// The rows dividing `values` by the `locked` and the `tokio` columns.
+fn reference_ratios(label: &str, values: &[Option<f64>]) -> [Row; 2] {
+    [
+        Row::ratios(
+            format!("{label}: ÷ locked"),
+            ratios_to(values, values[LOCKED]),
+        ),
+        Row::ratios(
+            format!("{label}: ÷ tokio"),
+            ratios_to(values, values[TOKIO]),
+        ),
+    ]
+}
+
+/// A workload's travel columns, which [`with_travel`] appended after its `first` metrics.
+fn travel(label: String, result: &[Vec<Option<f64>>], first: usize) -> Travel {
+    (label, column(result, first), column(result, first + 1))
+}
+
 /// Wakeups made, and the share of them that went through a wakelist / needed a futex wake.
-fn travel(stats: &Stats) -> (f64, f64) {
+fn travel_shares(stats: &Stats) -> (f64, f64) {
     let wakeups = (stats.local + stats.locked + stats.wakelist).max(1) as f64;
     (
         100.0 * stats.wakelist as f64 / wakeups,
@@ -105,7 +141,7 @@ fn travel(stats: &Stats) -> (f64, f64) {
 
 /// Metrics of one run: the workload's own, then (ours only) wakelist share and futex wakes.
 fn with_travel(mut metrics: Vec<f64>, stats: Option<Stats>) -> Vec<f64> {
-    let (share, futex) = stats.as_ref().map_or((f64::NAN, f64::NAN), travel);
+    let (share, futex) = stats.as_ref().map_or((f64::NAN, f64::NAN), travel_shares);
     metrics.push(share);
     metrics.push(futex);
     metrics
@@ -153,35 +189,17 @@ impl Experiment for Wake {
                 &mut notes,
                 |c| {
                     let trips = (pairs as u64 * rounds) as f64;
-                    match c {
-                        Candidate::Runtime(runner) => {
-                            let ran = runner.run(WORKERS, workloads::ping_pong(pairs, rounds))?;
-                            Ok(with_travel(
-                                vec![trips / ran.elapsed.as_secs_f64()],
-                                ran.stats,
-                            ))
-                        }
-                        Candidate::Kernel => {
-                            let elapsed = kernel::ping_pong(pairs, rounds)?;
-                            Ok(with_travel(vec![trips / elapsed.as_secs_f64()], None))
-                        }
-                    }
+                    timed_run(
+                        c,
+                        || workloads::ping_pong(pairs, rounds),
+                        || kernel::ping_pong(pairs, rounds),
+                        |elapsed| trips / elapsed.as_secs_f64(),
+                    )
                 },
             );
             let rates = column(&result, 0);
-            travel_rows.push((
-                format!("ping-pong, {label}"),
-                column(&result, 1),
-                column(&result, 2),
-            ));
-            ratio_rows.push(Row::ratios(
-                format!("{label}: ÷ locked"),
-                ratios_to(&rates, rates[LOCKED]),
-            ));
-            ratio_rows.push(Row::ratios(
-                format!("{label}: ÷ tokio"),
-                ratios_to(&rates, rates[TOKIO]),
-            ));
+            travel_rows.push(travel(format!("ping-pong, {label}"), &result, 1));
+            ratio_rows.extend(reference_ratios(&label, &rates));
             speeds.push((format!("ping-pong, {label}"), rates.clone()));
             rows.push(Row::numbers(label, rates, 0));
         }
@@ -212,34 +230,18 @@ impl Experiment for Wake {
                 &mut progress,
                 &format!("messaging, {label}"),
                 &mut notes,
-                |c| match c {
-                    Candidate::Runtime(runner) => {
-                        let ran = runner.run(WORKERS, workloads::messaging(groups, loops))?;
-                        Ok(with_travel(
-                            vec![ran.elapsed.as_secs_f64() * 1e3],
-                            ran.stats,
-                        ))
-                    }
-                    Candidate::Kernel => {
-                        let elapsed = kernel::messaging(groups, loops)?;
-                        Ok(with_travel(vec![elapsed.as_secs_f64() * 1e3], None))
-                    }
+                |c| {
+                    timed_run(
+                        c,
+                        || workloads::messaging(groups, loops),
+                        || kernel::messaging(groups, loops),
+                        |elapsed| elapsed.as_secs_f64() * 1e3,
+                    )
                 },
             );
             let times = column(&result, 0);
-            travel_rows.push((
-                format!("messaging, {label}"),
-                column(&result, 1),
-                column(&result, 2),
-            ));
-            ratio_rows.push(Row::ratios(
-                format!("{label}: ÷ locked"),
-                ratios_to(&times, times[LOCKED]),
-            ));
-            ratio_rows.push(Row::ratios(
-                format!("{label}: ÷ tokio"),
-                ratios_to(&times, times[TOKIO]),
-            ));
+            travel_rows.push(travel(format!("messaging, {label}"), &result, 1));
+            ratio_rows.extend(reference_ratios(&label, &times));
             let speed: Vec<Option<f64>> = times.iter().map(|t| t.map(|t| 1.0 / t)).collect();
             speeds.push((format!("messaging, {label}"), speed));
             rows.push(Row::numbers(label, times, 1));
@@ -299,10 +301,10 @@ impl Experiment for Wake {
                     Ok(with_travel(values, stats))
                 },
             );
-            travel_rows.push((
+            travel_rows.push(travel(
                 format!("latency, {label}"),
-                column(&result, PERCENTILES.len()),
-                column(&result, PERCENTILES.len() + 1),
+                &result,
+                PERCENTILES.len(),
             ));
             let mut series: Vec<Series> = names
                 .iter()
@@ -319,14 +321,7 @@ impl Experiment for Wake {
                     }
                 }
                 if name == "p99" {
-                    ratio_rows.push(Row::ratios(
-                        format!("{label}, p99: ÷ locked"),
-                        ratios_to(&values, values[LOCKED]),
-                    ));
-                    ratio_rows.push(Row::ratios(
-                        format!("{label}, p99: ÷ tokio"),
-                        ratios_to(&values, values[TOKIO]),
-                    ));
+                    ratio_rows.extend(reference_ratios(&format!("{label}, p99"), &values));
                     let speed: Vec<Option<f64>> =
                         values.iter().map(|v| v.map(|v| 1.0 / v)).collect();
                     speeds.push((format!("latency p99, {label}"), speed));
