@@ -94,6 +94,37 @@ impl Plan {
     }
 }
 
+/// What every measurement of the experiment shares: the candidates, the repetitions, the
+/// progress bar and the notes of candidates that failed.
+struct Runs {
+    candidates: Vec<Candidate>,
+    repetitions: usize,
+    progress: Progress,
+    notes: Vec<String>,
+}
+
+/// Each candidate's medians of `run`, measured `repetitions` times (see [`medians`]).
+fn measure(
+    runs: &mut Runs,
+    label: &str,
+    run: impl Fn(&Candidate) -> Result<Vec<f64>, String>,
+) -> Vec<Vec<Option<f64>>> {
+    medians(
+        &runs.candidates,
+        |c: &Candidate| c.name(),
+        runs.repetitions,
+        &mut runs.progress,
+        label,
+        &mut runs.notes,
+        run,
+    )
+}
+
+/// `1 / v` for each value: a time or a latency turned into a speed (higher is better).
+fn reciprocals(values: &[Option<f64>]) -> Vec<Option<f64>> {
+    values.iter().map(|v| v.map(|v| 1.0 / v)).collect()
+}
+
 /// Runs one candidate on a workload measured by its wall time: our runtime or tokio on the
 /// futures `tasks` makes, the kernel with `kernel`; `metric` turns the time into the figure.
 fn timed_run(
@@ -162,8 +193,12 @@ impl Experiment for Wake {
         let names: Vec<String> = all.iter().map(|c| c.name().to_string()).collect();
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let configs = plan.ping_pong.len() + plan.messaging.len() + plan.latency.len();
-        let mut progress = Progress::new("wake", (plan.repetitions * configs * all.len()) as u64);
-        let mut notes = Vec::new();
+        let mut runs = Runs {
+            candidates: all,
+            repetitions: plan.repetitions,
+            progress: Progress::new("wake", (plan.repetitions * configs * names.len()) as u64),
+            notes: Vec::new(),
+        };
         let mut tables = Vec::new();
         let mut plots = Vec::new();
         // Per workload config: (label, speed of each candidate, higher is better).
@@ -180,23 +215,15 @@ impl Experiment for Wake {
                 2 * pairs,
                 oversubscribed(2 * pairs, cpus)
             );
-            let result = medians(
-                &all,
-                |c: &Candidate| c.name(),
-                plan.repetitions,
-                &mut progress,
-                &format!("ping-pong, {label}"),
-                &mut notes,
-                |c| {
-                    let trips = (pairs as u64 * rounds) as f64;
-                    timed_run(
-                        c,
-                        || workloads::ping_pong(pairs, rounds),
-                        || kernel::ping_pong(pairs, rounds),
-                        |elapsed| trips / elapsed.as_secs_f64(),
-                    )
-                },
-            );
+            let result = measure(&mut runs, &format!("ping-pong, {label}"), |c| {
+                let trips = (pairs as u64 * rounds) as f64;
+                timed_run(
+                    c,
+                    || workloads::ping_pong(pairs, rounds),
+                    || kernel::ping_pong(pairs, rounds),
+                    |elapsed| trips / elapsed.as_secs_f64(),
+                )
+            });
             let rates = column(&result, 0);
             travel_rows.push(travel(format!("ping-pong, {label}"), &result, 1));
             ratio_rows.extend(reference_ratios(&label, &rates));
@@ -223,27 +250,18 @@ impl Experiment for Wake {
                 "-g {groups} -l {loops} ({tasks} tasks{})",
                 oversubscribed(tasks, cpus)
             );
-            let result = medians(
-                &all,
-                |c: &Candidate| c.name(),
-                plan.repetitions,
-                &mut progress,
-                &format!("messaging, {label}"),
-                &mut notes,
-                |c| {
-                    timed_run(
-                        c,
-                        || workloads::messaging(groups, loops),
-                        || kernel::messaging(groups, loops),
-                        |elapsed| elapsed.as_secs_f64() * 1e3,
-                    )
-                },
-            );
+            let result = measure(&mut runs, &format!("messaging, {label}"), |c| {
+                timed_run(
+                    c,
+                    || workloads::messaging(groups, loops),
+                    || kernel::messaging(groups, loops),
+                    |elapsed| elapsed.as_secs_f64() * 1e3,
+                )
+            });
             let times = column(&result, 0);
             travel_rows.push(travel(format!("messaging, {label}"), &result, 1));
             ratio_rows.extend(reference_ratios(&label, &times));
-            let speed: Vec<Option<f64>> = times.iter().map(|t| t.map(|t| 1.0 / t)).collect();
-            speeds.push((format!("messaging, {label}"), speed));
+            speeds.push((format!("messaging, {label}"), reciprocals(&times)));
             rows.push(Row::numbers(label, times, 1));
         }
         rows.extend(ratio_rows);
@@ -270,37 +288,29 @@ impl Experiment for Wake {
                 shape.workers,
                 oversubscribed(tasks, cpus)
             );
-            let result = medians(
-                &all,
-                |c: &Candidate| c.name(),
-                plan.repetitions,
-                &mut progress,
-                &format!("latency, {label}"),
-                &mut notes,
-                |c| {
-                    let (mut samples, stats) = match c {
-                        Candidate::Runtime(runner) => {
-                            let samples = Arc::new(Mutex::new(Vec::new()));
-                            let ran = runner.run(
-                                WORKERS,
-                                workloads::latency(*shape, &timer.handle(), &samples),
-                            )?;
-                            let samples =
-                                std::mem::take(&mut *samples.lock().map_err(|e| e.to_string())?);
-                            (samples, ran.stats)
-                        }
-                        Candidate::Kernel => (kernel::latency(*shape)?, None),
-                    };
-                    samples.sort_unstable();
-                    let values = PERCENTILES
-                        .iter()
-                        .map(|&(p, _)| {
-                            workloads::percentile(&samples, p).map_or(f64::NAN, |ns| ns / 1e3)
-                        })
-                        .collect();
-                    Ok(with_travel(values, stats))
-                },
-            );
+            let result = measure(&mut runs, &format!("latency, {label}"), |c| {
+                let (mut samples, stats) = match c {
+                    Candidate::Runtime(runner) => {
+                        let samples = Arc::new(Mutex::new(Vec::new()));
+                        let ran = runner.run(
+                            WORKERS,
+                            workloads::latency(*shape, &timer.handle(), &samples),
+                        )?;
+                        let samples =
+                            std::mem::take(&mut *samples.lock().map_err(|e| e.to_string())?);
+                        (samples, ran.stats)
+                    }
+                    Candidate::Kernel => (kernel::latency(*shape)?, None),
+                };
+                samples.sort_unstable();
+                let values = PERCENTILES
+                    .iter()
+                    .map(|&(p, _)| {
+                        workloads::percentile(&samples, p).map_or(f64::NAN, |ns| ns / 1e3)
+                    })
+                    .collect();
+                Ok(with_travel(values, stats))
+            });
             travel_rows.push(travel(
                 format!("latency, {label}"),
                 &result,
@@ -322,9 +332,7 @@ impl Experiment for Wake {
                 }
                 if name == "p99" {
                     ratio_rows.extend(reference_ratios(&format!("{label}, p99"), &values));
-                    let speed: Vec<Option<f64>> =
-                        values.iter().map(|v| v.map(|v| 1.0 / v)).collect();
-                    speeds.push((format!("latency p99, {label}"), speed));
+                    speeds.push((format!("latency p99, {label}"), reciprocals(&values)));
                 }
                 rows.push(Row::numbers(format!("{label}: {name}"), values, 1));
             }
@@ -355,7 +363,7 @@ impl Experiment for Wake {
 
         tables.push(summary(&speeds));
         tables.push(travel_table(&names, travel_rows));
-        progress.finish();
+        runs.progress.finish();
 
         Ok(Section {
             name: self.name().into(),
@@ -363,7 +371,7 @@ impl Experiment for Wake {
             intro: intro(scale, cpus),
             tables,
             plots,
-            notes,
+            notes: runs.notes,
         })
     }
 }
