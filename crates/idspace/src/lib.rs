@@ -14,14 +14,22 @@
 //! * [`sched`]: a task runtime with per-worker run queues whose wakeups follow the kernel's
 //!   `try_to_wake_up`, with or without the lock-free wakelist.
 //!
-//! Every concurrent module takes its primitives from one facade, so the whole crate can be
-//! model-checked with [loom](https://docs.rs/loom) by building with `RUSTFLAGS="--cfg loom"`.
+//! Behind them, two private layers:
+//!
+//! * `sync`: the one facade every concurrent module takes its primitives from, so the whole
+//!   crate can be model-checked with [loom](https://docs.rs/loom) by building with
+//!   `RUSTFLAGS="--cfg loom"`;
+//! * `util`: structures the families share: the radix tree (the xarray's shape), the
+//!   locality-preserving (owner, id) hash and the ID set.
+//!
+//! Cache-line padding comes from [`crossbeam_utils::CachePadded`] and the hasher of
+//! integer-keyed maps from [`foldhash`]; neither is re-exported.
 
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
 pub mod cid;
-pub mod padded;
 pub mod pid;
 pub mod sched;
 pub(crate) mod sync;
 pub mod table;
+pub(crate) mod util;

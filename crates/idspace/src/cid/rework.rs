@@ -56,9 +56,9 @@ use super::{
     check_affinity, user_cid, CidAllocator, CidError, CidState, Mode, MAX_CPUS, ONCPU, TRANSIT,
     UNSET,
 };
-use crate::padded::CachePadded;
 use crate::sync::{lock, spin_wait, try_lock, AtomicU32, Mutex, MutexGuard, Ordering};
-use crate::table::hash::BuildIntHasher;
+use crate::util::hash::BuildIntHasher;
+use crossbeam_utils::CachePadded;
 
 const MODE_TASK: u32 = 0;
 const MODE_TO_TASK: u32 = TRANSIT;
@@ -115,7 +115,7 @@ impl Rework {
         Rework {
             cpus,
             cids: CidMask::new(cpus as u32),
-            hot: CachePadded(Hot {
+            hot: CachePadded::new(Hot {
                 mode: AtomicU32::new(MODE_TASK),
                 max_cids: AtomicU32::new(0),
             }),

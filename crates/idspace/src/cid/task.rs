@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use super::{CidError, UNSET};
-use crate::padded::CachePadded;
 use crate::sync::{lock, Mutex, MutexGuard};
+use crossbeam_utils::CachePadded;
 
 /// A task's CID state.
 pub(crate) struct TaskState {
@@ -84,7 +84,7 @@ impl Rqs {
     pub(crate) fn new(cpus: usize) -> Rqs {
         Rqs((0..cpus)
             .map(|_| {
-                CachePadded(Mutex::new(Rq {
+                CachePadded::new(Mutex::new(Rq {
                     curr: None,
                     cid: UNSET,
                 }))

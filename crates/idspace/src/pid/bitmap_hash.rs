@@ -8,9 +8,9 @@ use super::level::IdSpace;
 use super::object::Pid;
 use super::spaces::{Spaces, Taken};
 use super::{NsId, PidAllocator, PidError};
-use crate::padded::CachePadded;
 use crate::sync::{lock, read, write, AtomicUsize, Mutex, Ordering, RwLock};
-use crate::table::hash::BuildIntHasher;
+use crate::util::hash::{mix, BuildIntHasher};
+use crossbeam_utils::CachePadded;
 
 /// A flat bitmap of taken IDs, grown to cover `pid_max` as IDs are reserved.
 #[derive(Default)]
@@ -66,7 +66,7 @@ impl Striped {
     fn new() -> Self {
         Striped {
             stripes: (0..STRIPES)
-                .map(|_| CachePadded(RwLock::new(HashMap::default())))
+                .map(|_| CachePadded::new(RwLock::new(HashMap::default())))
                 .collect(),
         }
     }
@@ -84,7 +84,7 @@ impl Striped {
     }
 
     fn stripe(&self, ns: NsId, id: u32) -> &Stripe {
-        let hash = crate::table::hash::mix(u64::from(ns), id);
+        let hash = mix(u64::from(ns), id);
         &self.stripes[(hash >> 58) as usize % STRIPES]
     }
 }

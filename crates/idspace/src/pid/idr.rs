@@ -7,7 +7,7 @@ use super::object::Pid;
 use super::spaces::{Spaces, Taken};
 use super::{NsId, PidAllocator, PidError};
 use crate::sync::{read, write, RwLock, RwLockWriteGuard};
-use crate::table::xarray::RadixTree;
+use crate::util::radix::RadixTree;
 
 /// A space's IDR: `None` reserves an ID before its object is published (the kernel stores
 /// NULL, then `idr_replace`s the `struct pid`).

@@ -48,9 +48,9 @@ use super::object::Pid;
 use super::space_list::SpaceList;
 use super::spaces::Taken;
 use super::{NsId, PidAllocator, PidError, MAX_LEVEL, PID_MAX_DEFAULT};
-use crate::padded::CachePadded;
 use crate::sync::{lock, read, write, AtomicUsize, Mutex, MutexGuard, Ordering, RwLock};
-use crate::table::hash::BuildIntHasher;
+use crate::util::hash::BuildIntHasher;
+use crossbeam_utils::CachePadded;
 
 /// IDs per range: a range's bitmap and object slots fit a few cache lines (the seed suggests
 /// "250 entries or so").
@@ -221,7 +221,7 @@ impl PerCpu {
         spaces.push(Space::new(None, 0));
         PerCpu {
             cpus: (0..cpus.max(1))
-                .map(|_| CachePadded(Mutex::new(CpuRanges::default())))
+                .map(|_| CachePadded::new(Mutex::new(CpuRanges::default())))
                 .collect(),
             spaces,
         }

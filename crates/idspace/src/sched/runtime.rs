@@ -11,8 +11,8 @@ use super::join::{JoinHandle, JoinSlot};
 use super::stats::{Counters, Stats};
 use super::task::Task;
 use super::worker::{self, PollBudget, Worker};
-use crate::padded::CachePadded;
 use crate::sync::{thread, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crossbeam_utils::CachePadded;
 
 /// The most workers a runtime can have.
 pub const MAX_WORKERS: usize = 1024;
@@ -184,7 +184,7 @@ impl Builder {
     fn shared(self) -> Arc<Shared> {
         Arc::new(Shared {
             workers: (0..self.workers).map(|_| Worker::new()).collect(),
-            external: CachePadded(Counters::default()),
+            external: CachePadded::new(Counters::default()),
             policy: self.policy,
             poll: PollBudget(self.poll),
             hooks: self.hooks.unwrap_or_else(|| Arc::new(NoHooks)),

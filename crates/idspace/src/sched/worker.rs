@@ -12,8 +12,8 @@ use super::runtime::Shared;
 use super::stats::Counters;
 use super::task::{Polled, Task};
 use super::wakelist::Wakelist;
-use crate::padded::CachePadded;
 use crate::sync::{self, AtomicUsize, Mutex, Ordering};
+use crossbeam_utils::CachePadded;
 
 /// The run queue proper (`struct rq`'s task list), guarded by the worker's lock.
 pub(crate) struct RunQueue {
@@ -46,17 +46,17 @@ pub(crate) struct Worker {
 impl Worker {
     pub(crate) fn new() -> Self {
         Worker {
-            queue: CachePadded(Mutex::new(RunQueue {
+            queue: CachePadded::new(Mutex::new(RunQueue {
                 tasks: VecDeque::new(),
                 closed: false,
             })),
-            queued: CachePadded(AtomicUsize::new(0)),
-            inbox: CachePadded(Inbox {
+            queued: CachePadded::new(AtomicUsize::new(0)),
+            inbox: CachePadded::new(Inbox {
                 list: Wakelist::new(),
                 pending: AtomicUsize::new(0),
             }),
-            idle: CachePadded(Idle::new()),
-            counters: CachePadded(Counters::default()),
+            idle: CachePadded::new(Idle::new()),
+            counters: CachePadded::new(Counters::default()),
         }
     }
 

@@ -4,12 +4,12 @@
 use core::ops::{Deref, DerefMut};
 use smallvec::SmallVec;
 
-use super::hash::mix;
-use super::idset::IdSet;
 use super::owners::Owners;
 use super::radix::RadixEntry;
 use super::{exact_id_refusal, next_id, Id, IdTable, Owner, Rejected, TableError};
 use crate::sync::{lock, Mutex, MutexGuard};
+use crate::util::hash::mix;
+use crate::util::idset::IdSet;
 
 /// One entry: its key and its value, stored inline in the chain.
 pub(crate) struct Node<T> {

@@ -70,12 +70,9 @@
 mod chain;
 mod error;
 mod global;
-pub mod hash;
-mod idset;
 mod owners;
 mod radix;
 mod scaled;
-pub(crate) mod xarray;
 
 pub use chain::Entry;
 pub use error::{Rejected, TableError};

@@ -11,10 +11,10 @@
 
 use std::collections::HashMap;
 
-use super::hash::{mix, BuildIntHasher};
 use super::Owner;
-use crate::padded::CachePadded;
 use crate::sync::{read, write, RwLock, RwLockReadGuard};
+use crate::util::hash::{mix, BuildIntHasher};
+use crossbeam_utils::CachePadded;
 
 // Under loom every lock is a modelled object: keep the registry small there.
 #[cfg(not(loom))]
@@ -33,7 +33,7 @@ pub(crate) struct Owners<S> {
 impl<S: Default> Owners<S> {
     pub(crate) fn new() -> Self {
         let shards = (0..SHARDS)
-            .map(|_| CachePadded(RwLock::new(Shard::default())))
+            .map(|_| CachePadded::new(RwLock::new(Shard::default())))
             .collect();
         Owners { shards }
     }

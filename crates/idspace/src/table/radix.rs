@@ -3,9 +3,9 @@
 
 use super::chain::{Entry, EntryInner};
 use super::owners::{Owners, Shard};
-use super::xarray::RadixTree;
 use super::{exact_id_refusal, next_id, Id, IdTable, Owner, Rejected, TableError, MAX_ID};
 use crate::sync::{read, write, RwLock, RwLockReadGuard};
+use crate::util::radix::RadixTree;
 
 /// One owner's tree with its cursor and restore flag, behind the owner's lock (the xarray's
 /// `xa_lock`, which the kernel would take on insertion; readers share it here where the kernel

@@ -4,8 +4,8 @@
 use core::ptr;
 
 use super::chain::{delegate_chained_table, Chain, ChainGuard, ChainedTable, Chains, Entry};
-use super::hash::mix;
 use super::{Id, Owner, Rejected, TableError, MAX_ID};
+use crate::util::hash::mix;
 use smallvec::SmallVec;
 
 use crate::sync::{lock, try_lock, AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering};

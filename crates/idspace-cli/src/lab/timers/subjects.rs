@@ -4,9 +4,9 @@
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crossbeam_utils::CachePadded;
 use dashmap::DashMap;
-use idspace::padded::CachePadded;
-use idspace::table::hash::BuildIntHasher;
+use foldhash::fast::FixedState as BuildIntHasher;
 use idspace::table::{GlobalHash, IdTable, Radix, ScaledHash, MAX_ID};
 
 use super::kernel::KernelTimers;
@@ -131,7 +131,7 @@ impl Default for Cursors {
     fn default() -> Self {
         Cursors(
             (0..MAX_OWNERS)
-                .map(|_| CachePadded(AtomicU32::new(0)))
+                .map(|_| CachePadded::new(AtomicU32::new(0)))
                 .collect(),
         )
     }

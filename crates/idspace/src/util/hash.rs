@@ -1,7 +1,4 @@
-//! Hashing of (owner, id) keys, and a fast hasher for integer-keyed maps (the tables' internal
-//! maps, and the lab's peers, so that every design hashes at the same cost).
-
-use core::hash::{BuildHasherDefault, Hasher};
+//! Hashing of (owner, id) keys for bucket addressing, and the hasher of integer-keyed maps.
 
 /// IDs per locality group: consecutive IDs of one owner in one group hash to one block of
 /// `GROUP` neighbouring buckets.
@@ -37,46 +34,15 @@ fn finalize(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// A [`Hasher`] for integer keys: one multiply-and-finalise per word, no per-map random state.
+/// The hasher of every integer-keyed map in the crate (owner registries, ID sets, PID
+/// stripes, per-CPU ranges, the rework's task map): foldhash's fast variant with its fixed seed.
 ///
-/// Keys here are owners and IDs chosen by the caller, not by an attacker on a network, so the
-/// flooding resistance of SipHash buys nothing and costs time on every operation.
-#[derive(Default, Clone, Copy)]
-pub struct IntHasher(u64);
-
-impl Hasher for IntHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        finalize(self.0)
-    }
-
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01B3);
-        }
-    }
-
-    #[inline]
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-
-    #[inline]
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            .rotate_left(29);
-    }
-
-    #[inline]
-    fn write_usize(&mut self, n: usize) {
-        self.write_u64(n as u64);
-    }
-}
-
-/// Builds [`IntHasher`]s; usable as the `S` of a `HashMap` or `HashSet`.
-pub type BuildIntHasher = BuildHasherDefault<IntHasher>;
+/// Keys here are owners, IDs and CPU numbers chosen by the caller, not by an attacker on a
+/// network, so the flooding resistance of SipHash buys nothing and costs time on every
+/// operation. The fixed seed (rather than foldhash's per-map random one) keeps runs
+/// reproducible and maps cheap to create. Bucket placement that must keep neighbouring IDs
+/// together uses [`mix`] instead; this hasher only has to spread keys over a `HashMap`.
+pub(crate) type BuildIntHasher = foldhash::fast::FixedState;
 
 #[cfg(test)]
 mod tests {

@@ -8,7 +8,9 @@
 use std::collections::HashMap;
 
 use super::hash::BuildIntHasher;
-use super::Id;
+
+/// An ID, as the handle tables number them ([`crate::table::Id`]).
+type Id = u32;
 
 const WORD_BITS: u32 = 64;
 

@@ -1,5 +1,6 @@
 //! A radix tree of 64-slot nodes over integer indices: the shape of the kernel's xarray
-//! (`XA_CHUNK_SHIFT = 6`), reduced to what a per-owner ID table needs.
+//! (`XA_CHUNK_SHIFT = 6`), reduced to what an ID allocator needs
+//! (an owner's entries in `table::Radix`, a namespace's PIDs in the `pid` IDR designs).
 //!
 //! * The tree is as tall as its largest index needs (`64^height > index`): it grows a new root
 //!   above the old one and shrinks back when only the leftmost child remains, like

@@ -1,0 +1,12 @@
+//! Structures shared by the families, kept out of any one family's module so that none of them
+//! reaches into another's internals:
+//!
+//! * [`radix`]: a radix tree of 64-slot nodes, the shape of the kernel's xarray (the
+//!   `table::Radix` design and the `pid` IDR designs store their entries in it);
+//! * [`hash`]: the locality-preserving (owner, id) hash that places buckets, locks and shards,
+//!   and the plain hasher of every integer-keyed map;
+//! * [`idset`]: a set of IDs as 64-ID bitmap words (an owner's live IDs in the hash tables).
+
+pub(crate) mod hash;
+pub(crate) mod idset;
+pub(crate) mod radix;
