@@ -14,11 +14,13 @@
 //! * [`sched`]: a task runtime with per-worker run queues whose wakeups follow the kernel's
 //!   `try_to_wake_up`, with or without the lock-free wakelist.
 //!
-//! Behind them, two private layers:
+//! Behind them, three private layers:
 //!
 //! * `sync`: the one facade every concurrent module takes its primitives from, so the whole
 //!   crate can be model-checked with [loom](https://docs.rs/loom) by building with
 //!   `RUSTFLAGS="--cfg loom"`;
+//! * `sys`: the platform layer, all the crate's calls into the kernel, the C library and the
+//!   CPU's registers (the rseq area behind [`cid::rseq`]);
 //! * `util`: structures the families share: the radix tree (the xarray's shape), the
 //!   locality-preserving (owner, id) hash and the ID set.
 //!
@@ -31,5 +33,6 @@ pub mod cid;
 pub mod pid;
 pub mod sched;
 pub(crate) mod sync;
+pub(crate) mod sys;
 pub mod table;
 pub(crate) mod util;
