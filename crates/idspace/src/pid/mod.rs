@@ -83,7 +83,9 @@ pub trait PidAllocator: Send + Sync {
     /// Creates a space below `parent`.
     ///
     /// # Errors
-    /// [`PidError::UnknownNs`], or [`PidError::TooDeep`] past 32 levels below the root.
+    /// [`PidError::UnknownNs`], [`PidError::TooDeep`] past 32 levels below the root, or
+    /// [`PidError::TooManyNamespaces`] when the design holds no more spaces
+    /// ([`PerCpu::MAX_NAMESPACES`]; the other designs are limited by memory alone).
     fn new_ns(&self, parent: NsId) -> Result<NsId, PidError>;
 
     /// Sets a space's `pid_max`.

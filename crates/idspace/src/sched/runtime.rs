@@ -19,6 +19,7 @@ pub const MAX_WORKERS: usize = 1024;
 
 /// How a wakeup reaches a task's target worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Policy {
     /// Lock the target's run queue, enqueue, notify it if it idles (the kernel before the
     /// wakelist, and `TTWU_QUEUE` off).
@@ -65,6 +66,7 @@ impl FromStr for Policy {
 
 /// Why a runtime could not be built.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BuildError {
     /// The worker count is 0 or above [`MAX_WORKERS`].
     Workers(usize),

@@ -78,10 +78,10 @@ mod scaled;
 pub(crate) mod xarray;
 
 pub use chain::Entry;
-pub use error::{Rejected, TableError};
+pub use error::{Rejected, SizingError, TableError};
 pub use global::GlobalHash;
 pub use radix::Radix;
-pub use scaled::{ScaledHash, Sizing};
+pub use scaled::{ScaledHash, Sizing, MAX_SIZED_BUCKETS};
 
 /// Names an independent ID space (the kernel's `signal_struct`: one per process).
 pub type Owner = u64;
