@@ -16,9 +16,11 @@
 //! # The designs
 //!
 //! All implement [`CidAllocator`]; a "CPU" is a worker slot, and `switch` is a context switch on
-//! it.
+//! it. A space has 1 to [`MAX_CPUS`] CPUs, and a [`Task`] belongs to the space that forked it:
+//! another space refuses it ([`CidError::ForeignTask`]).
 //!
-//! * [`Rework`]: Thomas Gleixner's rewrite (seed `000_f02e6dcde5f53c5d.txt`), see its docs.
+//! * [`Rework`], the recommended design: Thomas Gleixner's rewrite (seed
+//!   `000_f02e6dcde5f53c5d.txt`); its docs explain the ownership modes and the fixup walks.
 //!   Tasks own CIDs while there are few of them; CPUs own them, and tasks borrow, when tasks
 //!   outnumber the CID budget. Mode changes happen in fork and exit, which walk the tasks or the
 //!   CPUs to hand CIDs over; context switches stay a few loads and stores.

@@ -53,6 +53,31 @@ struct Constraints {
 
 /// The rewrite's CID space for a fixed number of CPUs: the recommended CID design.
 ///
+/// A "CPU" is a worker slot and [`CidAllocator::switch`] a context switch on it: the CID it
+/// returns is below the CPU count and unique among the space's running tasks, so it can index
+/// per-CPU-like data.
+///
+/// ```
+/// use idspace::cid::{CidAllocator, CidError, Rework};
+///
+/// let space = Rework::new(4)?;
+/// let a = space.fork(space.all_cpus())?;
+/// let b = space.fork(space.all_cpus())?;
+/// assert_eq!(space.switch(0, Some(&a))?, Some(0));
+/// assert_eq!(space.switch(1, Some(&b))?, Some(1));
+/// space.switch(0, None)?; // CPU 0 goes idle
+///
+/// // A task belongs to the space that forked it.
+/// let other = Rework::new(4)?;
+/// assert_eq!(other.switch(0, Some(&a)), Err(CidError::ForeignTask));
+///
+/// space.exit(&a)?;
+/// space.exit(&b)?; // it was running on CPU 1, which becomes idle
+/// assert_eq!(space.cids_in_use(), 0);
+/// assert_eq!(Rework::new(100).err(), Some(CidError::BadCpuCount { cpus: 100 }));
+/// # Ok::<(), CidError>(())
+/// ```
+///
 /// # Ownership modes
 ///
 /// * **Per-task** while `users <= max_cids`: every task owns a CID (a bit in the space's

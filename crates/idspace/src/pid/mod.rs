@@ -15,8 +15,9 @@
 //!
 //! # The designs here
 //!
-//! All implement [`PidAllocator`] and pass one test suite. The first three give exactly the
-//! kernel's numbers:
+//! All implement [`PidAllocator`] and pass one test suite. [`PerCpu`] is the recommended design
+//! (its docs state its deferred-reuse guarantee); [`IdrOnce`] when the kernel's exact numbers
+//! matter. The first three give exactly the kernel's numbers:
 //!
 //! | design | allocation | lookup |
 //! |---|---|---|

@@ -174,6 +174,30 @@ impl Space {
 /// Holds at most [`PerCpu::MAX_NAMESPACES`] spaces, the root included; creating one more is
 /// [`PidError::TooManyNamespaces`].
 ///
+/// ```
+/// use idspace::pid::{PerCpu, PidAllocator, PidError, ROOT};
+///
+/// let pids = PerCpu::new(4); // four worker slots
+/// // The root's first process is its init, 1.
+/// let init = pids.alloc(ROOT, &[], 0)?;
+/// assert_eq!(init.ids(), [1]);
+///
+/// // A child namespace: its processes have an ID there and one in the root.
+/// let child = pids.new_ns(ROOT)?;
+/// // `set_tid` asks for exact IDs, innermost first: 1 in the child (its init).
+/// let child_init = pids.alloc(child, &[1], 2)?;
+/// assert_eq!(child_init.id_in(child), Some(1));
+/// let in_root = child_init.id_in(ROOT).unwrap();
+/// assert_ne!(in_root, 1);
+///
+/// // Freeing it by any of its numbers frees every level.
+/// pids.free(ROOT, in_root, 3)?;
+/// assert!(pids.lookup(child, 1)?.is_none());
+/// // The child's init is gone: the namespace takes no new process.
+/// assert_eq!(pids.alloc(child, &[], 0).err(), Some(PidError::NamespaceDead));
+/// # Ok::<(), PidError>(())
+/// ```
+///
 /// # Design
 ///
 /// * Each space's ID range is cut into *ranges* of [`RANGE`] IDs. A space keeps a directory:

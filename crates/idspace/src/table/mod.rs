@@ -18,7 +18,8 @@
 //!
 //! # The designs here
 //!
-//! All three implement [`IdTable`] and pass one test suite:
+//! All three implement [`IdTable`] and pass one test suite; [`ScaledHash::new`] is the
+//! recommended table:
 //!
 //! | design | storage | locks | seed column |
 //! |---|---|---|---|

@@ -357,7 +357,27 @@ impl<T> Drop for ScaledChains<T> {
 ///
 /// Lookups lock one bucket; creates and removes lock the owner, then one bucket. With
 /// [`Sizing::Growing`] the table splits buckets as it fills, keeping chains short without ever
-/// stopping other threads.
+/// stopping other threads. This is the recommended table design.
+///
+/// ```
+/// use idspace::table::{IdTable, ScaledHash, TableError};
+///
+/// let timers = ScaledHash::new();
+/// // Each owner (a process) has its own IDs, handed out from its cursor.
+/// assert_eq!(timers.create(7, "tick"), Ok(0));
+/// assert_eq!(timers.create(7, "tock"), Ok(1));
+/// assert_eq!(timers.create(8, "alarm"), Ok(0));
+/// assert_eq!(timers.get(7, 1).as_deref(), Some(&"tock"));
+///
+/// // Restore mode creates exact IDs (checkpoint/restore).
+/// assert_eq!(timers.create_at(8, 40, "restored").map_err(|r| r.error), Err(TableError::NotRestoring));
+/// timers.set_restore(8, true);
+/// assert_eq!(timers.create_at(8, 40, "restored").map_err(|r| r.error), Ok(40));
+/// assert_eq!(timers.ids(8), [0, 40]);
+///
+/// assert_eq!(timers.remove(7, 0), Ok("tick"));
+/// assert_eq!(timers.remove_owner(8), 2);
+/// ```
 ///
 /// # Growth by linear hashing
 ///
