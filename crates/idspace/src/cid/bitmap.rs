@@ -12,7 +12,8 @@ struct Members {
     next_id: u64,
 }
 
-/// The 6.3 design: a bitmap under a per-space lock, touched at every switch.
+/// The 6.3 design: a bitmap under a per-space lock, touched at every switch. A baseline for
+/// [`Rework`](super::Rework).
 pub struct BitmapCids {
     space: SpaceId,
     cpus: usize,

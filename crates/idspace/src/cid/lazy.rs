@@ -1,17 +1,4 @@
-//! [`LazyCids`]: the design before the rewrite (Linux 6.4 to 6.18): CPUs cache CIDs across
-//! context switches and give them back lazily; a periodic compaction pass takes CIDs back from
-//! CPUs that no longer use them.
-//!
-//! * Switch-in on a CPU reuses the CPU's cached CID if it is below the budget
-//!   `max_nr_cid = min(users, CPUs allowed)` (the `recent_cid` reuse of 6.13/6.14); otherwise it
-//!   drops it and takes the lowest free CID. Switch-out does nothing: the CPU keeps its CID
-//!   (`MM_CID_LAZY_PUT`).
-//! * The compaction pass ([`CidAllocator::run_deferred`], the kernel's `task_mm_cid_work` every
-//!   100 ms) drops the cached CID of every CPU that runs no task of the space, so that the
-//!   survivors' CIDs can move down at their next switch-in (seed `003_68d6ea7a8c8aa882.txt`).
-//!
-//! We model the pass's "unused for 100 ms" as "idle when the pass runs", and replace the
-//! kernel's lock-free cmpxchg transitions on the per-CPU word with the CPU's runqueue lock.
+//! [`LazyCids`]: the design before the rewrite (Linux 6.4 to 6.18), documented on the type.
 
 use super::mask::CidMask;
 use super::task::{claim, exit_task, Claim, Rqs, SpaceId, Task};
@@ -24,7 +11,20 @@ struct Members {
     next_id: u64,
 }
 
-/// The pre-rewrite design: per-CPU cached CIDs, lazy release, periodic compaction.
+/// The pre-rewrite design (Linux 6.4 to 6.18): CPUs cache CIDs across context switches and
+/// give them back lazily; a periodic compaction pass takes CIDs back from CPUs that no longer
+/// use them. A baseline for [`Rework`](super::Rework).
+///
+/// * Switch-in on a CPU reuses the CPU's cached CID if it is below the budget
+///   `max_nr_cid = min(users, CPUs allowed)` (the `recent_cid` reuse of 6.13/6.14); otherwise it
+///   drops it and takes the lowest free CID. Switch-out does nothing: the CPU keeps its CID
+///   (`MM_CID_LAZY_PUT`).
+/// * The compaction pass ([`CidAllocator::run_deferred`], the kernel's `task_mm_cid_work` every
+///   100 ms) drops the cached CID of every CPU that runs no task of the space, so that the
+///   survivors' CIDs can move down at their next switch-in (seed `003_68d6ea7a8c8aa882.txt`).
+///
+/// We model the pass's "unused for 100 ms" as "idle when the pass runs", and replace the
+/// kernel's lock-free cmpxchg transitions on the per-CPU word with the CPU's runqueue lock.
 pub struct LazyCids {
     space: SpaceId,
     cpus: usize,
