@@ -111,6 +111,23 @@ pub struct CidState {
 }
 
 /// The operations every CID design offers.
+///
+/// ```
+/// use idspace::cid::{BitmapCids, CidAllocator, CidError, LazyCids, Rework};
+///
+/// let designs: Vec<Box<dyn CidAllocator>> = vec![
+///     Box::new(Rework::new(2)?),
+///     Box::new(BitmapCids::new(2)?),
+///     Box::new(LazyCids::new(2)?),
+/// ];
+/// for space in &designs {
+///     let task = space.fork(0b11)?; // allowed on CPUs 0 and 1
+///     assert_eq!(space.switch(1, Some(&task))?, Some(0), "{}", space.name());
+///     assert_eq!(space.switch(2, Some(&task)), Err(CidError::BadCpu));
+///     space.exit(&task)?;
+/// }
+/// # Ok::<(), CidError>(())
+/// ```
 pub trait CidAllocator: Send + Sync {
     /// A short name for reports ("rework", "bitmap", "lazy").
     fn name(&self) -> &'static str;

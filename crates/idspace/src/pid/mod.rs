@@ -77,6 +77,23 @@ pub const PID_MAX_MIN: u32 = RESERVED_PIDS + 1;
 pub const RESERVED_PIDS: u32 = 300;
 
 /// The operations every PID design offers.
+///
+/// ```
+/// use idspace::pid::{BitmapHash, IdrOnce, IdrRelock, PerCpu, PidAllocator, PidError, ROOT};
+///
+/// let designs: Vec<Box<dyn PidAllocator>> = vec![
+///     Box::new(IdrRelock::new()),
+///     Box::new(IdrOnce::new()),
+///     Box::new(BitmapHash::new()),
+///     Box::new(PerCpu::new(2)),
+/// ];
+/// for pids in &designs {
+///     let init = pids.alloc(ROOT, &[], 0)?;
+///     assert_eq!(init.ids(), [1], "{}", pids.name());
+///     assert_eq!(pids.alloc(ROOT, &[1], 0).err(), Some(PidError::Exists));
+/// }
+/// # Ok::<(), PidError>(())
+/// ```
 pub trait PidAllocator: Send + Sync {
     /// A short name for reports ("idr-relock", "percpu", ...).
     fn name(&self) -> &'static str;
