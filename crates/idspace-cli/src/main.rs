@@ -104,7 +104,13 @@ fn main() -> ExitCode {
                 Family::Table { design } => Box::new(replay::table::TableReplay::new(design)),
                 Family::Pid { design } => Box::new(replay::pid::PidReplay::new(design)),
                 Family::Cid { design, cpus } => {
-                    Box::new(replay::cid::CidReplay::new(design, usize::from(cpus)))
+                    match replay::cid::CidReplay::new(design, usize::from(cpus)) {
+                        Ok(replayer) => Box::new(replayer),
+                        Err(error) => {
+                            eprintln!("idspace replay: {error}");
+                            return ExitCode::from(2);
+                        }
+                    }
                 }
             };
             let stdin = io::stdin().lock();

@@ -14,7 +14,36 @@
 //! * [`sched`]: a task runtime with per-worker run queues whose wakeups follow the kernel's
 //!   `try_to_wake_up`, with or without the lock-free wakelist.
 //!
-//! Behind them, three private layers:
+//! # Choosing a design
+//!
+//! Every family has one design we recommend by default; the others are there to compare
+//! against, or for the one need the default does not meet.
+//!
+//! | family | use it for | default | pick another when |
+//! |---|---|---|---|
+//! | [`table`] | handles (timers, file-like objects) keyed by (owner, id), with exact IDs for checkpoint/restore | [`ScaledHash::new`](table::ScaledHash::new): a lock per bucket, `512 × CPUs` buckets to start, growing as it fills | [`ScaledHash::kernel_sized`](table::ScaledHash::kernel_sized) for the kernel's fixed table; [`GlobalHash`](table::GlobalHash) (one lock, Linux before 6.15) and [`Radix`](table::Radix) (per-owner radix tree, heavy on sparse IDs) as baselines |
+//! | [`pid`] | cyclic IDs in nested namespaces (process IDs, with `set_tid` for restore) | [`PerCpu`](pid::PerCpu): per-CPU ranges under per-CPU locks; unique IDs, reused late, not sequential | [`IdrOnce`](pid::IdrOnce) when the exact kernel numbers matter (sequential, the 300 floor); [`IdrRelock`](pid::IdrRelock) (before Linux 7.0) and [`BitmapHash`](pid::BitmapHash) (FreeBSD) as baselines |
+//! | [`cid`] | small per-space IDs of running tasks, to index per-CPU-like data whose size follows CPUs, not threads | [`Rework`](cid::Rework): the MM CID rewrite (Linux 6.19); a context switch is a few loads and stores | [`cid::rseq`] for the kernel's own mm_cid of the calling thread; [`BitmapCids`](cid::BitmapCids) (Linux 6.3) and [`LazyCids`](cid::LazyCids) (before the rewrite) as baselines |
+//! | [`sched`] | running futures on a fixed set of worker threads, with hooks at task create, switch-in, switch-out and exit | [`Runtime`](sched::Runtime) with [`Policy::Wakelist`](sched::Policy::Wakelist) (the [`Builder`](sched::Builder)'s default): the kernel's wakelist for idle targets | [`Policy::Locked`](sched::Policy::Locked) as the baseline; [`Policy::WakelistAlways`](sched::Policy::WakelistAlways) only to reproduce the upstream experiment that regressed |
+//!
+//! Each family's main type shows its use in a short example, and `crates/idspace/examples/`
+//! has small programs: a handle table with checkpoint/restore (`table_restore`), PID
+//! namespaces with `set_tid` (`pid_namespaces`), per-CPU-bounded counting with CIDs
+//! (`cid_counter`) and the runtime with hooks (`runtime`); run one with
+//! `cargo run -p idspace --example NAME`.
+//!
+//! # Errors and limits
+//!
+//! Bad input is refused with a named error, never a panic, and a refused call changes
+//! nothing. The limits are public constants: [`cid::MAX_CPUS`] CPUs per CID space,
+//! [`table::MAX_SIZED_BUCKETS`] buckets asked of a [`table::Sizing`],
+//! [`pid::PerCpu::MAX_NAMESPACES`] spaces per [`pid::PerCpu`], [`pid::MAX_LEVEL`] levels of PID
+//! namespaces and [`sched::MAX_WORKERS`] workers per runtime. Error and option enums are
+//! `#[non_exhaustive]`: match them with a wildcard arm.
+//!
+//! # Layout
+//!
+//! Behind the four families, three private layers:
 //!
 //! * `sync`: the one facade every concurrent module takes its primitives from, so the whole
 //!   crate can be model-checked with [loom](https://docs.rs/loom) by building with

@@ -211,9 +211,9 @@ fn run(design: &dyn CidAllocator, seed: u64, steps: usize, max_tasks: usize) {
 
 fn designs(cpus: usize) -> Vec<Box<dyn CidAllocator>> {
     vec![
-        Box::new(Rework::new(cpus)),
-        Box::new(BitmapCids::new(cpus)),
-        Box::new(LazyCids::new(cpus)),
+        Box::new(Rework::new(cpus).unwrap()),
+        Box::new(BitmapCids::new(cpus).unwrap()),
+        Box::new(LazyCids::new(cpus).unwrap()),
     ]
 }
 
@@ -337,7 +337,7 @@ fn refusals_leave_the_state_unchanged() {
 
 #[test]
 fn rework_changes_mode_both_ways_and_leaks_nothing() {
-    let design = Rework::new(4);
+    let design = Rework::new(4).unwrap();
     let all = design.all_cpus();
     let tasks: Vec<Task> = (0..4).map(|_| design.fork(all).unwrap()).collect();
     assert_eq!(design.state().mode, Mode::Task);

@@ -17,6 +17,15 @@ use idspace::cid::{BitmapCids, CidAllocator, LazyCids, Rework, Task};
 const CPUS: usize = 4;
 const FREE: usize = usize::MAX;
 
+/// Sets its flag when dropped.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 fn hammer(design: &dyn CidAllocator) {
     let name = design.name();
     let all = (1u64 << CPUS) - 1;
@@ -25,83 +34,107 @@ fn hammer(design: &dyn CidAllocator) {
     let holders: Vec<AtomicUsize> = (0..CPUS).map(|_| AtomicUsize::new(FREE)).collect();
     let stop = AtomicBool::new(false);
     let switches = AtomicUsize::new(0);
+    // CPU threads that have made their first switch: forking waits for all of them, so that
+    // fork and exit always race with switches (a forking thread that finished before any CPU
+    // thread started once failed the `switches` check below under load).
+    let started = AtomicUsize::new(0);
     let rounds = if cfg!(debug_assertions) { 300 } else { 3_000 };
     thread::scope(|scope| {
-        for cpu in 0..CPUS {
-            let (idle, holders, stop, switches) = (&idle, &holders, &stop, &switches);
-            scope.spawn(move || {
-                let mut current: Option<(Task, u32)> = None;
-                let mut seed = cpu as u64 + 1;
-                while !stop.load(Ordering::Relaxed) {
-                    seed = seed
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    let next = if seed >> 60 == 0 {
-                        None
-                    } else {
-                        idle.lock().unwrap().pop()
-                    };
-                    if let Some((_, cid)) = &current {
-                        holders[*cid as usize].store(FREE, Ordering::SeqCst);
-                    }
-                    let got = design.switch(cpu, next.as_ref()).expect("a valid switch");
-                    if let Some((prev, _)) = current.take() {
-                        idle.lock().unwrap().push(prev);
-                    }
-                    if let (Some(task), Some(cid)) = (next, got) {
-                        assert!((cid as usize) < CPUS, "{name}: CID {cid} beyond the CPUs");
-                        let other = holders[cid as usize].swap(cpu, Ordering::SeqCst);
-                        assert_eq!(
-                            other, FREE,
-                            "{name}: CPU {cpu} and CPU {other} both run with CID {cid}"
-                        );
-                        current = Some((task, cid));
-                    }
-                    switches.fetch_add(1, Ordering::Relaxed);
-                }
-                if let Some((task, cid)) = current {
-                    holders[cid as usize].store(FREE, Ordering::SeqCst);
-                    design.switch(cpu, None).unwrap();
-                    idle.lock().unwrap().push(task);
-                }
-            });
-        }
-        // Fork up to 14 tasks (per-CPU mode on 4 CPUs), then exit down to 1 (back), repeatedly.
-        let (idle, stop) = (&idle, &stop);
-        scope.spawn(move || {
-            for round in 0..rounds {
-                let grow = (round / 20) % 2 == 0;
-                if grow {
-                    let task = design.fork(all).unwrap();
-                    let mut idle = idle.lock().unwrap();
-                    if idle.len() < 14 {
-                        idle.push(task);
-                    } else {
-                        drop(idle);
-                        design.exit(&task).unwrap();
-                    }
-                } else {
-                    let task = {
-                        let mut idle = idle.lock().unwrap();
-                        if idle.len() > 1 {
-                            idle.pop()
-                        } else {
+        let cpu_threads: Vec<_> = (0..CPUS)
+            .map(|cpu| {
+                let (idle, holders, stop) = (&idle, &holders, &stop);
+                let (switches, started) = (&switches, &started);
+                scope.spawn(move || {
+                    let mut current: Option<(Task, u32)> = None;
+                    let mut seed = cpu as u64 + 1;
+                    let mut first = true;
+                    while !stop.load(Ordering::Relaxed) {
+                        seed = seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let next = if seed >> 60 == 0 {
                             None
+                        } else {
+                            idle.lock().unwrap().pop()
+                        };
+                        if let Some((_, cid)) = &current {
+                            holders[*cid as usize].store(FREE, Ordering::SeqCst);
                         }
-                    };
-                    if let Some(task) = task {
-                        design.exit(&task).unwrap();
+                        let got = design.switch(cpu, next.as_ref()).expect("a valid switch");
+                        if let Some((prev, _)) = current.take() {
+                            idle.lock().unwrap().push(prev);
+                        }
+                        if let (Some(task), Some(cid)) = (next, got) {
+                            assert!((cid as usize) < CPUS, "{name}: CID {cid} beyond the CPUs");
+                            let other = holders[cid as usize].swap(cpu, Ordering::SeqCst);
+                            assert_eq!(
+                                other, FREE,
+                                "{name}: CPU {cpu} and CPU {other} both run with CID {cid}"
+                            );
+                            current = Some((task, cid));
+                        }
+                        switches.fetch_add(1, Ordering::SeqCst);
+                        if first {
+                            started.fetch_add(1, Ordering::SeqCst);
+                            first = false;
+                        }
                     }
-                }
-                if round % 7 == 0 {
-                    design.run_deferred();
-                }
+                    if let Some((task, cid)) = current {
+                        holders[cid as usize].store(FREE, Ordering::SeqCst);
+                        design.switch(cpu, None).unwrap();
+                        idle.lock().unwrap().push(task);
+                    }
+                })
+            })
+            .collect();
+        // Waits until `done` holds, or until every CPU thread has ended (one that panicked
+        // fails the test when the scope joins it; waiting on would hang instead).
+        let wait_for_cpus = |done: &dyn Fn() -> bool| {
+            while !done() && !cpu_threads.iter().all(|t| t.is_finished()) {
                 thread::yield_now();
             }
-            stop.store(true, Ordering::Relaxed);
-        });
+        };
+        // Stops the CPU threads however this thread leaves the scope (a failed fork included),
+        // so that the scope's join does not wait forever.
+        let _stop = StopOnDrop(&stop);
+        wait_for_cpus(&|| started.load(Ordering::SeqCst) == CPUS);
+        // Fork up to 14 tasks (per-CPU mode on 4 CPUs), then exit down to 1 (back), repeatedly;
+        // each round waits for a switch, so that switches interleave with every round.
+        for round in 0..rounds {
+            let switched = switches.load(Ordering::SeqCst);
+            let grow = (round / 20) % 2 == 0;
+            if grow {
+                let task = design.fork(all).unwrap();
+                let mut idle = idle.lock().unwrap();
+                if idle.len() < 14 {
+                    idle.push(task);
+                } else {
+                    drop(idle);
+                    design.exit(&task).unwrap();
+                }
+            } else {
+                let task = {
+                    let mut idle = idle.lock().unwrap();
+                    if idle.len() > 1 {
+                        idle.pop()
+                    } else {
+                        None
+                    }
+                };
+                if let Some(task) = task {
+                    design.exit(&task).unwrap();
+                }
+            }
+            if round % 7 == 0 {
+                design.run_deferred();
+            }
+            wait_for_cpus(&|| switches.load(Ordering::SeqCst) > switched);
+        }
     });
-    assert!(switches.load(Ordering::Relaxed) > 0);
+    assert!(
+        switches.load(Ordering::Relaxed) >= rounds,
+        "{name}: CPU threads switched while tasks were forked and exited"
+    );
     for task in idle.into_inner().unwrap() {
         design.exit(&task).unwrap();
     }
@@ -110,14 +143,14 @@ fn hammer(design: &dyn CidAllocator) {
 
 #[test]
 fn stress_every_design() {
-    hammer(&Rework::new(CPUS));
-    hammer(&BitmapCids::new(CPUS));
-    hammer(&LazyCids::new(CPUS));
+    hammer(&Rework::new(CPUS).unwrap());
+    hammer(&BitmapCids::new(CPUS).unwrap());
+    hammer(&LazyCids::new(CPUS).unwrap());
 }
 
 #[test]
 fn rework_leaks_no_cid_under_threads() {
-    let design = Rework::new(CPUS);
+    let design = Rework::new(CPUS).unwrap();
     hammer(&design);
     assert_eq!(
         design.cids_in_use(),
@@ -173,7 +206,7 @@ fn pools(design: &dyn CidAllocator) {
 
 #[test]
 fn pools_race_switch_out_and_switch_in_of_one_task() {
-    pools(&Rework::new(CPUS));
-    pools(&BitmapCids::new(CPUS));
-    pools(&LazyCids::new(CPUS));
+    pools(&Rework::new(CPUS).unwrap());
+    pools(&BitmapCids::new(CPUS).unwrap());
+    pools(&LazyCids::new(CPUS).unwrap());
 }

@@ -40,7 +40,7 @@ fn distinct(cids: &[u32], cpus: usize) {
 fn switch_ins_race_the_switch_to_per_cpu() {
     loom::model(|| {
         RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let space = Arc::new(Rework::new(2));
+        let space = Arc::new(Rework::new(2).unwrap());
         let all = space.all_cpus();
         let a = space.fork(all).unwrap();
         let b = space.fork(all).unwrap();
@@ -78,7 +78,7 @@ fn switch_ins_race_the_switch_to_per_cpu() {
 fn exit_switches_back_while_a_cpu_switches() {
     loom::model(|| {
         RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let space = Arc::new(Rework::new(4));
+        let space = Arc::new(Rework::new(4).unwrap());
         let all = space.all_cpus();
         let tasks: Vec<_> = (0..5).map(|_| space.fork(all).unwrap()).collect();
         assert_eq!(space.state().mode, Mode::Cpu);

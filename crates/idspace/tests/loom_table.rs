@@ -12,10 +12,13 @@ use loom::sync::Arc;
 use loom::thread;
 
 fn tiny() -> Arc<ScaledHash<u64>> {
-    Arc::new(ScaledHash::with_sizing(Sizing::Growing {
-        initial: 1,
-        max_load: 1,
-    }))
+    Arc::new(
+        ScaledHash::with_sizing(Sizing::Growing {
+            initial: 1,
+            max_load: 1,
+        })
+        .expect("a valid sizing"),
+    )
 }
 
 fn run_model(name: &str, model: impl Fn() + Sync + Send + 'static) {

@@ -56,6 +56,7 @@ fn ping_pong_completes_and_uses_each_policys_path() {
             Policy::Wakelist | Policy::WakelistAlways => {
                 assert!(stats.wakelist > 0, "{policy}: {stats:?}")
             }
+            other => panic!("{other}: a policy this test does not know"),
         }
     }
 }

@@ -172,7 +172,8 @@ fn growing_table_splits_buckets_as_it_fills() {
     let table = ScaledHash::with_sizing(Sizing::Growing {
         initial: 16,
         max_load: 2,
-    });
+    })
+    .unwrap();
     for value in 0..10_000 {
         table.create(value % 7, value).unwrap();
     }
@@ -181,7 +182,7 @@ fn growing_table_splits_buckets_as_it_fills() {
         "{} buckets",
         table.buckets()
     );
-    let fixed = ScaledHash::<u64>::with_sizing(Sizing::Fixed { buckets: 100 });
+    let fixed = ScaledHash::<u64>::with_sizing(Sizing::Fixed { buckets: 100 }).unwrap();
     assert_eq!(fixed.buckets(), 128, "rounded up to a power of two");
     for value in 0..1000 {
         fixed.create(1, value).unwrap();

@@ -45,18 +45,21 @@ pub struct CidReplay {
 }
 
 impl CidReplay {
-    /// A replayer over a fresh space of `cpus` CPUs (1..=64).
-    pub fn new(design: CidDesign, cpus: usize) -> Self {
+    /// A replayer over a fresh space of `cpus` CPUs.
+    ///
+    /// # Errors
+    /// [`CidError::BadCpuCount`] unless `cpus` is in `1..=64` (`idspace::cid::MAX_CPUS`).
+    pub fn new(design: CidDesign, cpus: usize) -> Result<Self, CidError> {
         let space: Box<dyn CidAllocator> = match design {
-            CidDesign::Rework => Box::new(Rework::new(cpus)),
-            CidDesign::Bitmap => Box::new(BitmapCids::new(cpus)),
-            CidDesign::Lazy => Box::new(LazyCids::new(cpus)),
+            CidDesign::Rework => Box::new(Rework::new(cpus)?),
+            CidDesign::Bitmap => Box::new(BitmapCids::new(cpus)?),
+            CidDesign::Lazy => Box::new(LazyCids::new(cpus)?),
         };
-        CidReplay {
+        Ok(CidReplay {
             space,
             tasks: HashMap::new(),
             names: HashMap::new(),
-        }
+        })
     }
 
     fn task(&self, fields: &Fields<'_>) -> Result<Result<&Task, CidError>, BadInput> {

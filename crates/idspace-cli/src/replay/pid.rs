@@ -2,7 +2,7 @@
 //!
 //! | input | answer |
 //! |---|---|
-//! | `{"op":"ns_new","parent":P}` | `{"ns":N}` (the root is 0) or `{"error":"too_deep"}` |
+//! | `{"op":"ns_new","parent":P}` | `{"ns":N}` (the root is 0) or `{"error":"too_deep"\|"too_many_ns"}` (`percpu` holds 65,536 spaces) |
 //! | `{"op":"pid_max","ns":N,"max":M}` | `{"ok":true}` or `{"error":"invalid"}` |
 //! | `{"op":"alloc","ns":N}`, optionally `"set_tid":[...]` and `"cpu":C` | `{"ids":[innermost, ..., root]}` or `{"error":"full"\|"exists"\|"invalid"\|"ns_dead"}` |
 //! | `{"op":"free","ns":N,"id":X}`, optionally `"cpu":C` | `{"ok":true}` or `{"error":"not_found"}` |

@@ -3,8 +3,8 @@
 //! switch-out.
 
 use super::mask::CidMask;
-use super::task::{claim, exit_task, Claim, Rqs, Task};
-use super::{check_affinity, CidAllocator, CidError, CidState, Mode, MAX_CPUS, UNSET};
+use super::task::{claim, exit_task, Claim, Rqs, SpaceId, Task};
+use super::{check_affinity, check_cpu_count, CidAllocator, CidError, CidState, Mode, UNSET};
 use crate::sync::{lock, spin_wait, Mutex};
 
 struct Members {
@@ -12,8 +12,10 @@ struct Members {
     next_id: u64,
 }
 
-/// The 6.3 design: a bitmap under a per-space lock, touched at every switch.
+/// The 6.3 design: a bitmap under a per-space lock, touched at every switch. A baseline for
+/// [`Rework`](super::Rework).
 pub struct BitmapCids {
+    space: SpaceId,
     cpus: usize,
     /// The per-space `cid_lock`: every switch-in and switch-out takes it.
     cid_lock: Mutex<()>,
@@ -23,10 +25,14 @@ pub struct BitmapCids {
 }
 
 impl BitmapCids {
-    /// A space for `cpus` CPUs (clamped to `1..=64`).
-    pub fn new(cpus: usize) -> BitmapCids {
-        let cpus = cpus.clamp(1, MAX_CPUS);
-        BitmapCids {
+    /// A space for `cpus` CPUs (worker slots), with no task.
+    ///
+    /// # Errors
+    /// [`CidError::BadCpuCount`] unless `cpus` is in `1..=`[`MAX_CPUS`](super::MAX_CPUS).
+    pub fn new(cpus: usize) -> Result<BitmapCids, CidError> {
+        let cpus = check_cpu_count(cpus)?;
+        Ok(BitmapCids {
+            space: SpaceId::new(),
             cpus,
             cid_lock: Mutex::new(()),
             cids: CidMask::new(cpus as u32),
@@ -35,7 +41,7 @@ impl BitmapCids {
                 users: 0,
                 next_id: 0,
             }),
-        }
+        })
     }
 
     /// Gives a CID taken from a task back. The caller took it out of the task's state in the
@@ -77,12 +83,13 @@ impl CidAllocator for BitmapCids {
     fn fork(&self, affinity: u64) -> Result<Task, CidError> {
         check_affinity(affinity, self.cpus)?;
         let mut members = lock(&self.members);
-        let task = Task::fork(&mut members.next_id, affinity);
+        let task = Task::fork(&self.space, &mut members.next_id, affinity);
         members.users += 1;
         Ok(task)
     }
 
     fn exit(&self, task: &Task) -> Result<(), CidError> {
+        self.space.check(task)?;
         let mut members = lock(&self.members);
         // A switch-out: the CID goes back before the CPU is free, so that a switch-in there
         // always finds one (at most one CID per busy CPU is taken).
@@ -94,6 +101,7 @@ impl CidAllocator for BitmapCids {
     }
 
     fn switch(&self, cpu: usize, next: Option<&Task>) -> Result<Option<u32>, CidError> {
+        self.space.check_next(next)?;
         if cpu >= self.cpus {
             return Err(CidError::BadCpu);
         }
@@ -114,6 +122,7 @@ impl CidAllocator for BitmapCids {
     }
 
     fn set_affinity(&self, task: &Task, affinity: u64) -> Result<(), CidError> {
+        self.space.check(task)?;
         check_affinity(affinity, self.cpus)?;
         let mut state = task.state();
         if state.exited {

@@ -2,8 +2,11 @@
 
 use core::fmt;
 
+use super::MAX_CPUS;
+
 /// Why a CID operation was refused. The state is unchanged when one is returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum CidError {
     /// The task has exited (or was never forked in this space).
     UnknownTask,
@@ -11,9 +14,18 @@ pub enum CidError {
     RunningElsewhere,
     /// The CPU is not in the task's affinity.
     NotAllowed,
-    /// The CPU number is not below the space's CPU count, or an affinity names such a CPU or
-    /// no CPU at all.
+    /// The CPU number is not below the space's CPU count (or not below [`MAX_CPUS`]), or an
+    /// affinity names such a CPU or no CPU at all.
     BadCpu,
+    /// The task was forked by another space: a task belongs to the space that forked it, and
+    /// only that space may switch it, exit it or change its affinity.
+    ForeignTask,
+    /// A space was asked for a CPU count outside `1..=`[`MAX_CPUS`] (affinities are 64-bit
+    /// masks, so no space has more CPUs).
+    BadCpuCount {
+        /// The CPU count asked for.
+        cpus: usize,
+    },
 }
 
 impl CidError {
@@ -24,18 +36,25 @@ impl CidError {
             CidError::RunningElsewhere => "running_elsewhere",
             CidError::NotAllowed => "not_allowed",
             CidError::BadCpu => "bad_cpu",
+            CidError::ForeignTask => "foreign_task",
+            CidError::BadCpuCount { .. } => "bad_cpu_count",
         }
     }
 }
 
 impl fmt::Display for CidError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            CidError::UnknownTask => "the task has exited",
-            CidError::RunningElsewhere => "the task is running on another CPU",
-            CidError::NotAllowed => "the CPU is not in the task's affinity",
-            CidError::BadCpu => "no such CPU, or an empty affinity",
-        })
+        match self {
+            CidError::UnknownTask => f.write_str("the task has exited"),
+            CidError::RunningElsewhere => f.write_str("the task is running on another CPU"),
+            CidError::NotAllowed => f.write_str("the CPU is not in the task's affinity"),
+            CidError::BadCpu => f.write_str("no such CPU, or an empty affinity"),
+            CidError::ForeignTask => f.write_str("the task belongs to another CID space"),
+            CidError::BadCpuCount { cpus } => write!(
+                f,
+                "a CID space has 1 to {MAX_CPUS} CPUs, not {cpus} (affinities are 64-bit masks)"
+            ),
+        }
     }
 }
 

@@ -1,21 +1,8 @@
-//! [`LazyCids`]: the design before the rewrite (Linux 6.4 to 6.18): CPUs cache CIDs across
-//! context switches and give them back lazily; a periodic compaction pass takes CIDs back from
-//! CPUs that no longer use them.
-//!
-//! * Switch-in on a CPU reuses the CPU's cached CID if it is below the budget
-//!   `max_nr_cid = min(users, CPUs allowed)` (the `recent_cid` reuse of 6.13/6.14); otherwise it
-//!   drops it and takes the lowest free CID. Switch-out does nothing: the CPU keeps its CID
-//!   (`MM_CID_LAZY_PUT`).
-//! * The compaction pass ([`CidAllocator::run_deferred`], the kernel's `task_mm_cid_work` every
-//!   100 ms) drops the cached CID of every CPU that runs no task of the space, so that the
-//!   survivors' CIDs can move down at their next switch-in (seed `003_68d6ea7a8c8aa882.txt`).
-//!
-//! We model the pass's "unused for 100 ms" as "idle when the pass runs", and replace the
-//! kernel's lock-free cmpxchg transitions on the per-CPU word with the CPU's runqueue lock.
+//! [`LazyCids`]: the design before the rewrite (Linux 6.4 to 6.18), documented on the type.
 
 use super::mask::CidMask;
-use super::task::{claim, exit_task, Claim, Rqs, Task};
-use super::{check_affinity, CidAllocator, CidError, CidState, Mode, MAX_CPUS, UNSET};
+use super::task::{claim, exit_task, Claim, Rqs, SpaceId, Task};
+use super::{check_affinity, check_cpu_count, CidAllocator, CidError, CidState, Mode, UNSET};
 use crate::sync::{lock, AtomicU32, Mutex, Ordering};
 
 struct Members {
@@ -24,8 +11,22 @@ struct Members {
     next_id: u64,
 }
 
-/// The pre-rewrite design: per-CPU cached CIDs, lazy release, periodic compaction.
+/// The pre-rewrite design (Linux 6.4 to 6.18): CPUs cache CIDs across context switches and
+/// give them back lazily; a periodic compaction pass takes CIDs back from CPUs that no longer
+/// use them. A baseline for [`Rework`](super::Rework).
+///
+/// * Switch-in on a CPU reuses the CPU's cached CID if it is below the budget
+///   `max_nr_cid = min(users, CPUs allowed)` (the `recent_cid` reuse of 6.13/6.14); otherwise it
+///   drops it and takes the lowest free CID. Switch-out does nothing: the CPU keeps its CID
+///   (`MM_CID_LAZY_PUT`).
+/// * The compaction pass ([`CidAllocator::run_deferred`], the kernel's `task_mm_cid_work` every
+///   100 ms) drops the cached CID of every CPU that runs no task of the space, so that the
+///   survivors' CIDs can move down at their next switch-in (seed `003_68d6ea7a8c8aa882.txt`).
+///
+/// We model the pass's "unused for 100 ms" as "idle when the pass runs", and replace the
+/// kernel's lock-free cmpxchg transitions on the per-CPU word with the CPU's runqueue lock.
 pub struct LazyCids {
+    space: SpaceId,
     cpus: usize,
     cids: CidMask,
     rqs: Rqs,
@@ -34,10 +35,14 @@ pub struct LazyCids {
 }
 
 impl LazyCids {
-    /// A space for `cpus` CPUs (clamped to `1..=64`).
-    pub fn new(cpus: usize) -> LazyCids {
-        let cpus = cpus.clamp(1, MAX_CPUS);
-        LazyCids {
+    /// A space for `cpus` CPUs (worker slots), with no task.
+    ///
+    /// # Errors
+    /// [`CidError::BadCpuCount`] unless `cpus` is in `1..=`[`MAX_CPUS`](super::MAX_CPUS).
+    pub fn new(cpus: usize) -> Result<LazyCids, CidError> {
+        let cpus = check_cpu_count(cpus)?;
+        Ok(LazyCids {
+            space: SpaceId::new(),
             cpus,
             cids: CidMask::new(cpus as u32),
             rqs: Rqs::new(cpus),
@@ -47,7 +52,7 @@ impl LazyCids {
                 next_id: 0,
             }),
             max_nr_cid: AtomicU32::new(0),
-        }
+        })
     }
 
     fn update(&self, members: &Members) {
@@ -69,7 +74,7 @@ impl CidAllocator for LazyCids {
     fn fork(&self, affinity: u64) -> Result<Task, CidError> {
         check_affinity(affinity, self.cpus)?;
         let mut members = lock(&self.members);
-        let task = Task::fork(&mut members.next_id, affinity);
+        let task = Task::fork(&self.space, &mut members.next_id, affinity);
         members.users += 1;
         members.allowed |= affinity;
         self.update(&members);
@@ -77,6 +82,7 @@ impl CidAllocator for LazyCids {
     }
 
     fn exit(&self, task: &Task) -> Result<(), CidError> {
+        self.space.check(task)?;
         let mut members = lock(&self.members);
         // If it runs, its CPU becomes idle and keeps its CID until compaction.
         exit_task(&self.rqs, task, |state| state.cid = UNSET)?;
@@ -86,6 +92,7 @@ impl CidAllocator for LazyCids {
     }
 
     fn switch(&self, cpu: usize, next: Option<&Task>) -> Result<Option<u32>, CidError> {
+        self.space.check_next(next)?;
         if cpu >= self.cpus {
             return Err(CidError::BadCpu);
         }
@@ -109,6 +116,7 @@ impl CidAllocator for LazyCids {
     }
 
     fn set_affinity(&self, task: &Task, affinity: u64) -> Result<(), CidError> {
+        self.space.check(task)?;
         check_affinity(affinity, self.cpus)?;
         let mut members = lock(&self.members);
         {

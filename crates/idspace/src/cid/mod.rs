@@ -16,9 +16,11 @@
 //! # The designs
 //!
 //! All implement [`CidAllocator`]; a "CPU" is a worker slot, and `switch` is a context switch on
-//! it.
+//! it. A space has 1 to [`MAX_CPUS`] CPUs, and a [`Task`] belongs to the space that forked it:
+//! another space refuses it ([`CidError::ForeignTask`]).
 //!
-//! * [`Rework`]: Thomas Gleixner's rewrite (seed `000_f02e6dcde5f53c5d.txt`), see its docs.
+//! * [`Rework`], the recommended design: Thomas Gleixner's rewrite (seed
+//!   `000_f02e6dcde5f53c5d.txt`); its docs explain the ownership modes and the fixup walks.
 //!   Tasks own CIDs while there are few of them; CPUs own them, and tasks borrow, when tasks
 //!   outnumber the CID budget. Mode changes happen in fork and exit, which walk the tasks or the
 //!   CPUs to hand CIDs over; context switches stay a few loads and stores.
@@ -44,23 +46,37 @@ pub use lazy::LazyCids;
 pub use rework::Rework;
 pub use task::{affinity_mask, Task};
 
+// The kernel's CID word encoding: a CID, possibly with flag bits. Tasks and CPUs keep these
+// words internally; users see only the CID value (`user_cid`), so the encoding is private.
+
 /// No CID (`MM_CID_UNSET`).
-pub const UNSET: u32 = 1 << 31;
+pub(crate) const UNSET: u32 = 1 << 31;
 /// The CID is owned by the CPU (`MM_CID_ONCPU`).
-pub const ONCPU: u32 = 1 << 30;
+pub(crate) const ONCPU: u32 = 1 << 30;
 /// A transition between ownership modes is in progress (`MM_CID_TRANSIT`).
-pub const TRANSIT: u32 = 1 << 29;
-/// Spaces have at most this many CPUs (affinities are 64-bit masks).
+pub(crate) const TRANSIT: u32 = 1 << 29;
+/// Spaces have at most this many CPUs (affinities are 64-bit masks): a larger count is
+/// [`CidError::BadCpuCount`], a CPU number at or beyond it [`CidError::BadCpu`].
 pub const MAX_CPUS: usize = 64;
 
 /// The CID value of a CID word, as user space sees it.
 #[inline]
-pub fn user_cid(word: u32) -> u32 {
+pub(crate) fn user_cid(word: u32) -> u32 {
     word & !(ONCPU | TRANSIT)
+}
+
+/// Checks a space's CPU count: `1..=MAX_CPUS`.
+pub(crate) fn check_cpu_count(cpus: usize) -> Result<usize, CidError> {
+    if (1..=MAX_CPUS).contains(&cpus) {
+        Ok(cpus)
+    } else {
+        Err(CidError::BadCpuCount { cpus })
+    }
 }
 
 /// Who owns the CIDs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Mode {
     /// Tasks own CIDs.
     Task,
@@ -95,6 +111,23 @@ pub struct CidState {
 }
 
 /// The operations every CID design offers.
+///
+/// ```
+/// use idspace::cid::{BitmapCids, CidAllocator, CidError, LazyCids, Rework};
+///
+/// let designs: Vec<Box<dyn CidAllocator>> = vec![
+///     Box::new(Rework::new(2)?),
+///     Box::new(BitmapCids::new(2)?),
+///     Box::new(LazyCids::new(2)?),
+/// ];
+/// for space in &designs {
+///     let task = space.fork(0b11)?; // allowed on CPUs 0 and 1
+///     assert_eq!(space.switch(1, Some(&task))?, Some(0), "{}", space.name());
+///     assert_eq!(space.switch(2, Some(&task)), Err(CidError::BadCpu));
+///     space.exit(&task)?;
+/// }
+/// # Ok::<(), CidError>(())
+/// ```
 pub trait CidAllocator: Send + Sync {
     /// A short name for reports ("rework", "bitmap", "lazy").
     fn name(&self) -> &'static str;
@@ -111,21 +144,24 @@ pub trait CidAllocator: Send + Sync {
     /// The task leaves (exit); if it runs, its CPU becomes idle.
     ///
     /// # Errors
-    /// [`CidError::UnknownTask`] if it already exited.
+    /// [`CidError::ForeignTask`] if another space forked it, [`CidError::UnknownTask`] if it
+    /// already exited; nothing changes then.
     fn exit(&self, task: &Task) -> Result<(), CidError>;
 
     /// Context switch on `cpu`: the current task (if any) is switched out and `next` (if any)
     /// switched in. Returns the CID `next` sees.
     ///
     /// # Errors
-    /// [`CidError::BadCpu`], [`CidError::UnknownTask`], [`CidError::RunningElsewhere`],
-    /// [`CidError::NotAllowed`]; nothing changes then.
+    /// [`CidError::ForeignTask`] if another space forked `next`, [`CidError::BadCpu`],
+    /// [`CidError::UnknownTask`], [`CidError::RunningElsewhere`], [`CidError::NotAllowed`];
+    /// nothing changes then (in this space or any other).
     fn switch(&self, cpu: usize, next: Option<&Task>) -> Result<Option<u32>, CidError>;
 
     /// Changes a task's affinity (a bit per CPU).
     ///
     /// # Errors
-    /// [`CidError::UnknownTask`], [`CidError::BadCpu`].
+    /// [`CidError::ForeignTask`], [`CidError::UnknownTask`], [`CidError::BadCpu`]; nothing
+    /// changes then.
     fn set_affinity(&self, task: &Task, affinity: u64) -> Result<(), CidError>;
 
     /// Runs deferred work: the rework's deferred mode switch, the lazy design's compaction.

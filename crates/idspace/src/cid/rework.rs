@@ -1,60 +1,13 @@
-//! [`Rework`]: the MM CID rewrite (Linux 6.19), in user space.
-//!
-//! # Ownership modes
-//!
-//! * **Per-task** while `users <= max_cids`: every task owns a CID (a bit in the space's
-//!   bitmap). The CPU's slot only caches the CID of the task running on it.
-//! * **Per-CPU** once `users > max_cids`: CPUs own CIDs (their slot holds `cid | ONCPU`) and the
-//!   task running on a CPU borrows the CPU's CID. Tasks own nothing.
-//! * Back to per-task when `users < pcpu_thrs`.
-//!
-//! `opt = min(users, CPUs in the union of affinities)` (the union only grows),
-//! `max_cids = min(opt + opt/4, cpus)` and, recorded when per-CPU mode starts (and on affinity
-//! growth), `pcpu_thrs = max(min(opt - opt/4, cpus/2), 1)`. The `cpus/2` cap is what keeps the
-//! switch back from exhausting the CID space while CPUs still hold CIDs.
-//!
-//! # Who does what
-//!
-//! * **Fork and exit** are serialised by the space's mutex (the kernel's `mm_cid.mutex`). They
-//!   count users under the constraints lock (`mm_cid.lock`) and, when the mode must change, do
-//!   the fixup themselves: the mode word goes to the transition state (`ONCPU|TRANSIT` towards
-//!   per-CPU, `TRANSIT` towards per-task), a walk hands the CIDs over, and the final mode is
-//!   stored. In per-task mode a forked task gets a CID at once; in per-CPU mode nothing.
-//! * **Towards per-CPU** (fork), the walk visits the tasks: a running task's CID moves to its
-//!   CPU, a sleeping task's CID is dropped.
-//! * **Towards per-task** (exit, or deferred), the walk visits the CPUs: a CPU's CID moves to
-//!   the task running there, or is dropped.
-//! * **Affinity growth** that would allow the switch back is deferred to
-//!   [`CidAllocator::run_deferred`] (the kernel's worker), unless a fork or exit gets there first.
-//! * **Switch-out** does nothing. **Switch-in** reads its CPU's slot and the mode; in the common
-//!   case it copies one word (task to CPU slot in per-task mode, CPU slot to task in per-CPU
-//!   mode). Otherwise it takes over, drops or allocates a CID so that ownership matches the mode
-//!   it read, and compacts: a CID at or above `max_cids` is exchanged for a lower free one.
-//!
-//! Switch-ins never wait for a mode change: whichever mode they read, the walk still to come
-//! (or a later switch-in) fixes what they did, and every CID a running task sees is a bitmap
-//! bit that it or its CPU holds alone, so the two ABI rules hold throughout.
-//!
-//! # Where we differ from the kernel, and why
-//!
-//! * Context switches hold the CPU's runqueue lock and the next task's lock: a task is not
-//!   queued on one runqueue here (any CPU may switch any task in), so the task lock is what
-//!   keeps two CPUs from running it at once.
-//! * The walk towards per-CPU fixes a sleeping task under that task's lock alone, and only
-//!   *tries* a runqueue's lock (coming back later if it is busy). In the kernel,
-//!   `task_rq_lock` of a sleeping task can wait on a CPU whose switch-in spins for a free CID
-//!   that only the walk would free (the live lock fixed after merge, 4327fb13, by marking CIDs
-//!   `TRANSIT` in both directions). Here that wait cannot happen, so CIDs need no per-CID
-//!   `TRANSIT` mark; the mode word keeps its transition states.
-//! * A switch-in that must spin for a free CID does so without holding the task's lock.
+//! [`Rework`]: the MM CID rewrite (Linux 6.19), in user space. Its design is documented on the
+//! type, where `cargo doc` shows it.
 
 use std::collections::HashMap;
 
 use super::mask::CidMask;
-use super::task::{all_cpus, claim, exit_task, Claim, Rq, Rqs, Task, TaskState};
+use super::task::{all_cpus, claim, exit_task, Claim, Rq, Rqs, SpaceId, Task, TaskState};
 use super::{
-    check_affinity, user_cid, CidAllocator, CidError, CidState, Mode, MAX_CPUS, ONCPU, TRANSIT,
-    UNSET,
+    check_affinity, check_cpu_count, user_cid, CidAllocator, CidError, CidState, Mode, ONCPU,
+    TRANSIT, UNSET,
 };
 use crate::sync::{lock, spin_wait, try_lock, AtomicU32, Mutex, MutexGuard, Ordering};
 use crate::util::hash::BuildIntHasher;
@@ -98,8 +51,82 @@ struct Constraints {
     deferred: bool,
 }
 
-/// The rewrite's CID space for a fixed number of CPUs (see the module docs).
+/// The rewrite's CID space for a fixed number of CPUs: the recommended CID design.
+///
+/// A "CPU" is a worker slot and [`CidAllocator::switch`] a context switch on it: the CID it
+/// returns is below the CPU count and unique among the space's running tasks, so it can index
+/// per-CPU-like data.
+///
+/// ```
+/// use idspace::cid::{CidAllocator, CidError, Rework};
+///
+/// let space = Rework::new(4)?;
+/// let a = space.fork(space.all_cpus())?;
+/// let b = space.fork(space.all_cpus())?;
+/// assert_eq!(space.switch(0, Some(&a))?, Some(0));
+/// assert_eq!(space.switch(1, Some(&b))?, Some(1));
+/// space.switch(0, None)?; // CPU 0 goes idle
+///
+/// // A task belongs to the space that forked it.
+/// let other = Rework::new(4)?;
+/// assert_eq!(other.switch(0, Some(&a)), Err(CidError::ForeignTask));
+///
+/// space.exit(&a)?;
+/// space.exit(&b)?; // it was running on CPU 1, which becomes idle
+/// assert_eq!(space.cids_in_use(), 0);
+/// assert_eq!(Rework::new(100).err(), Some(CidError::BadCpuCount { cpus: 100 }));
+/// # Ok::<(), CidError>(())
+/// ```
+///
+/// # Ownership modes
+///
+/// * **Per-task** while `users <= max_cids`: every task owns a CID (a bit in the space's
+///   bitmap). The CPU's slot only caches the CID of the task running on it.
+/// * **Per-CPU** once `users > max_cids`: CPUs own CIDs (their slot holds `cid | ONCPU`) and the
+///   task running on a CPU borrows the CPU's CID. Tasks own nothing.
+/// * Back to per-task when `users < pcpu_thrs`.
+///
+/// `opt = min(users, CPUs in the union of affinities)` (the union only grows),
+/// `max_cids = min(opt + opt/4, cpus)` and, recorded when per-CPU mode starts (and on affinity
+/// growth), `pcpu_thrs = max(min(opt - opt/4, cpus/2), 1)`. The `cpus/2` cap is what keeps the
+/// switch back from exhausting the CID space while CPUs still hold CIDs.
+///
+/// # Who does what
+///
+/// * **Fork and exit** are serialised by the space's mutex (the kernel's `mm_cid.mutex`). They
+///   count users under the constraints lock (`mm_cid.lock`) and, when the mode must change, do
+///   the fixup themselves: the mode word goes to the transition state (`ONCPU|TRANSIT` towards
+///   per-CPU, `TRANSIT` towards per-task), a walk hands the CIDs over, and the final mode is
+///   stored. In per-task mode a forked task gets a CID at once; in per-CPU mode nothing.
+/// * **Towards per-CPU** (fork), the walk visits the tasks: a running task's CID moves to its
+///   CPU, a sleeping task's CID is dropped.
+/// * **Towards per-task** (exit, or deferred), the walk visits the CPUs: a CPU's CID moves to
+///   the task running there, or is dropped.
+/// * **Affinity growth** that would allow the switch back is deferred to
+///   [`CidAllocator::run_deferred`] (the kernel's worker), unless a fork or exit gets there first.
+/// * **Switch-out** does nothing. **Switch-in** reads its CPU's slot and the mode; in the common
+///   case it copies one word (task to CPU slot in per-task mode, CPU slot to task in per-CPU
+///   mode). Otherwise it takes over, drops or allocates a CID so that ownership matches the mode
+///   it read, and compacts: a CID at or above `max_cids` is exchanged for a lower free one.
+///
+/// Switch-ins never wait for a mode change: whichever mode they read, the walk still to come
+/// (or a later switch-in) fixes what they did, and every CID a running task sees is a bitmap
+/// bit that it or its CPU holds alone, so the two ABI rules hold throughout.
+///
+/// # Where we differ from the kernel, and why
+///
+/// * Context switches hold the CPU's runqueue lock and the next task's lock: a task is not
+///   queued on one runqueue here (any CPU may switch any task in), so the task lock is what
+///   keeps two CPUs from running it at once.
+/// * The walk towards per-CPU fixes a sleeping task under that task's lock alone, and only
+///   *tries* a runqueue's lock (coming back later if it is busy). In the kernel,
+///   `task_rq_lock` of a sleeping task can wait on a CPU whose switch-in spins for a free CID
+///   that only the walk would free (the live lock fixed after merge, 4327fb13, by marking CIDs
+///   `TRANSIT` in both directions). Here that wait cannot happen, so CIDs need no per-CID
+///   `TRANSIT` mark; the mode word keeps its transition states.
+/// * A switch-in that must spin for a free CID does so without holding the task's lock.
 pub struct Rework {
+    space: SpaceId,
     cpus: usize,
     cids: CidMask,
     hot: CachePadded<Hot>,
@@ -109,10 +136,14 @@ pub struct Rework {
 }
 
 impl Rework {
-    /// A space for `cpus` CPUs (clamped to `1..=64`).
-    pub fn new(cpus: usize) -> Rework {
-        let cpus = cpus.clamp(1, MAX_CPUS);
-        Rework {
+    /// A space for `cpus` CPUs (worker slots), with no task.
+    ///
+    /// # Errors
+    /// [`CidError::BadCpuCount`] unless `cpus` is in `1..=`[`MAX_CPUS`](super::MAX_CPUS).
+    pub fn new(cpus: usize) -> Result<Rework, CidError> {
+        let cpus = check_cpu_count(cpus)?;
+        Ok(Rework {
+            space: SpaceId::new(),
             cpus,
             cids: CidMask::new(cpus as u32),
             hot: CachePadded::new(Hot {
@@ -130,7 +161,7 @@ impl Rework {
                 pcpu_thrs: 1,
                 deferred: false,
             }),
-        }
+        })
     }
 
     /// `(opt, max_cids)` for `users` tasks allowed on the CPUs of `allowed`.
@@ -359,7 +390,7 @@ impl CidAllocator for Rework {
     fn fork(&self, affinity: u64) -> Result<Task, CidError> {
         check_affinity(affinity, self.cpus)?;
         let mut members = lock(&self.members);
-        let task = Task::fork(&mut members.next_id, affinity);
+        let task = Task::fork(&self.space, &mut members.next_id, affinity);
         let switch = {
             let mut constraints = lock(&self.constraints);
             constraints.users += 1;
@@ -381,6 +412,7 @@ impl CidAllocator for Rework {
     }
 
     fn exit(&self, task: &Task) -> Result<(), CidError> {
+        self.space.check(task)?;
         let mut members = lock(&self.members);
         exit_task(&self.rqs, task, |state| {
             if task_owned(state.cid) {
@@ -401,6 +433,7 @@ impl CidAllocator for Rework {
     }
 
     fn switch(&self, cpu: usize, next: Option<&Task>) -> Result<Option<u32>, CidError> {
+        self.space.check_next(next)?;
         if cpu >= self.cpus {
             return Err(CidError::BadCpu);
         }
@@ -414,6 +447,7 @@ impl CidAllocator for Rework {
     }
 
     fn set_affinity(&self, task: &Task, affinity: u64) -> Result<(), CidError> {
+        self.space.check(task)?;
         check_affinity(affinity, self.cpus)?;
         {
             let mut state = task.state();

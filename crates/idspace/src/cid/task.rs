@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::{CidError, UNSET};
+use super::{CidError, MAX_CPUS, UNSET};
 use crate::sync::{lock, Mutex, MutexGuard};
 use crossbeam_utils::CachePadded;
 
@@ -20,27 +20,60 @@ pub(crate) struct TaskState {
     pub(crate) exited: bool,
 }
 
+/// A space's identity: one allocation that the space and each of its tasks point at. Two spaces
+/// never share one (it lives as long as the space or any of its tasks does), so whether a task
+/// belongs to a space is a pointer comparison.
+pub(crate) struct SpaceId(Arc<()>);
+
+impl SpaceId {
+    pub(crate) fn new() -> SpaceId {
+        SpaceId(Arc::new(()))
+    }
+
+    /// Refuses a task that another space forked: its state (CPU, CID word) speaks of that
+    /// space's CPUs and bitmap, so acting on it here would break both spaces.
+    pub(crate) fn check(&self, task: &Task) -> Result<(), CidError> {
+        if Arc::ptr_eq(&self.0, &task.0.space.0) {
+            Ok(())
+        } else {
+            Err(CidError::ForeignTask)
+        }
+    }
+
+    /// [`SpaceId::check`] for a switch's optional next task.
+    pub(crate) fn check_next(&self, next: Option<&Task>) -> Result<(), CidError> {
+        next.map_or(Ok(()), |task| self.check(task))
+    }
+}
+
 pub(crate) struct TaskInner {
     id: u64,
+    /// The space that forked the task, the only one that may act on it.
+    space: SpaceId,
     pub(crate) state: Mutex<TaskState>,
 }
 
 /// A task of a CID space: returned by `fork`, passed to `switch`, `exit` and `set_affinity`.
 /// Cheap to clone.
+///
+/// A task belongs to the space that forked it: another space refuses it with
+/// [`CidError::ForeignTask`].
 #[derive(Clone)]
 pub struct Task(pub(crate) Arc<TaskInner>);
 
 impl Task {
-    /// A new task numbered `*next_id` (which moves on): every design's fork numbers tasks so.
-    pub(crate) fn fork(next_id: &mut u64, affinity: u64) -> Task {
-        let task = Task::new(*next_id, affinity);
+    /// A new task of `space` numbered `*next_id` (which moves on): every design's fork numbers
+    /// tasks so.
+    pub(crate) fn fork(space: &SpaceId, next_id: &mut u64, affinity: u64) -> Task {
+        let task = Task::new(SpaceId(Arc::clone(&space.0)), *next_id, affinity);
         *next_id += 1;
         task
     }
 
-    fn new(id: u64, affinity: u64) -> Task {
+    fn new(space: SpaceId, id: u64, affinity: u64) -> Task {
         Task(Arc::new(TaskInner {
             id,
+            space,
             state: Mutex::new(TaskState {
                 cid: UNSET,
                 on_cpu: None,
@@ -101,11 +134,23 @@ impl Rqs {
     }
 }
 
-/// An affinity mask for `cpus` CPUs from a list, checked.
+/// The affinity mask (a bit per CPU) of the CPUs in `cpus`, for a space of `ncpus` CPUs.
+///
+/// # Errors
+/// [`CidError::BadCpu`] if the list is empty or names a CPU at or beyond `ncpus` or at or
+/// beyond [`MAX_CPUS`] (a mask has 64 bits, so CPU 64 and above cannot be named at all).
+///
+/// ```
+/// use idspace::cid::{affinity_mask, CidError};
+///
+/// assert_eq!(affinity_mask(&[0, 2], 4), Ok(0b101));
+/// assert_eq!(affinity_mask(&[4], 4), Err(CidError::BadCpu));
+/// assert_eq!(affinity_mask(&[70], 128), Err(CidError::BadCpu));
+/// ```
 pub fn affinity_mask(cpus: &[usize], ncpus: usize) -> Result<u64, CidError> {
     let mut mask = 0u64;
     for &cpu in cpus {
-        if cpu >= ncpus {
+        if cpu >= ncpus.min(MAX_CPUS) {
             return Err(CidError::BadCpu);
         }
         mask |= 1 << cpu;

@@ -4,6 +4,7 @@ use core::fmt;
 
 /// Why a PID operation failed. The names follow the kernel's errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum PidError {
     /// No free ID at some level (`alloc_pid`'s `-EAGAIN`).
     Full,
@@ -22,6 +23,12 @@ pub enum PidError {
     TooDeep,
     /// No space has this number.
     UnknownNs,
+    /// The allocator holds as many spaces as it can: [`PerCpu::MAX_NAMESPACES`] for
+    /// [`PerCpu`] (the kernel caps namespaces per user with `ucounts` instead, `-ENOSPC`).
+    ///
+    /// [`PerCpu`]: super::PerCpu
+    /// [`PerCpu::MAX_NAMESPACES`]: super::PerCpu::MAX_NAMESPACES
+    TooManyNamespaces,
 }
 
 impl PidError {
@@ -35,6 +42,7 @@ impl PidError {
             PidError::NotFound => "not_found",
             PidError::TooDeep => "too_deep",
             PidError::UnknownNs => "unknown_ns",
+            PidError::TooManyNamespaces => "too_many_ns",
         }
     }
 }
@@ -49,6 +57,7 @@ impl fmt::Display for PidError {
             PidError::NotFound => "no object has this ID in this space",
             PidError::TooDeep => "spaces nest at most 32 levels below the root",
             PidError::UnknownNs => "no such space",
+            PidError::TooManyNamespaces => "the allocator holds no more spaces",
         })
     }
 }

@@ -15,8 +15,9 @@
 //!
 //! # The designs here
 //!
-//! All implement [`PidAllocator`] and pass one test suite. The first three give exactly the
-//! kernel's numbers:
+//! All implement [`PidAllocator`] and pass one test suite. [`PerCpu`] is the recommended design
+//! (its docs state its deferred-reuse guarantee); [`IdrOnce`] when the kernel's exact numbers
+//! matter. The first three give exactly the kernel's numbers:
 //!
 //! | design | allocation | lookup |
 //! |---|---|---|
@@ -76,6 +77,23 @@ pub const PID_MAX_MIN: u32 = RESERVED_PIDS + 1;
 pub const RESERVED_PIDS: u32 = 300;
 
 /// The operations every PID design offers.
+///
+/// ```
+/// use idspace::pid::{BitmapHash, IdrOnce, IdrRelock, PerCpu, PidAllocator, PidError, ROOT};
+///
+/// let designs: Vec<Box<dyn PidAllocator>> = vec![
+///     Box::new(IdrRelock::new()),
+///     Box::new(IdrOnce::new()),
+///     Box::new(BitmapHash::new()),
+///     Box::new(PerCpu::new(2)),
+/// ];
+/// for pids in &designs {
+///     let init = pids.alloc(ROOT, &[], 0)?;
+///     assert_eq!(init.ids(), [1], "{}", pids.name());
+///     assert_eq!(pids.alloc(ROOT, &[1], 0).err(), Some(PidError::Exists));
+/// }
+/// # Ok::<(), PidError>(())
+/// ```
 pub trait PidAllocator: Send + Sync {
     /// A short name for reports ("idr-relock", "percpu", ...).
     fn name(&self) -> &'static str;
@@ -83,7 +101,9 @@ pub trait PidAllocator: Send + Sync {
     /// Creates a space below `parent`.
     ///
     /// # Errors
-    /// [`PidError::UnknownNs`], or [`PidError::TooDeep`] past 32 levels below the root.
+    /// [`PidError::UnknownNs`], [`PidError::TooDeep`] past 32 levels below the root, or
+    /// [`PidError::TooManyNamespaces`] when the design holds no more spaces
+    /// ([`PerCpu::MAX_NAMESPACES`]; the other designs are limited by memory alone).
     fn new_ns(&self, parent: NsId) -> Result<NsId, PidError>;
 
     /// Sets a space's `pid_max`.

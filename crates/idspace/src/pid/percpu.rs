@@ -1,51 +1,12 @@
 //! [`PerCpu`]: per-CPU ranges of IDs, the design Mateusz Guzik sketches in seed
-//! `004_45dc81b80e1ef1d7.txt`, built.
-//!
-//! # Design
-//!
-//! * Each space's ID range is cut into *ranges* of [`RANGE`] IDs. A space keeps a directory:
-//!   which CPU holds which range, and a cursor for carving ranges cyclically.
-//! * Each CPU (worker slot) has one lock, its pidmap lock, guarding every range it carved, in
-//!   every space. An allocation on CPU `c` takes `c`'s lock once and, for each level, takes the
-//!   next ID of `c`'s current range in that space: one lock for all levels, and in the common
-//!   case no cache line that another CPU writes.
-//! * A range hands its IDs out once, in ascending order (a bump cursor), skipping IDs taken
-//!   exactly. When it is used up the CPU carves the next free range from the space's directory
-//!   (the directory's lock is the only shared lock on that path, once per 256 allocations).
-//! * A free from any CPU goes to the lock of the CPU that holds the range. A range that is used
-//!   up and has no live ID goes back to its space.
-//! * Lookup reads the space's directory (a read lock of that space, not a global lock) and then
-//!   takes the holding CPU's lock.
-//! * Rare paths take every CPU's lock in ascending order: exact IDs (`set_tid`, restore only),
-//!   and allocation when no range is left to carve (the space is nearly full).
-//!
-//! Lock order: a CPU's lock, then a space's directory. Lookups and frees read the directory
-//! and release it before locking a CPU, then check that the CPU still holds the range (a range
-//! with a live ID cannot move, so the check fails only for IDs that are gone).
-//!
-//! # Deferred reuse
-//!
-//! IDs are not sequential, but a freed ID is not handed out again soon. Within a range the bump
-//! cursor never goes back, and ranges are carved cyclically, so an ID freed in range `R` comes
-//! back only after `R` was returned and the space's carving cursor went once round the space:
-//! every other range that was free meanwhile was carved and used up first. **Guarantee:** after
-//! an ID is freed, at least `RANGE × (F − 1)` allocations in its space happen before it is
-//! handed out again, where `F` is the number of ranges of the space not held by any CPU at the
-//! time (with the default `pid_max` of 32768, `F` is 128 minus the ranges held: tens of
-//! thousands of allocations). The one exception is a nearly full space: when no range can be
-//! carved, an allocation takes any free ID in a held range, as the kernel's cyclic allocator
-//! reuses IDs once it has wrapped.
-//!
-//! # Differences from the kernel
-//!
-//! The 300 floor (`RESERVED_PIDS`) is not applied: ranges cover `1..pid_max` and are reused
-//! whole. `Full` means that no ID in `1..pid_max` is free.
+//! `004_45dc81b80e1ef1d7.txt`, built. Its design and its deferred-reuse guarantee are documented
+//! on the type, where `cargo doc` shows them.
 
 use std::collections::HashMap;
 
 use super::level::{check_pid_max, check_set_tid};
 use super::object::Pid;
-use super::space_list::SpaceList;
+use super::space_list::{SpaceList, CAPACITY};
 use super::spaces::Taken;
 use super::{NsId, PidAllocator, PidError, MAX_LEVEL, PID_MAX_DEFAULT};
 use crate::sync::{lock, read, write, AtomicUsize, Mutex, MutexGuard, Ordering, RwLock};
@@ -205,15 +166,87 @@ impl Space {
     }
 }
 
-/// Per-CPU ranges of IDs (see the module docs of [`crate::pid`] and the type's design notes).
+/// Per-CPU ranges of IDs, the design Mateusz Guzik sketches in seed `004_45dc81b80e1ef1d7.txt`,
+/// built: the recommended PID design when allocation throughput matters more than the kernel's
+/// exact sequence of numbers (see the module docs of [`crate::pid`] for the semantics all
+/// designs share).
 ///
-/// Holds at most 65,536 spaces.
+/// Holds at most [`PerCpu::MAX_NAMESPACES`] spaces, the root included; creating one more is
+/// [`PidError::TooManyNamespaces`].
+///
+/// ```
+/// use idspace::pid::{PerCpu, PidAllocator, PidError, ROOT};
+///
+/// let pids = PerCpu::new(4); // four worker slots
+/// // The root's first process is its init, 1.
+/// let init = pids.alloc(ROOT, &[], 0)?;
+/// assert_eq!(init.ids(), [1]);
+///
+/// // A child namespace: its processes have an ID there and one in the root.
+/// let child = pids.new_ns(ROOT)?;
+/// // `set_tid` asks for exact IDs, innermost first: 1 in the child (its init).
+/// let child_init = pids.alloc(child, &[1], 2)?;
+/// assert_eq!(child_init.id_in(child), Some(1));
+/// let in_root = child_init.id_in(ROOT).unwrap();
+/// assert_ne!(in_root, 1);
+///
+/// // Freeing it by any of its numbers frees every level.
+/// pids.free(ROOT, in_root, 3)?;
+/// assert!(pids.lookup(child, 1)?.is_none());
+/// // The child's init is gone: the namespace takes no new process.
+/// assert_eq!(pids.alloc(child, &[], 0).err(), Some(PidError::NamespaceDead));
+/// # Ok::<(), PidError>(())
+/// ```
+///
+/// # Design
+///
+/// * Each space's ID range is cut into *ranges* of [`RANGE`] IDs. A space keeps a directory:
+///   which CPU holds which range, and a cursor for carving ranges cyclically.
+/// * Each CPU (worker slot) has one lock, its pidmap lock, guarding every range it carved, in
+///   every space. An allocation on CPU `c` takes `c`'s lock once and, for each level, takes the
+///   next ID of `c`'s current range in that space: one lock for all levels, and in the common
+///   case no cache line that another CPU writes.
+/// * A range hands its IDs out once, in ascending order (a bump cursor), skipping IDs taken
+///   exactly. When it is used up the CPU carves the next free range from the space's directory
+///   (the directory's lock is the only shared lock on that path, once per 256 allocations).
+/// * A free from any CPU goes to the lock of the CPU that holds the range. A range that is used
+///   up and has no live ID goes back to its space.
+/// * Lookup reads the space's directory (a read lock of that space, not a global lock) and then
+///   takes the holding CPU's lock.
+/// * Rare paths take every CPU's lock in ascending order: exact IDs (`set_tid`, restore only),
+///   and allocation when no range is left to carve (the space is nearly full).
+///
+/// Lock order: a CPU's lock, then a space's directory. Lookups and frees read the directory
+/// and release it before locking a CPU, then check that the CPU still holds the range (a range
+/// with a live ID cannot move, so the check fails only for IDs that are gone).
+///
+/// # Deferred reuse
+///
+/// IDs are not sequential, but a freed ID is not handed out again soon. Within a range the bump
+/// cursor never goes back, and ranges are carved cyclically, so an ID freed in range `R` comes
+/// back only after `R` was returned and the space's carving cursor went once round the space:
+/// every other range that was free meanwhile was carved and used up first. **Guarantee:** after
+/// an ID is freed, at least `RANGE × (F − 1)` allocations in its space happen before it is
+/// handed out again, where `F` is the number of ranges of the space not held by any CPU at the
+/// time (with the default `pid_max` of 32768, `F` is 128 minus the ranges held: tens of
+/// thousands of allocations). The one exception is a nearly full space: when no range can be
+/// carved, an allocation takes any free ID in a held range, as the kernel's cyclic allocator
+/// reuses IDs once it has wrapped.
+///
+/// # Differences from the kernel
+///
+/// The 300 floor (`RESERVED_PIDS`) is not applied: ranges cover `1..pid_max` and are reused
+/// whole. `Full` means that no ID in `1..pid_max` is free.
 pub struct PerCpu {
     cpus: Box<[CachePadded<Mutex<CpuRanges>>]>,
     spaces: SpaceList<Space>,
 }
 
 impl PerCpu {
+    /// Spaces (namespaces) one allocator holds at most, the root included: 65,536 (128 in loom
+    /// models).
+    pub const MAX_NAMESPACES: usize = CAPACITY;
+
     /// An allocator for `cpus` worker slots (at least 1), with only the root space. A `cpu`
     /// argument beyond the slots wraps around (`cpu % cpus`).
     pub fn new(cpus: usize) -> PerCpu {
@@ -425,7 +458,7 @@ impl PidAllocator for PerCpu {
         self.spaces
             .push(Space::new(Some(parent), level))
             .map(|index| index as NsId)
-            .ok_or(PidError::Invalid)
+            .ok_or(PidError::TooManyNamespaces)
     }
 
     fn set_pid_max(&self, ns: NsId, max: u32) -> Result<(), PidError> {

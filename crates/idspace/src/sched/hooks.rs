@@ -16,6 +16,7 @@ impl fmt::Display for TaskId {
 
 /// How a task ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Exit {
     /// Its future returned.
     Completed,

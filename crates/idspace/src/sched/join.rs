@@ -12,6 +12,7 @@ use super::TaskId;
 use crate::sync::{self, Condvar, Mutex};
 
 /// Why a task produced no value.
+#[non_exhaustive]
 pub enum JoinError {
     /// The task panicked; the payload is the panic's.
     Panicked(Box<dyn Any + Send + 'static>),

@@ -19,6 +19,7 @@ pub const MAX_WORKERS: usize = 1024;
 
 /// How a wakeup reaches a task's target worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Policy {
     /// Lock the target's run queue, enqueue, notify it if it idles (the kernel before the
     /// wakelist, and `TTWU_QUEUE` off).
@@ -65,6 +66,7 @@ impl FromStr for Policy {
 
 /// Why a runtime could not be built.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BuildError {
     /// The worker count is 0 or above [`MAX_WORKERS`].
     Workers(usize),
@@ -410,6 +412,31 @@ impl Handle {
 }
 
 /// A running runtime: its workers and a [`Handle`]. Dropping it shuts it down.
+///
+/// ```
+/// use idspace::sched::{Policy, Runtime};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::new(2, Policy::Wakelist)?;
+/// let answer = runtime.block_on(async { 6 * 7 })?;
+/// assert_eq!(answer, 42);
+///
+/// // Tasks spawn tasks and await their handles; a panic is reported, not propagated.
+/// let handle = runtime.handle().clone();
+/// let sum = runtime.block_on(async move {
+///     let parts: Vec<_> = (1..=4u64).map(|n| handle.spawn(async move { n * n })).collect();
+///     let mut sum = 0;
+///     for part in parts {
+///         sum += part.await.expect("the task completed");
+///     }
+///     sum
+/// })?;
+/// assert_eq!(sum, 30);
+/// let failed = runtime.spawn(async { panic!("boom") }).join();
+/// assert_eq!(failed.unwrap_err().panic_message(), Some("boom"));
+/// # Ok(())
+/// # }
+/// ```
 pub struct Runtime {
     handle: Handle,
     threads: Vec<thread::JoinHandle<()>>,

@@ -4,6 +4,7 @@ use core::fmt;
 
 /// Why a table operation failed. The names follow the kernel's errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum TableError {
     /// The owner has no free ID (the kernel's `-EAGAIN` after trying every ID).
     Full,
@@ -44,6 +45,39 @@ impl fmt::Display for TableError {
 }
 
 impl std::error::Error for TableError {}
+
+/// Why a [`Sizing`](super::Sizing) was refused by
+/// [`ScaledHash::with_sizing`](super::ScaledHash::with_sizing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SizingError {
+    /// A bucket count (fixed, or to start with) of zero.
+    NoBuckets,
+    /// A bucket count (fixed, or to start with) above
+    /// [`MAX_SIZED_BUCKETS`](super::MAX_SIZED_BUCKETS).
+    TooManyBuckets {
+        /// The bucket count asked for.
+        buckets: usize,
+    },
+    /// A growing table's `max_load` of zero: every chain would overflow.
+    NoLoad,
+}
+
+impl fmt::Display for SizingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SizingError::NoBuckets => f.write_str("a table needs at least one bucket"),
+            SizingError::TooManyBuckets { buckets } => write!(
+                f,
+                "{buckets} buckets asked for, at most {} can be sized",
+                super::MAX_SIZED_BUCKETS
+            ),
+            SizingError::NoLoad => f.write_str("a growing table's max_load must be at least 1"),
+        }
+    }
+}
+
+impl std::error::Error for SizingError {}
 
 /// A create that failed: the error, and the value handed back so that nothing is lost.
 #[derive(Debug, PartialEq, Eq)]

@@ -18,7 +18,8 @@
 //!
 //! # The designs here
 //!
-//! All three implement [`IdTable`] and pass one test suite:
+//! All three implement [`IdTable`] and pass one test suite; [`ScaledHash::new`] is the
+//! recommended table:
 //!
 //! | design | storage | locks | seed column |
 //! |---|---|---|---|
@@ -75,10 +76,10 @@ mod radix;
 mod scaled;
 
 pub use chain::Entry;
-pub use error::{Rejected, TableError};
+pub use error::{Rejected, SizingError, TableError};
 pub use global::GlobalHash;
 pub use radix::Radix;
-pub use scaled::{ScaledHash, Sizing};
+pub use scaled::{ScaledHash, Sizing, MAX_SIZED_BUCKETS};
 
 /// Names an independent ID space (the kernel's `signal_struct`: one per process).
 pub type Owner = u64;
@@ -92,6 +93,22 @@ pub const MAX_ID: Id = i32::MAX as Id;
 /// The operations every table design offers; all designs pass the same test suite.
 ///
 /// Methods take `&self`: every design is safe to share between threads.
+///
+/// ```
+/// use idspace::table::{GlobalHash, IdTable, Radix, ScaledHash};
+///
+/// let designs: Vec<Box<dyn IdTable<&str>>> = vec![
+///     Box::new(GlobalHash::new()),
+///     Box::new(ScaledHash::new()),
+///     Box::new(Radix::new()),
+/// ];
+/// for table in &designs {
+///     assert_eq!(table.create(1, "first"), Ok(0), "{}", table.name());
+///     assert_eq!(table.create(1, "second"), Ok(1));
+///     assert_eq!(table.remove(1, 0), Ok("first"));
+///     assert_eq!(table.ids(1), [1]);
+/// }
+/// ```
 pub trait IdTable<T>: Send + Sync {
     /// A short name for reports ("global", "scaled", "radix").
     fn name(&self) -> &'static str;

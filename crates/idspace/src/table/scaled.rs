@@ -4,7 +4,7 @@
 use core::ptr;
 
 use super::chain::{delegate_chained_table, Chain, ChainGuard, ChainedTable, Chains, Entry};
-use super::{Id, Owner, Rejected, TableError, MAX_ID};
+use super::{Id, Owner, Rejected, SizingError, TableError, MAX_ID};
 use crate::util::hash::mix;
 use smallvec::SmallVec;
 
@@ -15,6 +15,11 @@ pub const BUCKETS_PER_CPU: usize = 512;
 
 /// Chain length above which an insert splits a bucket: the entries a bucket holds inline.
 pub const DEFAULT_MAX_LOAD: usize = 2;
+
+/// The most buckets a [`Sizing`] may ask for, fixed or to start with: 2^24 (a GiB of
+/// cache-line buckets, 4 times the kernel's table on its largest machines). A growing table
+/// grows beyond it as it fills.
+pub const MAX_SIZED_BUCKETS: usize = 1 << 24;
 
 /// Buckets split per overflow, on average. One keeps the load near 1.8 entries per bucket; two
 /// measured no faster and cost 40% more buckets.
@@ -28,17 +33,22 @@ const MAX_SEGMENTS: usize = 40;
 const MAX_SEGMENTS: usize = 4;
 
 /// How a [`ScaledHash`] is sized.
+///
+/// Bucket counts are rounded up to a power of two and must lie in `1..=`[`MAX_SIZED_BUCKETS`],
+/// and a growing table's `max_load` must be at least 1:
+/// [`ScaledHash::with_sizing`] refuses anything else with a [`SizingError`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Sizing {
     /// A fixed number of buckets, like the kernel's table (rounded up to a power of two).
     Fixed {
-        /// Number of buckets.
+        /// Number of buckets, `1..=MAX_SIZED_BUCKETS`.
         buckets: usize,
     },
     /// Start with `initial` buckets (rounded up to a power of two) and split the next bucket
     /// whenever an insert leaves a chain longer than `max_load`.
     Growing {
-        /// Number of buckets to start with.
+        /// Number of buckets to start with, `1..=MAX_SIZED_BUCKETS`.
         initial: usize,
         /// Chain length (at least 1) above which an insert splits a bucket.
         max_load: usize,
@@ -46,9 +56,13 @@ pub enum Sizing {
 }
 
 impl Sizing {
-    /// The kernel's bucket count for `cpus` CPUs: `roundup_pow_of_two(512 × cpus)`.
+    /// The kernel's bucket count for `cpus` CPUs: `roundup_pow_of_two(512 × cpus)`, at most
+    /// [`MAX_SIZED_BUCKETS`].
     pub fn kernel_buckets(cpus: usize) -> usize {
-        (BUCKETS_PER_CPU * cpus.max(1)).next_power_of_two()
+        BUCKETS_PER_CPU
+            .saturating_mul(cpus.max(1))
+            .min(MAX_SIZED_BUCKETS)
+            .next_power_of_two()
     }
 
     /// The kernel's fixed table for this machine's CPU count.
@@ -64,6 +78,22 @@ impl Sizing {
         Sizing::Growing {
             initial: Self::kernel_buckets(available_cpus()),
             max_load: DEFAULT_MAX_LOAD,
+        }
+    }
+
+    /// The sizing's (bucket count rounded up to a power of two, `max_load`, 0 for a fixed
+    /// table), if its parameters are in range.
+    fn checked(self) -> Result<(usize, usize), SizingError> {
+        let (buckets, max_load) = match self {
+            Sizing::Fixed { buckets } => (buckets, 0),
+            Sizing::Growing { max_load: 0, .. } => return Err(SizingError::NoLoad),
+            Sizing::Growing { initial, max_load } => (initial, max_load),
+        };
+        match buckets {
+            0 => Err(SizingError::NoBuckets),
+            // MAX_SIZED_BUCKETS is a power of two, so rounding up stays within it.
+            1..=MAX_SIZED_BUCKETS => Ok((buckets.next_power_of_two(), max_load)),
+            _ => Err(SizingError::TooManyBuckets { buckets }),
         }
     }
 }
@@ -109,12 +139,8 @@ unsafe impl<T: Send> Send for ScaledChains<T> {}
 unsafe impl<T: Send> Sync for ScaledChains<T> {}
 
 impl<T: Send> ScaledChains<T> {
-    fn new(sizing: Sizing) -> Self {
-        let (initial, max_load) = match sizing {
-            Sizing::Fixed { buckets } => (buckets, 0),
-            Sizing::Growing { initial, max_load } => (initial, max_load.max(1)),
-        };
-        let initial = initial.max(1).next_power_of_two();
+    fn new(sizing: Sizing) -> Result<Self, SizingError> {
+        let (initial, max_load) = sizing.checked()?;
         let base_shift = initial.trailing_zeros();
         let segments: Box<[AtomicPtr<Bucket<T>>]> = (0..MAX_SEGMENTS)
             .map(|_| AtomicPtr::new(ptr::null_mut()))
@@ -128,7 +154,7 @@ impl<T: Send> ScaledChains<T> {
         };
         // Not yet shared: the store needs no ordering beyond the one that publishes `chains`.
         chains.segments[0].store(chains.alloc_segment(0), Ordering::Relaxed);
-        chains
+        Ok(chains)
     }
 
     #[inline]
@@ -331,7 +357,27 @@ impl<T> Drop for ScaledChains<T> {
 ///
 /// Lookups lock one bucket; creates and removes lock the owner, then one bucket. With
 /// [`Sizing::Growing`] the table splits buckets as it fills, keeping chains short without ever
-/// stopping other threads.
+/// stopping other threads. This is the recommended table design.
+///
+/// ```
+/// use idspace::table::{IdTable, ScaledHash, TableError};
+///
+/// let timers = ScaledHash::new();
+/// // Each owner (a process) has its own IDs, handed out from its cursor.
+/// assert_eq!(timers.create(7, "tick"), Ok(0));
+/// assert_eq!(timers.create(7, "tock"), Ok(1));
+/// assert_eq!(timers.create(8, "alarm"), Ok(0));
+/// assert_eq!(timers.get(7, 1).as_deref(), Some(&"tock"));
+///
+/// // Restore mode creates exact IDs (checkpoint/restore).
+/// assert_eq!(timers.create_at(8, 40, "restored").map_err(|r| r.error), Err(TableError::NotRestoring));
+/// timers.set_restore(8, true);
+/// assert_eq!(timers.create_at(8, 40, "restored").map_err(|r| r.error), Ok(40));
+/// assert_eq!(timers.ids(8), [0, 40]);
+///
+/// assert_eq!(timers.remove(7, 0), Ok("tick"));
+/// assert_eq!(timers.remove_owner(8), 2);
+/// ```
 ///
 /// # Growth by linear hashing
 ///
@@ -381,24 +427,39 @@ pub struct ScaledHash<T> {
 impl<T: Send> ScaledHash<T> {
     /// Our default: the kernel's initial size for this machine, growing (see [`Sizing::growing`]).
     pub fn new() -> Self {
-        Self::with_sizing(Sizing::growing())
+        Self::with_valid_sizing(Sizing::growing())
     }
 
     /// The kernel's fixed table for this machine (see [`Sizing::kernel`]).
     pub fn kernel_sized() -> Self {
-        Self::with_sizing(Sizing::kernel())
+        Self::with_valid_sizing(Sizing::kernel())
     }
 
     /// A table sized as asked, with the kernel's ID range.
-    pub fn with_sizing(sizing: Sizing) -> Self {
+    ///
+    /// # Errors
+    /// A [`SizingError`] if a bucket count is outside `1..=`[`MAX_SIZED_BUCKETS`] or a growing
+    /// table's `max_load` is 0.
+    pub fn with_sizing(sizing: Sizing) -> Result<Self, SizingError> {
         Self::with_sizing_and_max_id(sizing, MAX_ID)
     }
 
-    /// A table sized as asked whose IDs run `0..=max_id`.
-    pub fn with_sizing_and_max_id(sizing: Sizing, max_id: Id) -> Self {
-        ScaledHash {
-            table: ChainedTable::new(ScaledChains::new(sizing), max_id.min(MAX_ID)),
+    /// A table sized as asked whose IDs run `0..=max_id` (`max_id` is capped at [`MAX_ID`]).
+    ///
+    /// # Errors
+    /// As [`ScaledHash::with_sizing`].
+    pub fn with_sizing_and_max_id(sizing: Sizing, max_id: Id) -> Result<Self, SizingError> {
+        Ok(ScaledHash {
+            table: ChainedTable::new(ScaledChains::new(sizing)?, max_id.min(MAX_ID)),
             sizing,
+        })
+    }
+
+    /// A table with a sizing that [`Sizing::kernel_buckets`] keeps in range.
+    fn with_valid_sizing(sizing: Sizing) -> Self {
+        match Self::with_sizing(sizing) {
+            Ok(table) => table,
+            Err(error) => unreachable!("the kernel's sizing is in range: {error}"),
         }
     }
 
@@ -435,7 +496,8 @@ mod tests {
         let chains = ScaledChains::<()>::new(Sizing::Growing {
             initial: 4,
             max_load: 1,
-        });
+        })
+        .unwrap();
         for n in 4..64 {
             let mut seen = vec![false; n];
             for hash in 0..256u64 {
@@ -452,7 +514,7 @@ mod tests {
 
     #[test]
     fn segments_tile_the_bucket_indices() {
-        let chains = ScaledChains::<()>::new(Sizing::Fixed { buckets: 8 });
+        let chains = ScaledChains::<()>::new(Sizing::Fixed { buckets: 8 }).unwrap();
         let mut expected = (0, 0);
         for index in 0..1000 {
             assert_eq!(chains.locate(index), expected, "bucket {index}");

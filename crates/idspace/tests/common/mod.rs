@@ -9,21 +9,23 @@ use idspace::table::{GlobalHash, Id, IdTable, Radix, ScaledHash, Sizing};
 pub fn table_designs(max_id: Id) -> Vec<Box<dyn IdTable<u64>>> {
     vec![
         Box::new(GlobalHash::with_max_id(max_id)),
-        Box::new(ScaledHash::with_sizing_and_max_id(
-            Sizing::Growing {
-                initial: 1,
-                max_load: 1,
-            },
-            max_id,
-        )),
-        Box::new(ScaledHash::with_sizing_and_max_id(
-            Sizing::Fixed { buckets: 64 },
-            max_id,
-        )),
-        Box::new(ScaledHash::with_sizing_and_max_id(
-            Sizing::growing(),
-            max_id,
-        )),
+        Box::new(
+            ScaledHash::with_sizing_and_max_id(
+                Sizing::Growing {
+                    initial: 1,
+                    max_load: 1,
+                },
+                max_id,
+            )
+            .expect("a valid sizing"),
+        ),
+        Box::new(
+            ScaledHash::with_sizing_and_max_id(Sizing::Fixed { buckets: 64 }, max_id)
+                .expect("a valid sizing"),
+        ),
+        Box::new(
+            ScaledHash::with_sizing_and_max_id(Sizing::growing(), max_id).expect("a valid sizing"),
+        ),
         Box::new(Radix::with_max_id(max_id)),
     ]
 }

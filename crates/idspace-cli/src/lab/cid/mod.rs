@@ -6,7 +6,7 @@ mod workloads;
 
 use std::time::Duration;
 
-use idspace::cid::{BitmapCids, CidAllocator, LazyCids, Rework};
+use idspace::cid::{BitmapCids, CidAllocator, LazyCids, Rework, MAX_CPUS};
 
 use super::measure::{column, medians, ratios_to};
 use super::model::{Plot, Row, Section, Series, Table};
@@ -20,19 +20,23 @@ pub struct Cids;
 /// CPUs than this machine has; the spaces are user-space structures, so they can).
 const SIM_CPUS: usize = 8;
 
+/// The lab's CPU counts are small constants or this machine's count, capped to what a space
+/// can have.
+const CAPPED: &str = "a CPU count capped to 1..=MAX_CPUS";
+
 fn designs(cpus: usize) -> Vec<(&'static str, Box<dyn CidAllocator>)> {
-    vec![
-        ("rework", Box::new(Rework::new(cpus))),
-        ("bitmap", Box::new(BitmapCids::new(cpus))),
-        ("lazy", Box::new(LazyCids::new(cpus))),
-    ]
+    ["rework", "bitmap", "lazy"]
+        .into_iter()
+        .map(|name| (name, make(name, cpus)))
+        .collect()
 }
 
 fn make(name: &str, cpus: usize) -> Box<dyn CidAllocator> {
+    let cpus = cpus.clamp(1, MAX_CPUS);
     match name {
-        "bitmap" => Box::new(BitmapCids::new(cpus)),
-        "lazy" => Box::new(LazyCids::new(cpus)),
-        _ => Box::new(Rework::new(cpus)),
+        "bitmap" => Box::new(BitmapCids::new(cpus).expect(CAPPED)),
+        "lazy" => Box::new(LazyCids::new(cpus).expect(CAPPED)),
+        _ => Box::new(Rework::new(cpus).expect(CAPPED)),
     }
 }
 
@@ -78,8 +82,10 @@ impl Experiment for Cids {
                 match c {
                     "kernel rseq" => workloads::rseq_read(pairs).map(|ns| vec![f64::NAN, ns]),
                     // 8 tasks on 4 CPUs: users > max_cids, per-CPU mode.
-                    "rework (per-CPU mode)" => workloads::switch_pair(&Rework::new(4), 8, pairs)
-                        .map(|ns| vec![ns, f64::NAN]),
+                    "rework (per-CPU mode)" => {
+                        workloads::switch_pair(make("rework", 4).as_ref(), 8, pairs)
+                            .map(|ns| vec![ns, f64::NAN])
+                    }
                     // 2 tasks on 4 CPUs: per-task mode.
                     name => workloads::switch_pair(make(name, 4).as_ref(), 2, pairs)
                         .map(|ns| vec![ns, f64::NAN]),
@@ -232,7 +238,7 @@ impl Experiment for Cids {
                 &label,
                 &mut notes,
                 |&c| {
-                    let space = Rework::new(cpus);
+                    let space = Rework::new(cpus.clamp(1, MAX_CPUS)).expect(CAPPED);
                     let shards = match c {
                         "shared atomic" => Shards::Shared,
                         "thread_local shards" => Shards::PerThread,
@@ -327,7 +333,7 @@ mod tests {
                 "{name}: {trace:?}"
             );
         }
-        let space = Rework::new(2);
+        let space = Rework::new(2).unwrap();
         for shards in [Shards::Shared, Shards::PerThread, Shards::Rework(&space)] {
             let (ns, bytes) = workloads::counter(shards, 3, Duration::from_millis(5)).unwrap();
             assert!(ns > 0.0 && bytes > 0);
