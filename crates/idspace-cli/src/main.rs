@@ -1,6 +1,5 @@
 //! `idspace`: the lab (`bench`) and the replay driver (`replay`).
 
-mod lab;
 mod replay;
 
 use std::io;
@@ -8,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use idspace_lab as lab;
 
 #[global_allocator]
 static ALLOCATOR: lab::alloc::CountingAlloc = lab::alloc::CountingAlloc;

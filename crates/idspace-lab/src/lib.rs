@@ -1,10 +1,15 @@
-//! `idspace bench`: the lab. Runs experiments against every design, the peers a user would
-//! pick instead, and the Linux kernel on this machine, all in one run, and writes
-//! `report.md`, `results.json` and SVG plots.
+//! The idspace lab: runs experiments against every design of the `idspace` crate, the peers a
+//! user would pick instead, and the Linux kernel on this machine, all in one run, and writes
+//! `report.md`, `results.json` and SVG plots. The `idspace bench` command is its front end.
 //!
-//! An experiment is a [`Experiment`]: it receives the [`Scale`] and a [`Progress`], and
+//! An experiment is an [`Experiment`]: it receives the [`Scale`] and a [`Progress`], and
 //! returns a [`Section`] of tables, plots and notes. Adding an experiment means adding a module
 //! and a line to [`experiments`].
+//!
+//! Memory figures come from [`alloc::CountingAlloc`], which the binary running the lab installs
+//! as its global allocator.
+
+#![warn(missing_docs)]
 
 pub mod alloc;
 mod cid;
@@ -18,6 +23,11 @@ mod stats;
 mod svg;
 mod timers;
 mod wake;
+
+// The lab's own tests measure memory too.
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: alloc::CountingAlloc = alloc::CountingAlloc;
 
 use std::fs;
 use std::path::Path;

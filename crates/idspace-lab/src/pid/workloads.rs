@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use idspace::pid::{NsId, PidAllocator, PID_MAX_LIMIT, ROOT};
 
-use crate::lab::measure::timed;
+use crate::measure::timed;
 
 /// Builds the spaces a run allocates in: a chain of `depth` levels (each space with its init,
 /// which stays), and for `own_space` a leaf per worker below the chain's second-deepest level.
