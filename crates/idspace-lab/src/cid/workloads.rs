@@ -4,8 +4,8 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crossbeam_utils::CachePadded;
 use idspace::cid::{rseq, CidAllocator, CidError, Task};
-use idspace::padded::CachePadded;
 use thread_local::ThreadLocal;
 
 use crate::measure::timed;
@@ -219,7 +219,7 @@ pub fn counter(
     duration: Duration,
 ) -> Result<(f64, usize), String> {
     let padded = core::mem::size_of::<CachePadded<AtomicU64>>();
-    let shared = CachePadded(AtomicU64::new(0));
+    let shared = CachePadded::new(AtomicU64::new(0));
     let per_thread: ThreadLocal<CachePadded<AtomicU64>> = ThreadLocal::new();
     let slots = match shards {
         Shards::Rework(space) => space.cpus(),
@@ -229,8 +229,9 @@ pub fn counter(
     if matches!(shards, Shards::Kernel) && !rseq::available() {
         return Err("rseq mm_cid is not available on this machine".into());
     }
-    let array: Vec<CachePadded<AtomicU64>> =
-        (0..slots).map(|_| CachePadded(AtomicU64::new(0))).collect();
+    let array: Vec<CachePadded<AtomicU64>> = (0..slots)
+        .map(|_| CachePadded::new(AtomicU64::new(0)))
+        .collect();
     let (elapsed, total) = timed(threads, duration, &|worker, stop| {
         let mut done = 0u64;
         match shards {
@@ -243,7 +244,7 @@ pub fn counter(
                 }
             }
             Shards::PerThread => {
-                let shard = per_thread.get_or(|| CachePadded(AtomicU64::new(0)));
+                let shard = per_thread.get_or(|| CachePadded::new(AtomicU64::new(0)));
                 while !stop.load(Ordering::Relaxed) {
                     for _ in 0..BATCH {
                         shard.fetch_add(1, Ordering::Relaxed);

@@ -302,8 +302,8 @@ impl Experiment for Timers {
                 .into(),
         );
         notes.push(
-            "Peers: `dashmap` and `scc::HashMap` keyed by (owner, id) with the same integer \
-             hasher as ours, each owner's cursor an atomic counter (like the kernel's \
+            "Peers: `dashmap` and `scc::HashMap` keyed by (owner, id) with foldhash's fast \
+             hasher (the crate our designs hash with), each owner's cursor an atomic counter (like the kernel's \
              `next_posix_timer_id`), and uniqueness decided by the map's insert. They keep no \
              per-owner ID list, so they cannot list or drop an owner's IDs without a full scan: \
              they do less work per create than our designs."

@@ -4,9 +4,9 @@
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crossbeam_utils::CachePadded;
 use dashmap::DashMap;
-use idspace::padded::CachePadded;
-use idspace::table::hash::BuildIntHasher;
+use foldhash::fast::FixedState;
 use idspace::table::{GlobalHash, IdTable, Radix, ScaledHash, MAX_ID};
 
 use super::kernel::KernelTimers;
@@ -131,7 +131,7 @@ impl Default for Cursors {
     fn default() -> Self {
         Cursors(
             (0..MAX_OWNERS)
-                .map(|_| CachePadded(AtomicU32::new(0)))
+                .map(|_| CachePadded::new(AtomicU32::new(0)))
                 .collect(),
         )
     }
@@ -145,10 +145,10 @@ impl Cursors {
     }
 }
 
-/// `dashmap::DashMap` keyed by (owner, id), with our integer hasher.
+/// `dashmap::DashMap` keyed by (owner, id), with foldhash's fast integer hasher.
 #[derive(Default)]
 pub struct Dash {
-    map: DashMap<(u64, u32), Handle, BuildIntHasher>,
+    map: DashMap<(u64, u32), Handle, FixedState>,
     cursors: Cursors,
 }
 
@@ -177,10 +177,10 @@ impl Subject for Dash {
     }
 }
 
-/// `scc::HashMap` keyed by (owner, id), with our integer hasher.
+/// `scc::HashMap` keyed by (owner, id), with foldhash's fast integer hasher.
 #[derive(Default)]
 pub struct Scc {
-    map: scc::HashMap<(u64, u32), Handle, BuildIntHasher>,
+    map: scc::HashMap<(u64, u32), Handle, FixedState>,
     cursors: Cursors,
 }
 
