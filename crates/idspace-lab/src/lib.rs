@@ -2,9 +2,10 @@
 //! user would pick instead, and the Linux kernel on this machine, all in one run, and writes
 //! `report.md`, `results.json` and SVG plots. The `idspace bench` command is its front end.
 //!
-//! An experiment is an [`Experiment`]: it receives the [`Scale`] and a [`Progress`], and
-//! returns a [`Section`] of tables, plots and notes. Adding an experiment means adding a module
-//! and a line to [`experiments`].
+//! An experiment is an [`Experiment`]: it receives a [`Context`] (the machine, the [`Scale`],
+//! a [`Progress`] display, the notes, and [`Context::measure`], the one way to measure its
+//! candidates) and returns a [`Section`] of tables, plots and notes. Adding an experiment means
+//! adding a module and a line to [`experiments`].
 //!
 //! Memory figures come from [`alloc::CountingAlloc`], which the binary running the lab installs
 //! as its global allocator.
@@ -13,8 +14,9 @@
 
 pub mod alloc;
 mod cid;
+mod context;
 mod machine;
-mod measure;
+pub mod measure;
 pub mod model;
 mod pid;
 mod progress;
@@ -34,6 +36,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+pub use context::Context;
 pub use machine::Machine;
 pub use model::Section;
 pub use progress::Progress;
@@ -66,24 +69,14 @@ impl Scale {
     }
 }
 
-/// `", oversubscribed"` when `workers` threads outnumber the machine's `cpus`, else `""`: every
-/// table whose runs use more threads than cores says so.
-pub fn oversubscribed(workers: usize, cpus: usize) -> &'static str {
-    if workers > cpus {
-        ", oversubscribed"
-    } else {
-        ""
-    }
-}
-
 /// One experiment of the lab.
 pub trait Experiment {
     /// The name used on the command line (`idspace bench NAME`).
     fn name(&self) -> &'static str;
     /// One line saying what it measures.
     fn about(&self) -> &'static str;
-    /// Runs the experiment.
-    fn run(&self, scale: Scale) -> Result<Section, String>;
+    /// Runs the experiment; its notes are taken from `cx.notes` into the section.
+    fn run(&self, cx: &mut Context) -> Result<Section, String>;
 }
 
 /// Every experiment, in report order.
@@ -123,9 +116,11 @@ pub fn run(names: &[String], scale: Scale, out: &Path) -> Result<(), String> {
         .filter(|e| names.is_empty() || names.iter().any(|n| n == e.name()))
     {
         eprintln!("== {}: {}", experiment.name(), experiment.about());
+        let mut cx = Context::new(machine.clone(), scale, experiment.name());
         let section = experiment
-            .run(scale)
+            .run(&mut cx)
             .map_err(|e| format!("experiment {} failed: {e}", experiment.name()))?;
+        cx.progress.finish();
         for plot in &section.plots {
             let path = out.join(&plot.file);
             fs::write(&path, svg::render(plot))

@@ -57,6 +57,12 @@ pub struct Candidate {
     pub make: fn() -> Box<dyn Subject>,
 }
 
+impl crate::measure::Candidate for Candidate {
+    fn name(&self) -> &str {
+        self.name
+    }
+}
+
 /// Every candidate, in column order. `scaled` is the reference column for ratios.
 pub fn candidates() -> Vec<Candidate> {
     vec![
