@@ -9,6 +9,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use idspace_lab as lab;
 
+// The lab measures memory with it; it counts nothing unless a lab measurement runs, so
+// `replay` pays one relaxed load per allocation (see `idspace_lab::alloc`).
 #[global_allocator]
 static ALLOCATOR: lab::alloc::CountingAlloc = lab::alloc::CountingAlloc;
 

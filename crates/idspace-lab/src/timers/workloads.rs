@@ -227,12 +227,12 @@ pub fn sparse(
             Err(failed())
         };
     }
-    let ((subject, elapsed, all), allocated) = super::super::alloc::measure(|| {
+    let ((subject, elapsed, all), allocated) = crate::alloc::measure(|| {
         let subject = (candidate.make)();
         let start = Instant::now();
         let all = (0..count).all(|i| subject.create_exact(0, i * spacing));
         (subject, start.elapsed(), all)
-    });
+    })?;
     if !all {
         return Err(failed());
     }
