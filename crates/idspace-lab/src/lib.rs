@@ -18,6 +18,7 @@ mod context;
 mod machine;
 pub mod measure;
 pub mod model;
+mod output;
 mod pid;
 mod progress;
 mod report;
@@ -39,6 +40,7 @@ use serde::Serialize;
 pub use context::Context;
 pub use machine::Machine;
 pub use model::Section;
+use output::Output;
 pub use progress::Progress;
 
 /// How big the experiments are.
@@ -89,13 +91,6 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
     ]
 }
 
-#[derive(Serialize)]
-struct Results<'a> {
-    machine: &'a Machine,
-    scale: Scale,
-    experiments: &'a [Section],
-}
-
 /// Runs the named experiments (all if `names` is empty) and writes the report into `out`.
 pub fn run(names: &[String], scale: Scale, out: &Path) -> Result<(), String> {
     let all = experiments();
@@ -109,6 +104,7 @@ pub fn run(names: &[String], scale: Scale, out: &Path) -> Result<(), String> {
         }
     }
     fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    let output = Output::new(out);
     let machine = Machine::probe();
     let mut sections = Vec::new();
     for experiment in all
@@ -121,35 +117,11 @@ pub fn run(names: &[String], scale: Scale, out: &Path) -> Result<(), String> {
             .run(&mut cx)
             .map_err(|e| format!("experiment {} failed: {e}", experiment.name()))?;
         cx.progress.finish();
-        for plot in &section.plots {
-            let path = out.join(&plot.file);
-            fs::write(&path, svg::render(plot))
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        }
+        output.write_plots(&section)?;
         sections.push(section);
         // Write after every experiment, so an interrupted run keeps what it measured.
-        write_outputs(out, &machine, scale, &sections)?;
+        output.write_results(&machine, scale, &sections)?;
     }
-    eprintln!("report: {}", out.join("report.md").display());
+    eprintln!("report: {}", output.report_path().display());
     Ok(())
-}
-
-fn write_outputs(
-    out: &Path,
-    machine: &Machine,
-    scale: Scale,
-    sections: &[Section],
-) -> Result<(), String> {
-    let report = report::render(machine, scale.name(), sections);
-    let report_path = out.join("report.md");
-    fs::write(&report_path, report)
-        .map_err(|e| format!("cannot write {}: {e}", report_path.display()))?;
-    let results = Results {
-        machine,
-        scale,
-        experiments: sections,
-    };
-    let json = serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?;
-    let json_path = out.join("results.json");
-    fs::write(&json_path, json).map_err(|e| format!("cannot write {}: {e}", json_path.display()))
 }
