@@ -37,7 +37,7 @@ enum Command {
         /// Where report.md, results.json and the plots go.
         #[arg(long, default_value = "lab")]
         out: PathBuf,
-        /// List the experiments and exit.
+        /// List the experiments (those named, or all) and exit.
         #[arg(long)]
         list: bool,
     },
@@ -83,10 +83,18 @@ fn main() -> ExitCode {
             list,
         } => {
             if list {
-                for experiment in lab::experiments() {
-                    println!("{:<10} {}", experiment.name(), experiment.about());
-                }
-                return ExitCode::SUCCESS;
+                return match lab::select(&experiments) {
+                    Ok(selected) => {
+                        for experiment in selected {
+                            println!("{:<10} {}", experiment.name(), experiment.about());
+                        }
+                        ExitCode::SUCCESS
+                    }
+                    Err(error) => {
+                        eprintln!("idspace bench: {error}");
+                        ExitCode::from(2)
+                    }
+                };
             }
             let scale = if full {
                 lab::Scale::Full

@@ -32,7 +32,6 @@ mod wake;
 #[global_allocator]
 static ALLOCATOR: alloc::CountingAlloc = alloc::CountingAlloc;
 
-use std::fs;
 use std::path::Path;
 
 use serde::Serialize;
@@ -91,26 +90,36 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
     ]
 }
 
-/// Runs the named experiments (all if `names` is empty) and writes the report into `out`.
-pub fn run(names: &[String], scale: Scale, out: &Path) -> Result<(), String> {
+/// The experiments called `names`, in report order (all of them if `names` is empty); an error
+/// naming the known experiments if a name is not one of them.
+pub fn select(names: &[String]) -> Result<Vec<Box<dyn Experiment>>, String> {
     let all = experiments();
-    let known: Vec<&str> = all.iter().map(|e| e.name()).collect();
-    for name in names {
-        if !known.contains(&name.as_str()) {
-            return Err(format!(
-                "unknown experiment \"{name}\" (known: {})",
-                known.join(", ")
-            ));
-        }
+    if let Some(unknown) = names
+        .iter()
+        .find(|name| !all.iter().any(|e| e.name() == name.as_str()))
+    {
+        let known: Vec<&str> = all.iter().map(|e| e.name()).collect();
+        return Err(format!(
+            "unknown experiment \"{unknown}\" (known: {})",
+            known.join(", ")
+        ));
     }
-    fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    let output = Output::new(out);
+    Ok(all
+        .into_iter()
+        .filter(|e| names.is_empty() || names.iter().any(|n| n == e.name()))
+        .collect())
+}
+
+/// Runs the named experiments (all if `names` is empty) and writes the report into `out`.
+///
+/// Everything that can be checked before the experiments run is checked first: the names, and
+/// that `out` can be created and written.
+pub fn run(names: &[String], scale: Scale, out: &Path) -> Result<(), String> {
+    let selected = select(names)?;
+    let output = Output::prepare(out)?;
     let machine = Machine::probe();
     let mut sections = Vec::new();
-    for experiment in all
-        .iter()
-        .filter(|e| names.is_empty() || names.iter().any(|n| n == e.name()))
-    {
+    for experiment in &selected {
         eprintln!("== {}: {}", experiment.name(), experiment.about());
         let mut cx = Context::new(machine.clone(), scale, experiment.name());
         let section = experiment

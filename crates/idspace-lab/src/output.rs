@@ -36,11 +36,23 @@ pub(crate) struct Output {
 }
 
 impl Output {
-    /// The folder `dir`.
-    pub(crate) fn new(dir: &Path) -> Output {
-        Output {
+    /// The folder `dir`, created if missing and checked writable (a probe file is written and
+    /// removed), so that a run that could not save its results fails before it measures
+    /// anything.
+    pub(crate) fn prepare(dir: &Path) -> Result<Output, String> {
+        fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let probe = dir.join(".idspace-lab-write-probe");
+        fs::write(&probe, b"probe").map_err(|e| {
+            format!(
+                "cannot write into {} (tried {}): {e}",
+                dir.display(),
+                probe.display()
+            )
+        })?;
+        fs::remove_file(&probe).map_err(|e| format!("cannot remove {}: {e}", probe.display()))?;
+        Ok(Output {
             dir: dir.to_path_buf(),
-        }
+        })
     }
 
     /// Writes the SVG plots of `section`.
@@ -94,6 +106,23 @@ mod tests {
 
     use super::*;
     use crate::model::{Plot, Row, Series, Table};
+
+    #[test]
+    fn prepare_creates_the_folder_and_leaves_nothing_behind() {
+        let dir = std::env::temp_dir().join(format!("idspace-lab-prepare-{}", std::process::id()));
+        let nested = dir.join("a/b");
+        Output::prepare(&nested).unwrap();
+        let left: Vec<_> = fs::read_dir(&nested).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn prepare_refuses_a_folder_it_cannot_write() {
+        // Nobody, root included, can create files in /proc/self.
+        let error = Output::prepare(Path::new("/proc/self")).err().unwrap();
+        assert!(error.starts_with("cannot write into /proc/self"), "{error}");
+    }
 
     /// The keys of a JSON object, in order.
     fn keys(value: &Value) -> Vec<&str> {
