@@ -15,6 +15,7 @@
 pub mod alloc;
 mod cid;
 mod context;
+mod forked;
 mod machine;
 pub mod measure;
 pub mod model;

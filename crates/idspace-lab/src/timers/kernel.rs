@@ -1,13 +1,11 @@
-//! The kernel's POSIX timers through the raw syscalls, and a runner that puts each "owner" in
-//! its own forked process (the seed's Test 5: an owner is a process).
+//! The kernel's POSIX timers through the raw syscalls. (An owner of kernel timers is a process:
+//! the tests with an owner per worker fork, with [`crate::forked`].)
 //!
 //! Raw syscalls rather than glibc's wrappers: the kernel's `timer_t` is the plain integer ID,
 //! which is what the tables compare against, and restore mode
 //! (`prctl(PR_TIMER_CREATE_RESTORE_IDS)`) passes the wanted ID in through the same pointer.
 
 use std::io;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::Duration;
 
 use super::subjects::Subject;
 
@@ -105,145 +103,4 @@ pub fn raise_sigpending(wanted: u64) -> u64 {
     } else {
         limit.rlim_cur
     }
-}
-
-/// Results slot of one child process.
-#[repr(C)]
-struct Slot {
-    ok: AtomicU32,
-    first_ns: AtomicU64,
-    second_ns: AtomicU64,
-}
-
-#[repr(C)]
-struct Header {
-    /// Children ready to start.
-    ready: AtomicU32,
-    /// Set by the parent once every child is ready.
-    go: AtomicU32,
-    /// Children done with their timed work: they wait for all before cleaning up, so that no
-    /// child's clean-up runs during another's timed work.
-    done: AtomicU32,
-}
-
-/// Work a child process runs: gets a scratch buffer, returns two phase durations. Whatever
-/// the work leaves behind (timers) goes with the child's exit.
-pub type ChildWork<'a> = &'a (dyn Fn(&mut [u32]) -> Option<(Duration, Duration)> + Sync);
-
-/// Runs `work` in `processes` forked children that start together (a barrier in shared
-/// memory), each with its own copy of a `buffer_len` scratch buffer allocated before the fork,
-/// and returns each child's two durations.
-///
-/// The children only make syscalls, read the clock and write preallocated memory: nothing in
-/// them allocates or takes a lock that a thread of the parent might have held at the fork.
-pub fn in_processes(
-    processes: usize,
-    buffer_len: usize,
-    work: ChildWork<'_>,
-) -> Result<Vec<(Duration, Duration)>, String> {
-    let bytes = core::mem::size_of::<Header>() + processes * core::mem::size_of::<Slot>();
-    // SAFETY: an anonymous shared mapping; no file, no existing memory is touched.
-    let memory = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            bytes,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if memory == libc::MAP_FAILED {
-        return Err(format!("mmap: {}", io::Error::last_os_error()));
-    }
-    // The mapping is `bytes` long (a `Header`, then `processes` slots), page-aligned and
-    // zero-filled, and stays mapped until the `munmap` below, after every child has exited.
-    // SAFETY: so a `Header` of zeroed (valid) atomics lives at its start for this function.
-    let header = unsafe { &*(memory as *const Header) };
-    // SAFETY: as above; the slots start right after the header, suitably aligned (8).
-    let slots = unsafe {
-        core::slice::from_raw_parts(
-            (memory as *const u8).add(core::mem::size_of::<Header>()) as *const Slot,
-            processes,
-        )
-    };
-    let mut buffer = vec![0u32; buffer_len];
-    let mut children = Vec::with_capacity(processes);
-    let mut failure = None;
-    for slot in slots {
-        // Fork in a possibly multi-threaded process (see the function docs).
-        // SAFETY: the child below runs only code that is safe after fork, and ends in `_exit`.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            failure = Some(format!("fork: {}", io::Error::last_os_error()));
-            break;
-        }
-        if pid == 0 {
-            // Release pairs with the parent's Acquire load of `ready`.
-            header.ready.fetch_add(1, Ordering::Release);
-            // Acquire pairs with the parent's Release store of `go`.
-            while header.go.load(Ordering::Acquire) == 0 {
-                // SAFETY: a plain syscall.
-                unsafe { libc::sched_yield() };
-            }
-            let outcome = work(&mut buffer);
-            // AcqRel pairs with the other children's increments and the Acquire loads below:
-            // a second barrier, so that no child's clean-up overlaps another's timed work.
-            header.done.fetch_add(1, Ordering::AcqRel);
-            while header.done.load(Ordering::Acquire) < processes as u32 {
-                // SAFETY: a plain syscall.
-                unsafe { libc::sched_yield() };
-            }
-            if let Some((first, second)) = outcome {
-                slot.first_ns
-                    .store(first.as_nanos() as u64, Ordering::Relaxed);
-                slot.second_ns
-                    .store(second.as_nanos() as u64, Ordering::Relaxed);
-                // Release: the durations are visible to whoever sees `ok`.
-                slot.ok.store(1, Ordering::Release);
-            }
-            // Leaves the child at once, without the parent's destructors or atexit handlers.
-            // SAFETY: `_exit` is async-signal-safe and takes a plain status.
-            unsafe { libc::_exit(0) };
-        }
-        children.push(pid);
-    }
-    if failure.is_some() {
-        // Children already forked wait for siblings that will never come: count them in.
-        // AcqRel pairs with the children's Acquire loads of `done`.
-        header
-            .done
-            .fetch_add((processes - children.len()) as u32, Ordering::AcqRel);
-    } else {
-        // Acquire pairs with each child's Release increment.
-        while header.ready.load(Ordering::Acquire) < children.len() as u32 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-    // Release pairs with the children's Acquire loads (also releases them on failure, so that
-    // they exit and can be reaped).
-    header.go.store(1, Ordering::Release);
-    for pid in &children {
-        let mut status = 0;
-        // SAFETY: `status` is a live int; `pid` is our child.
-        unsafe { libc::waitpid(*pid, &mut status, 0) };
-    }
-    let results: Option<Vec<(Duration, Duration)>> = slots[..children.len()]
-        .iter()
-        .map(|slot| {
-            // Acquire pairs with the child's Release store of `ok`.
-            (slot.ok.load(Ordering::Acquire) == 1).then(|| {
-                (
-                    Duration::from_nanos(slot.first_ns.load(Ordering::Relaxed)),
-                    Duration::from_nanos(slot.second_ns.load(Ordering::Relaxed)),
-                )
-            })
-        })
-        .collect();
-    // SAFETY: unmaps exactly the mapping made above; no reference into it outlives this call.
-    unsafe { libc::munmap(memory, bytes) };
-    if let Some(failure) = failure {
-        return Err(failure);
-    }
-    results.ok_or_else(|| "a child process failed its work (timer limit reached?)".into())
 }

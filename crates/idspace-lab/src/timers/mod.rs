@@ -403,6 +403,18 @@ mod tests {
     }
 
     #[test]
+    fn kernel_owners_run_in_forked_processes() {
+        let kernel = candidates()
+            .into_iter()
+            .find(|c| c.kind == Kind::Kernel)
+            .unwrap();
+        let phases = workloads::concurrent(&kernel, 2, 10, false).unwrap();
+        assert!(phases.create > Duration::ZERO);
+        let time = workloads::create_delete_loop(&kernel, 2, 10, false).unwrap();
+        assert!(time > Duration::ZERO);
+    }
+
+    #[test]
     fn every_candidate_round_trips_an_entry() {
         for candidate in candidates().iter().filter(|c| c.kind == Kind::InProcess) {
             let phases = workloads::single(candidate, 100).unwrap();
