@@ -1,6 +1,5 @@
 //! `idspace`: the lab (`bench`) and the replay driver (`replay`).
 
-mod lab;
 mod replay;
 
 use std::io;
@@ -8,7 +7,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use idspace_lab as lab;
 
+// The lab measures memory with it; it counts nothing unless a lab measurement runs, so
+// `replay` pays one relaxed load per allocation (see `idspace_lab::alloc`).
 #[global_allocator]
 static ALLOCATOR: lab::alloc::CountingAlloc = lab::alloc::CountingAlloc;
 
@@ -35,7 +37,7 @@ enum Command {
         /// Where report.md, results.json and the plots go.
         #[arg(long, default_value = "lab")]
         out: PathBuf,
-        /// List the experiments and exit.
+        /// List the experiments (those named, or all) and exit.
         #[arg(long)]
         list: bool,
     },
@@ -81,10 +83,18 @@ fn main() -> ExitCode {
             list,
         } => {
             if list {
-                for experiment in lab::experiments() {
-                    println!("{:<10} {}", experiment.name(), experiment.about());
-                }
-                return ExitCode::SUCCESS;
+                return match lab::select(&experiments) {
+                    Ok(selected) => {
+                        for experiment in selected {
+                            println!("{:<10} {}", experiment.name(), experiment.about());
+                        }
+                        ExitCode::SUCCESS
+                    }
+                    Err(error) => {
+                        eprintln!("idspace bench: {error}");
+                        ExitCode::from(2)
+                    }
+                };
             }
             let scale = if full {
                 lab::Scale::Full

@@ -49,7 +49,12 @@ pub struct Row {
 
 impl Row {
     /// A row of numbers shown with `digits` decimals; `None` cells show `n/a`.
-    pub fn numbers(label: impl Into<String>, values: Vec<Option<f64>>, digits: usize) -> Row {
+    pub fn numbers(
+        label: impl Into<String>,
+        values: impl Into<Vec<Option<f64>>>,
+        digits: usize,
+    ) -> Row {
+        let values = values.into();
         let text = values
             .iter()
             .map(|v| v.map_or_else(|| "n/a".to_string(), |v| format_number(v, digits)))
@@ -62,7 +67,8 @@ impl Row {
     }
 
     /// A row of ratios (shown as `2.31x`).
-    pub fn ratios(label: impl Into<String>, values: Vec<Option<f64>>) -> Row {
+    pub fn ratios(label: impl Into<String>, values: impl Into<Vec<Option<f64>>>) -> Row {
+        let values = values.into();
         let text = values
             .iter()
             .map(|v| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.2}x")))

@@ -15,10 +15,10 @@ mod workloads;
 
 use std::time::Duration;
 
-use super::measure::{column, ratios_to};
-use super::model::{Plot, Row, Section, Series, Table};
-use super::stats::ratio;
-use super::{Experiment, Progress, Scale};
+use crate::measure::{names, Values};
+use crate::model::{Plot, Row, Section, Series, Table};
+use crate::stats::ratio;
+use crate::{Context, Experiment, Scale};
 use subjects::candidates;
 
 /// The experiment.
@@ -72,18 +72,12 @@ const SPARSE_SPACING: u32 = 512;
 const REFERENCE: &str = "scaled";
 
 /// The rows of a create-then-lookup table: both phases, and both over the reference column.
-fn phase_rows(create: &[Option<f64>], lookup: &[Option<f64>], reference: usize) -> Vec<Row> {
+fn phase_rows(create: &Values, lookup: &Values) -> Vec<Row> {
     vec![
-        Row::numbers("create", create.to_vec(), 2),
-        Row::numbers("lookup", lookup.to_vec(), 2),
-        Row::ratios(
-            format!("create ÷ {REFERENCE}"),
-            ratios_to(create, create[reference]),
-        ),
-        Row::ratios(
-            format!("lookup ÷ {REFERENCE}"),
-            ratios_to(lookup, lookup[reference]),
-        ),
+        Row::numbers("create", create, 2),
+        Row::numbers("lookup", lookup, 2),
+        Row::ratios(format!("create ÷ {REFERENCE}"), create.over(REFERENCE)),
+        Row::ratios(format!("lookup ÷ {REFERENCE}"), lookup.over(REFERENCE)),
     ]
 }
 
@@ -100,22 +94,17 @@ impl Experiment for Timers {
         "POSIX-timer ID tables: seed 001's tests 1-5, the create/delete loop, sparse-ID memory"
     }
 
-    fn run(&self, scale: Scale) -> Result<Section, String> {
-        let plan = Plan::new(scale);
+    fn run(&self, cx: &mut Context) -> Result<Section, String> {
+        let plan = Plan::new(cx.scale);
         let candidates = candidates();
-        let names: Vec<String> = candidates.iter().map(|c| c.name.to_string()).collect();
-        let reference = names
-            .iter()
-            .position(|n| n == REFERENCE)
-            .ok_or("the reference design is missing")?;
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let names = names(&candidates);
+        let cpus = cx.cpus();
         let wanted = plan.max_live() as u64 + 4096;
         let limit = kernel::raise_sigpending(wanted);
-        let mut notes = Vec::new();
         let mut tables = Vec::new();
-        let mut progress = Progress::new("timers", plan.steps(candidates.len()));
+        cx.progress.set_total(plan.steps(candidates.len()));
         if limit < wanted {
-            notes.push(format!(
+            cx.notes.push(format!(
                 "RLIMIT_SIGPENDING (each POSIX timer is charged one, per user) could only be \
                  raised to {limit} (wanted {wanted}): kernel runs needing more live timers than \
                  that show n/a, with the reason below."
@@ -126,19 +115,11 @@ impl Experiment for Timers {
         let mut per_op: Vec<PerOp> = Vec::new();
         for (test, &count) in plan.sizes.iter().enumerate() {
             let label = format!("Test {}: {count} entries", test + 1);
-            let result = super::measure::medians(
-                &candidates,
-                |c| c.name,
-                plan.repetitions,
-                &mut progress,
-                &label,
-                &mut notes,
-                |c| {
-                    workloads::kernel_fits(c, count, limit)?;
-                    workloads::single(c, count).map(|p| vec![ms(p.create), ms(p.lookup)])
-                },
-            );
-            let (create, lookup) = (column(&result, 0), column(&result, 1));
+            let result = cx.measure(&candidates, &label, |c| {
+                workloads::kernel_fits(c, count, limit)?;
+                workloads::single(c, count).map(|p| vec![ms(p.create), ms(p.lookup)])
+            });
+            let (create, lookup) = (result.metric(0), result.metric(1));
             tables.push(Table {
                 id: format!("test{}", test + 1),
                 title: format!(
@@ -148,17 +129,13 @@ impl Experiment for Timers {
                 ),
                 unit: "ms".into(),
                 columns: names.clone(),
-                rows: phase_rows(&create, &lookup, reference),
+                rows: phase_rows(&create, &lookup),
             });
-            let per = |v: &[Option<f64>]| -> Vec<Option<f64>> {
-                v.iter()
-                    .map(|x| x.map(|ms| ms * 1e6 / count as f64))
-                    .collect()
-            };
+            let per = |ms: f64| ms * 1e6 / count as f64;
             per_op.push(PerOp {
                 count,
-                create: per(&create),
-                lookup: per(&lookup),
+                create: create.map(per),
+                lookup: lookup.map(per),
             });
         }
         tables.push(per_op_table(&per_op, &names));
@@ -176,31 +153,23 @@ impl Experiment for Timers {
                     "Test {test}: {workers} {}",
                     if shared { "threads" } else { "owners" }
                 );
-                let result = super::measure::medians(
-                    &candidates,
-                    |c| c.name,
-                    plan.repetitions,
-                    &mut progress,
-                    &label,
-                    &mut notes,
-                    |c| {
-                        workloads::kernel_fits(c, workers * plan.per_worker, limit)?;
-                        workloads::concurrent(c, workers, plan.per_worker, shared)
-                            .map(|p| vec![ms(p.create), ms(p.lookup)])
-                    },
-                );
-                let (create, lookup) = (column(&result, 0), column(&result, 1));
+                let result = cx.measure(&candidates, &label, |c| {
+                    workloads::kernel_fits(c, workers * plan.per_worker, limit)?;
+                    workloads::concurrent(c, workers, plan.per_worker, shared)
+                        .map(|p| vec![ms(p.create), ms(p.lookup)])
+                });
+                let (create, lookup) = (result.metric(0), result.metric(1));
                 tables.push(Table {
                     id: format!("test{test}_{workers}"),
                     title: format!(
                         "Test {test}: {workers} {shape} each create {} entries, then look each up \
                          (average per worker; {workers} workers on {cpus} CPUs{})",
                         plan.per_worker,
-                        super::oversubscribed(workers, cpus)
+                        cx.oversubscribed(workers)
                     ),
                     unit: "ms".into(),
                     columns: names.clone(),
-                    rows: phase_rows(&create, &lookup, reference),
+                    rows: phase_rows(&create, &lookup),
                 });
             }
         }
@@ -213,25 +182,17 @@ impl Experiment for Timers {
                     "loop: {workers} {}",
                     if shared { "threads" } else { "owners" }
                 );
-                let result = super::measure::medians(
-                    &candidates,
-                    |c| c.name,
-                    plan.repetitions,
-                    &mut progress,
-                    &label,
-                    &mut notes,
-                    |c| {
-                        workloads::create_delete_loop(c, workers, plan.loop_iterations, shared)
-                            .map(|t| vec![ms(t)])
-                    },
-                );
-                let times = column(&result, 0);
+                let result = cx.measure(&candidates, &label, |c| {
+                    workloads::create_delete_loop(c, workers, plan.loop_iterations, shared)
+                        .map(|t| vec![ms(t)])
+                });
+                let times = result.metric(0);
                 let name = if shared { "one owner" } else { "owner each" };
+                rows.push(Row::numbers(name, &times, 1));
                 rows.push(Row::ratios(
                     format!("{name} ÷ {REFERENCE}"),
-                    ratios_to(&times, times[reference]),
+                    times.over(REFERENCE),
                 ));
-                rows.insert(rows.len() - 1, Row::numbers(name, times, 1));
             }
             tables.push(Table {
                 id: format!("loop_{workers}"),
@@ -239,7 +200,7 @@ impl Experiment for Timers {
                     "Create+delete loop: {workers} workers each create and delete one entry {} \
                      times (average per worker; {workers} workers on {cpus} CPUs{})",
                     plan.loop_iterations,
-                    super::oversubscribed(workers, cpus)
+                    cx.oversubscribed(workers)
                 ),
                 unit: "ms".into(),
                 columns: names.clone(),
@@ -249,27 +210,17 @@ impl Experiment for Timers {
 
         // Memory on sparse IDs.
         let label = format!("{SPARSE_COUNT} IDs {SPARSE_SPACING} apart");
-        let result = super::measure::medians(
-            &candidates,
-            |c| c.name,
-            plan.repetitions,
-            &mut progress,
-            &label,
-            &mut notes,
-            |c| {
-                workloads::sparse(c, SPARSE_COUNT, SPARSE_SPACING).map(
-                    |(reported, allocated, time)| {
-                        vec![
-                            reported.map_or(f64::NAN, |b| b as f64),
-                            allocated.map_or(f64::NAN, |b| b as f64),
-                            ms(time),
-                        ]
-                    },
-                )
-            },
-        );
-        let reported = column(&result, 0);
-        let allocated = column(&result, 1);
+        let result = cx.measure(&candidates, &label, |c| {
+            workloads::sparse(c, SPARSE_COUNT, SPARSE_SPACING).map(|(reported, allocated, time)| {
+                vec![
+                    reported.map_or(f64::NAN, |b| b as f64),
+                    allocated.map_or(f64::NAN, |b| b as f64),
+                    ms(time),
+                ]
+            })
+        });
+        let reported = result.metric(0);
+        let allocated = result.metric(1);
         tables.push(Table {
             id: "memory_sparse".into(),
             title: format!(
@@ -278,13 +229,12 @@ impl Experiment for Timers {
             unit: "bytes, ms".into(),
             columns: names.clone(),
             rows: vec![
-                Row::numbers("self-reported bytes", reported.clone(), 0),
-                Row::numbers("allocator bytes", allocated.clone(), 0),
-                Row::ratios(format!("allocator ÷ {REFERENCE}"), ratios_to(&allocated, allocated[reference])),
-                Row::numbers("create time (ms)", column(&result, 2), 3),
+                Row::numbers("self-reported bytes", reported, 0),
+                Row::numbers("allocator bytes", &allocated, 0),
+                Row::ratios(format!("allocator ÷ {REFERENCE}"), allocated.over(REFERENCE)),
+                Row::numbers("create time (ms)", result.metric(2), 3),
             ],
         });
-        progress.finish();
 
         let plots = vec![
             per_op_plot("timers_create_per_op.svg", "create", &per_op, &names, |p| {
@@ -294,16 +244,16 @@ impl Experiment for Timers {
                 &p.lookup
             }),
         ];
-        notes.push(
+        cx.notes.push(
             "Kernel column: real `timer_create(CLOCK_MONOTONIC, SIGEV_NONE)`, \
              `timer_getoverrun` and `timer_delete` syscalls; lookups are `timer_getoverrun`, as \
              in the seed. The kernel's memory is not visible from user space (n/a); its row \
              shows the time restore mode (`PR_TIMER_CREATE_RESTORE_IDS`) took."
                 .into(),
         );
-        notes.push(
-            "Peers: `dashmap` and `scc::HashMap` keyed by (owner, id) with the same integer \
-             hasher as ours, each owner's cursor an atomic counter (like the kernel's \
+        cx.notes.push(
+            "Peers: `dashmap` and `scc::HashMap` keyed by (owner, id) with foldhash's fast \
+             hasher (the crate our designs hash with), each owner's cursor an atomic counter (like the kernel's \
              `next_posix_timer_id`), and uniqueness decided by the map's insert. They keep no \
              per-owner ID list, so they cannot list or drop an owner's IDs without a full scan: \
              they do less work per create than our designs."
@@ -332,7 +282,7 @@ impl Experiment for Timers {
             ],
             tables,
             plots,
-            notes,
+            notes: std::mem::take(&mut cx.notes),
         })
     }
 }
@@ -340,8 +290,8 @@ impl Experiment for Timers {
 /// Per-operation costs (ns) at one table size, one entry per candidate.
 struct PerOp {
     count: usize,
-    create: Vec<Option<f64>>,
-    lookup: Vec<Option<f64>>,
+    create: Values,
+    lookup: Values,
 }
 
 fn per_op_table(per_op: &[PerOp], names: &[String]) -> Table {
@@ -349,14 +299,14 @@ fn per_op_table(per_op: &[PerOp], names: &[String]) -> Table {
     for size in per_op {
         rows.push(Row::numbers(
             format!("create @ {}", size.count),
-            size.create.clone(),
+            &size.create,
             0,
         ));
     }
     for size in per_op {
         rows.push(Row::numbers(
             format!("lookup @ {}", size.count),
-            size.lookup.clone(),
+            &size.lookup,
             0,
         ));
     }
@@ -372,8 +322,12 @@ fn per_op_table(per_op: &[PerOp], names: &[String]) -> Table {
 fn growth_table(per_op: &[PerOp], names: &[String]) -> Table {
     let mut rows = Vec::new();
     if let Some((first, rest)) = per_op.split_first() {
-        let grow = |a: &[Option<f64>], b: &[Option<f64>]| -> Vec<Option<f64>> {
-            a.iter().zip(b).map(|(&a, &b)| ratio(b, a)).collect()
+        let grow = |a: &Values, b: &Values| -> Vec<Option<f64>> {
+            a.cells()
+                .iter()
+                .zip(b.cells())
+                .map(|(&a, &b)| ratio(b, a))
+                .collect()
         };
         for later in rest {
             rows.push(Row::ratios(
@@ -404,16 +358,15 @@ fn per_op_plot(
     what: &str,
     per_op: &[PerOp],
     names: &[String],
-    pick: impl Fn(&PerOp) -> &Vec<Option<f64>>,
+    pick: impl Fn(&PerOp) -> &Values,
 ) -> Plot {
     let series = names
         .iter()
-        .enumerate()
-        .map(|(index, name)| Series {
+        .map(|name| Series {
             name: name.clone(),
             points: per_op
                 .iter()
-                .filter_map(|p| pick(p)[index].map(|y| (p.count as f64, y)))
+                .filter_map(|p| pick(p).get(name).map(|y| (p.count as f64, y)))
                 .collect(),
         })
         .collect();
@@ -442,6 +395,23 @@ mod tests {
             "oversubscribes 2 cores"
         );
         assert_eq!(plan.max_live(), 100_000);
+    }
+
+    #[test]
+    fn the_reference_column_is_a_candidate() {
+        assert!(names(&candidates()).iter().any(|n| n == REFERENCE));
+    }
+
+    #[test]
+    fn kernel_owners_run_in_forked_processes() {
+        let kernel = candidates()
+            .into_iter()
+            .find(|c| c.kind == Kind::Kernel)
+            .unwrap();
+        let phases = workloads::concurrent(&kernel, 2, 10, false).unwrap();
+        assert!(phases.create > Duration::ZERO);
+        let time = workloads::create_delete_loop(&kernel, 2, 10, false).unwrap();
+        assert!(time > Duration::ZERO);
     }
 
     #[test]

@@ -12,17 +12,15 @@ use std::time::Duration;
 
 use idspace::sched::{Policy, Stats};
 
-use super::measure::{column, medians, ratios_to};
-use super::model::{Plot, Row, Section, Series, Table};
-use super::{oversubscribed, Experiment, Progress, Scale};
+use crate::measure::{names, Medians, Values};
+use crate::model::{Plot, Row, Section, Series, Table};
+use crate::stats::ratio;
+use crate::{Context, Experiment, Scale};
 use primitives::Timer;
 use workloads::{LatencyShape, Runner};
 
 /// The experiment.
 pub struct Wake;
-
-/// Workers of our runtime and of tokio's: one per CPU of the test machine.
-const WORKERS: usize = 2;
 
 #[derive(Clone, Copy)]
 enum Candidate {
@@ -30,11 +28,11 @@ enum Candidate {
     Kernel,
 }
 
-impl Candidate {
-    fn name(&self) -> &'static str {
+impl crate::measure::Candidate for Candidate {
+    fn name(&self) -> &str {
         match self {
             Candidate::Runtime(Runner::Ours(policy)) => policy.name(),
-            Candidate::Runtime(Runner::Tokio) => "tokio",
+            Candidate::Runtime(Runner::Tokio) => TOKIO,
             Candidate::Kernel => "kernel",
         }
     }
@@ -50,10 +48,14 @@ fn candidates() -> Vec<Candidate> {
     all
 }
 
-/// Column indices of the reference candidates.
-const LOCKED: usize = 0;
-const TOKIO: usize = 3;
-const POLICIES: usize = 3;
+/// The reference columns of the ratio rows: our runtime without wakelists, and tokio.
+const LOCKED: &str = "locked";
+const TOKIO: &str = "tokio";
+
+/// The columns of our runtime: one per wakeup policy.
+fn policies() -> Vec<&'static str> {
+    Policy::ALL.iter().map(|p| p.name()).collect()
+}
 
 struct Plan {
     repetitions: usize,
@@ -94,48 +96,24 @@ impl Plan {
     }
 }
 
-/// What every measurement of the experiment shares: the candidates, the repetitions, the
-/// progress bar and the notes of candidates that failed.
-struct Runs {
-    candidates: Vec<Candidate>,
-    repetitions: usize,
-    progress: Progress,
-    notes: Vec<String>,
-}
-
-/// Each candidate's medians of `run`, measured `repetitions` times (see [`medians`]).
-fn measure(
-    runs: &mut Runs,
-    label: &str,
-    run: impl Fn(&Candidate) -> Result<Vec<f64>, String>,
-) -> Vec<Vec<Option<f64>>> {
-    medians(
-        &runs.candidates,
-        |c: &Candidate| c.name(),
-        runs.repetitions,
-        &mut runs.progress,
-        label,
-        &mut runs.notes,
-        run,
-    )
-}
-
 /// `1 / v` for each value: a time or a latency turned into a speed (higher is better).
-fn reciprocals(values: &[Option<f64>]) -> Vec<Option<f64>> {
-    values.iter().map(|v| v.map(|v| 1.0 / v)).collect()
+fn reciprocals(values: &Values) -> Values {
+    values.map(|v| 1.0 / v)
 }
 
-/// Runs one candidate on a workload measured by its wall time: our runtime or tokio on the
-/// futures `tasks` makes, the kernel with `kernel`; `metric` turns the time into the figure.
+/// Runs one candidate on a workload measured by its wall time: our runtime or tokio on
+/// `workers` workers with the futures `tasks` makes, the kernel with `kernel`; `metric` turns
+/// the time into the figure.
 fn timed_run(
     candidate: &Candidate,
+    workers: usize,
     tasks: impl Fn() -> Vec<workloads::Task>,
     kernel: impl Fn() -> Result<Duration, String>,
     metric: impl Fn(Duration) -> f64,
 ) -> Result<Vec<f64>, String> {
     match candidate {
         Candidate::Runtime(runner) => {
-            let ran = runner.run(WORKERS, tasks())?;
+            let ran = runner.run(workers, tasks())?;
             Ok(with_travel(vec![metric(ran.elapsed)], ran.stats))
         }
         Candidate::Kernel => Ok(with_travel(vec![metric(kernel()?)], None)),
@@ -143,22 +121,18 @@ fn timed_run(
 }
 
 /// The rows dividing `values` by the `locked` and the `tokio` columns.
-fn reference_ratios(label: &str, values: &[Option<f64>]) -> [Row; 2] {
-    [
-        Row::ratios(
-            format!("{label}: ÷ locked"),
-            ratios_to(values, values[LOCKED]),
-        ),
-        Row::ratios(
-            format!("{label}: ÷ tokio"),
-            ratios_to(values, values[TOKIO]),
-        ),
-    ]
+fn reference_ratios(label: &str, values: &Values) -> [Row; 2] {
+    [LOCKED, TOKIO]
+        .map(|reference| Row::ratios(format!("{label}: ÷ {reference}"), values.over(reference)))
 }
 
 /// A workload's travel columns, which [`with_travel`] appended after its `first` metrics.
-fn travel(label: String, result: &[Vec<Option<f64>>], first: usize) -> Travel {
-    (label, column(result, first), column(result, first + 1))
+fn travel(label: String, result: &Medians, first: usize) -> Travel {
+    Travel {
+        label,
+        wakelist_share: result.metric(first),
+        futex_per_1000: result.metric(first + 1),
+    }
 }
 
 /// Wakeups made, and the share of them that went through a wakelist / needed a futex wake.
@@ -187,22 +161,19 @@ impl Experiment for Wake {
         "remote wakeups: locked vs wakelist policies vs tokio vs the kernel (ping-pong, messaging, latency)"
     }
 
-    fn run(&self, scale: Scale) -> Result<Section, String> {
-        let plan = Plan::new(scale);
+    fn run(&self, cx: &mut Context) -> Result<Section, String> {
+        let plan = Plan::new(cx.scale);
         let all = candidates();
-        let names: Vec<String> = all.iter().map(|c| c.name().to_string()).collect();
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let names = names(&all);
+        // Workers of our runtime and of tokio's: one per CPU of the machine.
+        let workers = cx.cpus();
         let configs = plan.ping_pong.len() + plan.messaging.len() + plan.latency.len();
-        let mut runs = Runs {
-            candidates: all,
-            repetitions: plan.repetitions,
-            progress: Progress::new("wake", (plan.repetitions * configs * names.len()) as u64),
-            notes: Vec::new(),
-        };
+        cx.progress
+            .set_total((plan.repetitions * configs * names.len()) as u64);
         let mut tables = Vec::new();
         let mut plots = Vec::new();
         // Per workload config: (label, speed of each candidate, higher is better).
-        let mut speeds: Vec<(String, Vec<Option<f64>>)> = Vec::new();
+        let mut speeds: Vec<(String, Values)> = Vec::new();
         let mut travel_rows: Vec<Travel> = Vec::new();
 
         // Ping-pong.
@@ -213,18 +184,19 @@ impl Experiment for Wake {
                 "{pairs} pair{} ({} tasks{})",
                 if pairs == 1 { "" } else { "s" },
                 2 * pairs,
-                oversubscribed(2 * pairs, cpus)
+                cx.oversubscribed(2 * pairs)
             );
-            let result = measure(&mut runs, &format!("ping-pong, {label}"), |c| {
+            let result = cx.measure(&all, &format!("ping-pong, {label}"), |c| {
                 let trips = (pairs as u64 * rounds) as f64;
                 timed_run(
                     c,
+                    workers,
                     || workloads::ping_pong(pairs, rounds),
                     || kernel::ping_pong(pairs, rounds),
                     |elapsed| trips / elapsed.as_secs_f64(),
                 )
             });
-            let rates = column(&result, 0);
+            let rates = result.metric(0);
             travel_rows.push(travel(format!("ping-pong, {label}"), &result, 1));
             ratio_rows.extend(reference_ratios(&label, &rates));
             speeds.push((format!("ping-pong, {label}"), rates.clone()));
@@ -248,17 +220,18 @@ impl Experiment for Wake {
             let tasks = groups * 40;
             let label = format!(
                 "-g {groups} -l {loops} ({tasks} tasks{})",
-                oversubscribed(tasks, cpus)
+                cx.oversubscribed(tasks)
             );
-            let result = measure(&mut runs, &format!("messaging, {label}"), |c| {
+            let result = cx.measure(&all, &format!("messaging, {label}"), |c| {
                 timed_run(
                     c,
+                    workers,
                     || workloads::messaging(groups, loops),
                     || kernel::messaging(groups, loops),
                     |elapsed| elapsed.as_secs_f64() * 1e3,
                 )
             });
-            let times = column(&result, 0);
+            let times = result.metric(0);
             travel_rows.push(travel(format!("messaging, {label}"), &result, 1));
             ratio_rows.extend(reference_ratios(&label, &times));
             speeds.push((format!("messaging, {label}"), reciprocals(&times)));
@@ -286,14 +259,14 @@ impl Experiment for Wake {
                 "-m {} -t {} ({tasks} tasks{})",
                 shape.messengers,
                 shape.workers,
-                oversubscribed(tasks, cpus)
+                cx.oversubscribed(tasks)
             );
-            let result = measure(&mut runs, &format!("latency, {label}"), |c| {
+            let result = cx.measure(&all, &format!("latency, {label}"), |c| {
                 let (mut samples, stats) = match c {
                     Candidate::Runtime(runner) => {
                         let samples = Arc::new(Mutex::new(Vec::new()));
                         let ran = runner.run(
-                            WORKERS,
+                            workers,
                             workloads::latency(*shape, &timer.handle(), &samples),
                         )?;
                         let samples =
@@ -324,10 +297,10 @@ impl Experiment for Wake {
                 })
                 .collect();
             for (metric, &(p, name)) in PERCENTILES.iter().enumerate() {
-                let values = column(&result, metric);
-                for (candidate, value) in values.iter().enumerate() {
-                    if let Some(v) = value {
-                        series[candidate].points.push((100.0 / (100.0 - p), *v));
+                let values = result.metric(metric);
+                for s in series.iter_mut() {
+                    if let Some(v) = values.get(&s.name) {
+                        s.points.push((100.0 / (100.0 - p), v));
                     }
                 }
                 if name == "p99" {
@@ -362,34 +335,31 @@ impl Experiment for Wake {
         });
 
         tables.push(summary(&speeds));
-        tables.push(travel_table(&names, travel_rows));
-        runs.progress.finish();
+        tables.push(travel_table(travel_rows));
 
         Ok(Section {
             name: self.name().into(),
             title: "Remote wakeups: the wakelist (seed 002)".into(),
-            intro: intro(scale, cpus),
+            intro: intro(cx, workers),
             tables,
             plots,
-            notes: runs.notes,
+            notes: std::mem::take(&mut cx.notes),
         })
     }
 }
 
 /// Per workload: wakelist ÷ locked, the best of our policies, and it against tokio, all as
 /// speed ratios (above 1 is faster).
-fn summary(speeds: &[(String, Vec<Option<f64>>)]) -> Table {
+fn summary(speeds: &[(String, Values)]) -> Table {
     let mut rows = Vec::new();
     for (label, speed) in speeds {
-        let wakelist = stats_ratio(speed[1], speed[LOCKED]);
-        let best = (0..POLICIES)
-            .filter_map(|i| speed[i].map(|s| (i, s)))
+        let wakelist = ratio(speed.get(Policy::Wakelist.name()), speed.get(LOCKED));
+        let best = policies()
+            .into_iter()
+            .filter_map(|name| speed.get(name).map(|s| (name, s)))
             .max_by(|a, b| a.1.total_cmp(&b.1));
         let (best_name, best_vs_tokio) = match best {
-            Some((i, s)) => (
-                Policy::ALL[i].name().to_string(),
-                stats_ratio(Some(s), speed[TOKIO]),
-            ),
+            Some((name, s)) => (name.to_string(), ratio(Some(s), speed.get(TOKIO))),
             None => ("n/a".to_string(), None),
         };
         let show = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.2}x"));
@@ -412,26 +382,27 @@ fn summary(speeds: &[(String, Vec<Option<f64>>)]) -> Table {
     }
 }
 
-fn stats_ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    super::stats::ratio(a, b)
+/// One workload's wakeup travel under each candidate: the share of wakeups that went through a
+/// wakelist, and the futex wakes per 1000 wakeups (ours only; the others have no values).
+struct Travel {
+    label: String,
+    wakelist_share: Values,
+    futex_per_1000: Values,
 }
 
-/// One workload's wakeup travel: its label, the wakelist share and the futex wakes per 1000
-/// wakeups of each candidate.
-type Travel = (String, Vec<Option<f64>>, Vec<Option<f64>>);
-
 /// How our runtime's wakeups travelled under each policy.
-fn travel_table(names: &[String], rows: Vec<Travel>) -> Table {
+fn travel_table(rows: Vec<Travel>) -> Table {
+    let policies = policies();
     let mut out = Vec::new();
-    for (label, share, futex) in rows {
+    for travel in rows {
         out.push(Row::numbers(
-            format!("{label}: % through a wakelist"),
-            share[..POLICIES].to_vec(),
+            format!("{}: % through a wakelist", travel.label),
+            travel.wakelist_share.only(&policies),
             1,
         ));
         out.push(Row::numbers(
-            format!("{label}: futex wakes per 1000 wakeups"),
-            futex[..POLICIES].to_vec(),
+            format!("{}: futex wakes per 1000 wakeups", travel.label),
+            travel.futex_per_1000.only(&policies),
             1,
         ));
     }
@@ -439,19 +410,33 @@ fn travel_table(names: &[String], rows: Vec<Travel>) -> Table {
         id: "travel".into(),
         title: "How our wakeups travelled (medians; the rest were local or locked enqueues, and the rest of the notifications hit a polling worker or none was needed)".into(),
         unit: "% / per 1000".into(),
-        columns: names[..POLICIES].to_vec(),
+        columns: policies.iter().map(|p| p.to_string()).collect(),
         rows: out,
     }
 }
 
-fn intro(scale: Scale, cpus: usize) -> Vec<String> {
+fn intro(cx: &Context, workers: usize) -> Vec<String> {
     vec![
         format!(
-            "Every workload runs, in the same process and interleaved, on our runtime with {WORKERS} workers under each wakeup policy (`locked`, `wakelist`, `wakelist-always`), on tokio's multi-thread runtime with {WORKERS} workers running the very same futures, and on the kernel: one OS thread per task, blocking on pipes. The machine has {cpus} CPUs; runs with more tasks than CPUs are marked oversubscribed. Scale: {}; {} repetitions, medians shown.",
-            scale.name(),
-            scale.repetitions()
+            "Every workload runs, in the same process and interleaved, on our runtime with {workers} workers under each wakeup policy (`locked`, `wakelist`, `wakelist-always`), on tokio's multi-thread runtime with {workers} workers running the very same futures, and on the kernel: one OS thread per task, blocking on pipes. The machine has {} CPUs; runs with more tasks than CPUs are marked oversubscribed. Scale: {}; {} repetitions, medians shown.",
+            cx.cpus(),
+            cx.scale.name(),
+            cx.repetitions()
         ),
         "**Ping-pong** is `perf bench sched pipe` / UnixBench context1: two tasks pass a token back and forth; 8 pairs at once oversubscribe the CPUs. **Messaging** is hackbench: each group has 20 senders and 20 receivers, and every sender writes `-l` 100-byte messages to every receiver of its group through the receiver's 64 KiB pipe. **Latency** is schbench (old version): each message task sleeps on a timer, stamps the time and wakes its `-t` workers; each worker records the time from the stamp to when it runs, burns 20–30 µs of CPU and reports back. The seed ran `-m 2 -t 8` on 104 CPUs; here 18 tasks share 2 CPUs.".into(),
         "The seed measured +11% on pipe context switching and hackbench 3.25 s → 2.25 s from queueing wakeups on an idle CPU's wakelist. In a user-space runtime the waker's saving is a run-queue lock and its cache line; the notification (a flag for a polling worker, a futex wake for a sleeping one) is the same under every policy.".into(),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reference_columns_and_policies_are_candidates() {
+        let names = names(&candidates());
+        for column in [LOCKED, TOKIO].into_iter().chain(policies()) {
+            assert!(names.iter().any(|n| n == column), "{column} in {names:?}");
+        }
+    }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::kernel::{self, KernelTimers};
 use super::subjects::{Candidate, Kind, Subject};
+use crate::forked::run_forked;
 
 /// Two timed phases.
 #[derive(Debug, Clone, Copy)]
@@ -68,6 +69,18 @@ pub fn single(candidate: &Candidate, count: usize) -> Result<Phases, String> {
     Ok(phases)
 }
 
+/// The results of forked children, or an error if one's work failed.
+fn every_child<T>(results: Vec<Option<T>>) -> Result<Vec<T>, String> {
+    let failed = results.iter().filter(|r| r.is_none()).count();
+    if failed > 0 {
+        return Err(format!(
+            "{failed} of {} child processes failed their work (timer limit reached?)",
+            results.len()
+        ));
+    }
+    Ok(results.into_iter().flatten().collect())
+}
+
 /// Average of per-worker phase times.
 fn average(samples: &[Phases]) -> Phases {
     let n = samples.len().max(1) as u32;
@@ -88,14 +101,11 @@ pub fn concurrent(
     shared_owner: bool,
 ) -> Result<Phases, String> {
     if candidate.kind == Kind::Kernel && !shared_owner {
-        let work = |buffer: &mut [u32]| {
-            create_then_lookup(&KernelTimers, 0, buffer).map(|p| (p.create, p.lookup))
-        };
-        let results = kernel::in_processes(workers, per_worker, &work)?;
-        let phases: Vec<Phases> = results
-            .into_iter()
-            .map(|(create, lookup)| Phases { create, lookup })
-            .collect();
+        let mut ids = vec![0u32; per_worker];
+        let results = run_forked(workers, &mut ids, &|_, ids: &mut Vec<u32>| {
+            create_then_lookup(&KernelTimers, 0, ids)
+        })?;
+        let phases = every_child(results)?;
         return Ok(average(&phases));
     }
     let subject = (candidate.make)();
@@ -167,11 +177,10 @@ pub fn create_delete_loop(
 ) -> Result<Duration, String> {
     let failed = || format!("{}: create or delete failed in the loop", candidate.name);
     if candidate.kind == Kind::Kernel && !shared_owner {
-        let work = |_: &mut [u32]| {
-            create_delete(&KernelTimers, 0, iterations).map(|t| (t, Duration::ZERO))
-        };
-        let results = kernel::in_processes(workers, 0, &work)?;
-        let total: Duration = results.iter().map(|r| r.0).sum();
+        let results = run_forked(workers, &mut (), &|_, _: &mut ()| {
+            create_delete(&KernelTimers, 0, iterations)
+        })?;
+        let total: Duration = every_child(results)?.iter().sum();
         return Ok(total / workers.max(1) as u32);
     }
     let subject = (candidate.make)();
@@ -227,12 +236,12 @@ pub fn sparse(
             Err(failed())
         };
     }
-    let ((subject, elapsed, all), allocated) = super::super::alloc::measure(|| {
+    let ((subject, elapsed, all), allocated) = crate::alloc::measure(|| {
         let subject = (candidate.make)();
         let start = Instant::now();
         let all = (0..count).all(|i| subject.create_exact(0, i * spacing));
         (subject, start.elapsed(), all)
-    });
+    })?;
     if !all {
         return Err(failed());
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use idspace::pid::{NsId, PidAllocator, PID_MAX_LIMIT, ROOT};
 
-use crate::lab::measure::timed;
+use crate::measure::timed;
 
 /// Builds the spaces a run allocates in: a chain of `depth` levels (each space with its init,
 /// which stays), and for `own_space` a leaf per worker below the chain's second-deepest level.
@@ -93,20 +93,28 @@ pub fn lookups_during_allocs(
         let mut ops = 0u64;
         if worker < lookers {
             let mut index = worker * 97;
-            while !stop.load(Ordering::Relaxed) {
+            // The stop is checked after each operation, not before: every thread does at least
+            // one, however late the scheduler runs it on a loaded machine.
+            loop {
                 index = (index + 31) % live.len();
                 if !black_box(d.lookup(ROOT, live[index]).is_ok_and(|p| p.is_some())) {
                     missing.store(true, Ordering::Relaxed);
                 }
                 ops += 1;
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
             }
             lookups.fetch_add(ops, Ordering::Relaxed);
         } else {
-            while !stop.load(Ordering::Relaxed) {
+            loop {
                 if let Ok(pid) = d.alloc(ROOT, &[], worker) {
                     let _ = d.free(ROOT, pid.ids()[0], worker);
                 }
                 ops += 1;
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
             }
             allocs.fetch_add(ops, Ordering::Relaxed);
         }

@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use idspace::cid::{BitmapCids, CidAllocator, LazyCids, Rework, MAX_CPUS};
 
-use super::measure::{column, medians, ratios_to};
-use super::model::{Plot, Row, Section, Series, Table};
-use super::{Experiment, Progress, Scale};
+use crate::model::{Plot, Row, Section, Series, Table};
+use crate::{Context, Experiment, Scale};
 use workloads::Shards;
 
 /// The experiment.
@@ -23,6 +22,9 @@ const SIM_CPUS: usize = 8;
 /// The lab's CPU counts are small constants or this machine's count, capped to what a space
 /// can have.
 const CAPPED: &str = "a CPU count capped to 1..=MAX_CPUS";
+
+/// The columns the pool table's ratio rows divide by: the two designs the rework replaced.
+const POOL_REFERENCES: [&str; 2] = ["bitmap", "lazy"];
 
 fn designs(cpus: usize) -> Vec<(&'static str, Box<dyn CidAllocator>)> {
     ["rework", "bitmap", "lazy"]
@@ -49,18 +51,17 @@ impl Experiment for Cids {
         "Concurrency IDs: the MM CID rewrite vs the 6.3 bitmap and the lazy design, and rseq mm_cid"
     }
 
-    fn run(&self, scale: Scale) -> Result<Section, String> {
-        let (duration, pairs) = match scale {
+    fn run(&self, cx: &mut Context) -> Result<Section, String> {
+        let (duration, pairs) = match cx.scale {
             Scale::Quick => (Duration::from_millis(250), 200_000),
             Scale::Full => (Duration::from_millis(1000), 2_000_000),
         };
-        let repetitions = scale.repetitions();
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let repetitions = cx.repetitions();
+        let cpus = cx.cpus();
         let pool_shapes = [(8usize, 8usize), (32, 32)];
         let counter_threads = [2usize, 8, 64];
         let steps = repetitions * (5 + pool_shapes.len() * 4 + counter_threads.len() * 4) + 3;
-        let mut progress = Progress::new("cid", steps as u64);
-        let mut notes = Vec::new();
+        cx.progress.set_total(steps as u64);
         let mut tables = Vec::new();
 
         // 1. Switch cost.
@@ -71,42 +72,26 @@ impl Experiment for Cids {
             "lazy",
             "kernel rseq",
         ];
-        let result = medians(
-            &columns,
-            |c| c,
-            repetitions,
-            &mut progress,
-            "switch cost",
-            &mut notes,
-            |&c| {
-                match c {
-                    "kernel rseq" => workloads::rseq_read(pairs).map(|ns| vec![f64::NAN, ns]),
-                    // 8 tasks on 4 CPUs: users > max_cids, per-CPU mode.
-                    "rework (per-CPU mode)" => {
-                        workloads::switch_pair(make("rework", 4).as_ref(), 8, pairs)
-                            .map(|ns| vec![ns, f64::NAN])
-                    }
-                    // 2 tasks on 4 CPUs: per-task mode.
-                    name => workloads::switch_pair(make(name, 4).as_ref(), 2, pairs)
-                        .map(|ns| vec![ns, f64::NAN]),
+        let result = cx.measure(&columns, "switch cost", |&c| {
+            match c {
+                "kernel rseq" => workloads::rseq_read(pairs).map(|ns| vec![f64::NAN, ns]),
+                // 8 tasks on 4 CPUs: users > max_cids, per-CPU mode.
+                "rework (per-CPU mode)" => {
+                    workloads::switch_pair(make("rework", 4).as_ref(), 8, pairs).map(|ns| vec![ns, f64::NAN])
                 }
-            },
-        );
-        let finite = |v: Vec<Option<f64>>| -> Vec<Option<f64>> {
-            v.into_iter().map(|x| x.filter(|x| x.is_finite())).collect()
-        };
+                // 2 tasks on 4 CPUs: per-task mode.
+                name => workloads::switch_pair(make(name, 4).as_ref(), 2, pairs)
+                    .map(|ns| vec![ns, f64::NAN]),
+            }
+        });
         tables.push(Table {
             id: "switch_cost".into(),
             title: format!("Switch cost, one thread, common path (median of {repetitions})"),
             unit: "ns".into(),
             columns: columns.iter().map(|c| c.to_string()).collect(),
             rows: vec![
-                Row::numbers(
-                    "per switch (one in, one out)",
-                    finite(column(&result, 0)),
-                    1,
-                ),
-                Row::numbers("read the kernel's mm_cid", finite(column(&result, 1)), 2),
+                Row::numbers("per switch (one in, one out)", result.metric(0), 1),
+                Row::numbers("read the kernel's mm_cid", result.metric(1), 2),
             ],
         });
 
@@ -117,31 +102,21 @@ impl Experiment for Cids {
         let mut ratio_rows = Vec::new();
         for &(pools, threads) in &pool_shapes {
             let label = format!("{pools} pools x {threads} threads");
-            let result = medians(
-                &names,
-                |n| n.as_str(),
-                repetitions,
-                &mut progress,
-                &label,
-                &mut notes,
-                |name| {
-                    if name == "kernel" {
-                        workloads::kernel_pools(pools, threads, duration).map(|r| vec![r])
-                    } else {
-                        workloads::pools(make(name, SIM_CPUS).as_ref(), pools, threads, duration)
-                            .map(|r| vec![r])
-                    }
-                },
-            );
-            let rates = column(&result, 0);
-            ratio_rows.push(Row::ratios(
-                format!("{label}: ÷ bitmap"),
-                ratios_to(&rates, rates[1]),
-            ));
-            ratio_rows.push(Row::ratios(
-                format!("{label}: ÷ lazy"),
-                ratios_to(&rates, rates[2]),
-            ));
+            let result = cx.measure(&names, &label, |name| {
+                if name == "kernel" {
+                    workloads::kernel_pools(pools, threads, duration).map(|r| vec![r])
+                } else {
+                    workloads::pools(make(name, SIM_CPUS).as_ref(), pools, threads, duration)
+                        .map(|r| vec![r])
+                }
+            });
+            let rates = result.metric(0);
+            for reference in POOL_REFERENCES {
+                ratio_rows.push(Row::ratios(
+                    format!("{label}: ÷ {reference}"),
+                    rates.over(reference),
+                ));
+            }
             rows.push(Row::numbers(label, rates, 0));
         }
         rows.extend(ratio_rows);
@@ -165,7 +140,7 @@ impl Experiment for Cids {
         let mut peaks = Vec::new();
         let mut ends = Vec::new();
         for (name, space) in designs(SIM_CPUS) {
-            progress.step(&format!("footprint: {name}"));
+            cx.progress.step(&format!("footprint: {name}"));
             let trace = workloads::footprint(space.as_ref());
             if name == "rework" {
                 series.push(Series {
@@ -230,34 +205,26 @@ impl Experiment for Cids {
         let mut memory_rows = Vec::new();
         for &threads in &counter_threads {
             let label = format!("counter, {threads} threads");
-            let result = medians(
-                &counters,
-                |c| c,
-                repetitions,
-                &mut progress,
-                &label,
-                &mut notes,
-                |&c| {
-                    let space = Rework::new(cpus.clamp(1, MAX_CPUS)).expect(CAPPED);
-                    let shards = match c {
-                        "shared atomic" => Shards::Shared,
-                        "thread_local shards" => Shards::PerThread,
-                        "rework CID shards" => Shards::Rework(&space),
-                        _ => Shards::Kernel,
-                    };
-                    workloads::counter(shards, threads, duration / 2)
-                        .map(|(ns, bytes)| vec![ns, bytes as f64])
-                },
-            );
-            let over = super::oversubscribed(threads, cpus);
+            let result = cx.measure(&counters, &label, |&c| {
+                let space = Rework::new(cpus.clamp(1, MAX_CPUS)).expect(CAPPED);
+                let shards = match c {
+                    "shared atomic" => Shards::Shared,
+                    "thread_local shards" => Shards::PerThread,
+                    "rework CID shards" => Shards::Rework(&space),
+                    _ => Shards::Kernel,
+                };
+                workloads::counter(shards, threads, duration / 2)
+                    .map(|(ns, bytes)| vec![ns, bytes as f64])
+            });
+            let over = cx.oversubscribed(threads);
             latency_rows.push(Row::numbers(
                 format!("ns per increment, {threads} threads{over}"),
-                column(&result, 0),
+                result.metric(0),
                 2,
             ));
             memory_rows.push(Row::numbers(
                 format!("shard bytes, {threads} threads"),
-                column(&result, 1),
+                result.metric(1),
                 0,
             ));
         }
@@ -273,16 +240,15 @@ impl Experiment for Cids {
             columns: counters.iter().map(|c| c.to_string()).collect(),
             rows: latency_rows,
         });
-        progress.finish();
 
-        notes.push(
+        cx.notes.push(
             "A \"CPU\" of our designs is a worker slot: a switch is a call that puts a task on a \
              slot. The pool test gives the spaces 8 slots so that 32 pools × 32 threads (1024 \
              users) cross the rework's mode switch both ways, as in the seed; the kernel row runs \
              the same shape with real pthreads on this machine's CPUs."
                 .into(),
         );
-        notes.push(
+        cx.notes.push(
             "Switch cost: per-task mode with 2 tasks on 4 slots, per-CPU mode with 8 tasks on 4 \
              slots; each figure is one switch (the previous task out, the next in) on one thread, \
              after a warm-up, so it is the common path. The kernel's context switch is not \
@@ -303,7 +269,7 @@ impl Experiment for Cids {
             ],
             tables,
             plots,
-            notes,
+            notes: std::mem::take(&mut cx.notes),
         })
     }
 }
@@ -311,6 +277,12 @@ impl Experiment for Cids {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pool_references_are_designs() {
+        let designs: Vec<&str> = designs(1).into_iter().map(|(name, _)| name).collect();
+        assert!(POOL_REFERENCES.iter().all(|r| designs.contains(r)));
+    }
 
     #[test]
     fn every_workload_runs_briefly() {

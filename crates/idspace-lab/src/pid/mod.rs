@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use idspace::pid::{BitmapHash, IdrOnce, IdrRelock, PerCpu, PidAllocator};
 
-use super::measure::{column, medians, ratios_to};
-use super::model::{Plot, Row, Section, Series, Table};
-use super::{Experiment, Progress, Scale};
+use crate::measure::names;
+use crate::model::{Plot, Row, Section, Series, Table};
+use crate::{Context, Experiment, Scale};
 
 /// The experiment.
 pub struct Pids;
@@ -22,6 +22,15 @@ struct Candidate {
     /// `None` for the kernel.
     make: Option<fn() -> Box<dyn PidAllocator>>,
 }
+
+impl crate::measure::Candidate for Candidate {
+    fn name(&self) -> &str {
+        self.name
+    }
+}
+
+/// The column the ratio rows divide by: the kernel's design before Linux 7.0.
+const REFERENCE: &str = "idr-relock";
 
 fn candidates() -> Vec<Candidate> {
     vec![
@@ -85,18 +94,17 @@ impl Experiment for Pids {
         "PID allocation: IDR relock/once, bitmap+hash, per-CPU ranges, and the kernel's clone path"
     }
 
-    fn run(&self, scale: Scale) -> Result<Section, String> {
-        let plan = Plan::new(scale);
+    fn run(&self, cx: &mut Context) -> Result<Section, String> {
+        let plan = Plan::new(cx.scale);
         let all = candidates();
-        let names: Vec<String> = all.iter().map(|c| c.name.to_string()).collect();
+        let names = names(&all);
         let designs: Vec<&Candidate> = all.iter().filter(|c| c.make.is_some()).collect();
-        let design_names: Vec<String> = designs.iter().map(|c| c.name.to_string()).collect();
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let design_names = crate::measure::names(&designs);
+        let cpus = cx.cpus();
         let steps = plan.repetitions
             * (CONFIGS.len() * plan.workers.len() * all.len()
                 + designs.len() * (1 + plan.memory_sizes.len()));
-        let mut progress = Progress::new("pid", steps as u64);
-        let mut notes = Vec::new();
+        cx.progress.set_total(steps as u64);
         let mut tables = Vec::new();
         let mut plots = Vec::new();
         let secs = |d: Duration| d.as_secs_f64();
@@ -113,43 +121,32 @@ impl Experiment for Pids {
                 .collect();
             for &workers in &plan.workers {
                 let step = format!("{label}, {workers} threads");
-                let result = medians(
-                    &all,
-                    |c| c.name,
-                    plan.repetitions,
-                    &mut progress,
-                    &step,
-                    &mut notes,
-                    |c| {
-                        match c.make {
-                            Some(make) => {
-                                let d = make();
-                                let targets = workloads::spaces(d.as_ref(), depth, own, workers)?;
-                                workloads::alloc_free(d.as_ref(), &targets, plan.duration)
-                                    .map(|r| vec![r])
-                            }
-                            // The kernel's clone path is the same whatever our configuration: it
-                            // is measured once, with the first.
-                            None if config == 0 => {
-                                workloads::kernel_threads(workers, plan.duration).map(|r| vec![r])
-                            }
-                            None => Ok(vec![f64::NAN]),
+                let result = cx.measure(&all, &step, |c| {
+                    match c.make {
+                        Some(make) => {
+                            let d = make();
+                            let targets = workloads::spaces(d.as_ref(), depth, own, workers)?;
+                            workloads::alloc_free(d.as_ref(), &targets, plan.duration)
+                                .map(|r| vec![r])
                         }
-                    },
-                );
-                let rates: Vec<Option<f64>> = column(&result, 0)
-                    .into_iter()
-                    .map(|r| r.filter(|r| r.is_finite()))
-                    .collect();
-                for (s, rate) in series.iter_mut().zip(&rates) {
-                    if let Some(rate) = rate {
-                        s.points.push((workers as f64, *rate));
+                        // The kernel's clone path is the same whatever our configuration: it
+                        // is measured once, with the first.
+                        None if config == 0 => {
+                            workloads::kernel_threads(workers, plan.duration).map(|r| vec![r])
+                        }
+                        None => Ok(vec![f64::NAN]),
+                    }
+                });
+                let rates = result.metric(0);
+                for s in series.iter_mut() {
+                    if let Some(rate) = rates.get(&s.name) {
+                        s.points.push((workers as f64, rate));
                     }
                 }
-                let over = super::oversubscribed(workers, cpus);
+                let over = cx.oversubscribed(workers);
                 ratio_rows.push(Row::ratios(
-                    format!("T = {workers} ÷ idr-relock"),
-                    ratios_to(&rates, rates[0]),
+                    format!("T = {workers} ÷ {REFERENCE}"),
+                    rates.over(REFERENCE),
                 ));
                 rows.push(Row::numbers(format!("T = {workers}{over}"), rates, 0));
             }
@@ -177,21 +174,13 @@ impl Experiment for Pids {
             });
         }
 
-        let result = medians(
-            &designs,
-            |c| c.name,
-            plan.repetitions,
-            &mut progress,
-            "lookups",
-            &mut notes,
-            |c| {
-                let d = (c.make.expect("designs only"))();
-                workloads::lookups_during_allocs(d.as_ref(), 4, 4, plan.duration)
-                    .map(|(l, a)| vec![l, a])
-            },
-        );
-        let lookups = column(&result, 0);
-        let allocs = column(&result, 1);
+        let result = cx.measure(&designs, "lookups", |c| {
+            let d = c.make.ok_or("not one of our designs")?();
+            workloads::lookups_during_allocs(d.as_ref(), 4, 4, plan.duration)
+                .map(|(l, a)| vec![l, a])
+        });
+        let lookups = result.metric(0);
+        let allocs = result.metric(1);
         tables.push(Table {
             id: "lookups".into(),
             title: format!(
@@ -202,37 +191,29 @@ impl Experiment for Pids {
             unit: "ops/s".into(),
             columns: design_names.clone(),
             rows: vec![
-                Row::numbers("lookups/s", lookups.clone(), 0),
-                Row::numbers("alloc+free/s", allocs.clone(), 0),
-                Row::ratios("lookups ÷ idr-relock", ratios_to(&lookups, lookups[0])),
-                Row::ratios("alloc+free ÷ idr-relock", ratios_to(&allocs, allocs[0])),
+                Row::numbers("lookups/s", &lookups, 0),
+                Row::numbers("alloc+free/s", &allocs, 0),
+                Row::ratios(format!("lookups ÷ {REFERENCE}"), lookups.over(REFERENCE)),
+                Row::ratios(format!("alloc+free ÷ {REFERENCE}"), allocs.over(REFERENCE)),
             ],
         });
 
         let mut memory_rows = Vec::new();
         for &live in &plan.memory_sizes {
-            let result = medians(
-                &designs,
-                |c| c.name,
-                plan.repetitions,
-                &mut progress,
-                &format!("memory {live}"),
-                &mut notes,
-                |c| {
-                    let d = (c.make.expect("designs only"))();
-                    workloads::memory(d.as_ref(), live)
-                        .map(|(full, after)| vec![full as f64, after as f64])
-                },
-            );
-            let full = column(&result, 0);
-            memory_rows.push(Row::numbers(format!("{live} live"), full.clone(), 0));
+            let result = cx.measure(&designs, &format!("memory {live}"), |c| {
+                let d = c.make.ok_or("not one of our designs")?();
+                workloads::memory(d.as_ref(), live)
+                    .map(|(full, after)| vec![full as f64, after as f64])
+            });
+            let full = result.metric(0);
+            memory_rows.push(Row::numbers(format!("{live} live"), &full, 0));
             memory_rows.push(Row::ratios(
-                format!("{live} live ÷ idr-relock"),
-                ratios_to(&full, full[0]),
+                format!("{live} live ÷ {REFERENCE}"),
+                full.over(REFERENCE),
             ));
             memory_rows.push(Row::numbers(
                 format!("after freeing {live}"),
-                column(&result, 1),
+                result.metric(1),
                 0,
             ));
         }
@@ -243,15 +224,14 @@ impl Experiment for Pids {
             columns: design_names,
             rows: memory_rows,
         });
-        progress.finish();
 
-        notes.push(format!(
+        cx.notes.push(format!(
             "`percpu` has {SLOTS} worker slots; thread `w` uses slot `w`, as if every thread ran on \
              its own CPU. With more threads than cores the slots are oversubscribed like the \
              threads; the kernel's per-CPU structures would instead be shared by the threads \
              of a CPU."
         ));
-        notes.push(
+        cx.notes.push(
             "Kernel column: each thread loops `pthread_create` of an empty thread + \
              `pthread_join` (will-it-scale's thread create/teardown, the seed's benchmark), the \
              whole clone path including PID allocation, in this process's namespaces; measured \
@@ -272,7 +252,7 @@ impl Experiment for Pids {
             ],
             tables,
             plots,
-            notes,
+            notes: std::mem::take(&mut cx.notes),
         })
     }
 }
@@ -280,6 +260,13 @@ impl Experiment for Pids {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reference_column_is_one_of_our_designs() {
+        assert!(candidates()
+            .iter()
+            .any(|c| c.name == REFERENCE && c.make.is_some()));
+    }
 
     #[test]
     fn every_design_runs_every_workload_briefly() {

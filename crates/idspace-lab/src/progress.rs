@@ -15,10 +15,11 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// Starts showing progress through `total` steps of experiment `name`.
-    pub fn new(name: &str, total: u64) -> Progress {
+    /// Starts showing progress through experiment `name`; its number of steps comes with
+    /// [`Progress::set_total`].
+    pub fn new(name: &str) -> Progress {
         let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::new(total);
+            let bar = ProgressBar::new(0);
             let style = ProgressStyle::with_template(
                 "{prefix:>8} [{elapsed_precise}] [{bar:32.cyan/blue}] {pos}/{len} {msg}",
             )
@@ -31,9 +32,17 @@ impl Progress {
         Progress {
             bar,
             name: name.to_string(),
-            total,
+            total: 0,
             done: 0,
             started: Instant::now(),
+        }
+    }
+
+    /// Sets the number of steps the experiment will announce.
+    pub fn set_total(&mut self, total: u64) {
+        self.total = total;
+        if let Some(bar) = &self.bar {
+            bar.set_length(total);
         }
     }
 

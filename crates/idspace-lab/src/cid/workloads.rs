@@ -8,7 +8,7 @@ use crossbeam_utils::CachePadded;
 use idspace::cid::{rseq, CidAllocator, CidError, Task};
 use thread_local::ThreadLocal;
 
-use crate::lab::measure::timed;
+use crate::measure::timed;
 
 /// Nanoseconds per switch pair (switch-in of one task and, with it, switch-out of the other) on
 /// one CPU: `tasks` tasks exist, two alternate on CPU 0.

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 /// The machine and the moment of a lab run.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Machine {
     /// CPUs available to this process.
     pub cpus: usize,

@@ -66,7 +66,7 @@ fn render_table(out: &mut String, table: &Table) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::model::Row;
+    use crate::model::Row;
 
     #[test]
     fn tables_have_designs_as_columns() {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use crossbeam_utils::CachePadded;
 use dashmap::DashMap;
-use foldhash::fast::FixedState as BuildIntHasher;
+use foldhash::fast::FixedState;
 use idspace::table::{GlobalHash, IdTable, Radix, ScaledHash, MAX_ID};
 
 use super::kernel::KernelTimers;
@@ -55,6 +55,12 @@ pub struct Candidate {
     pub kind: Kind,
     /// Makes a fresh, empty subject.
     pub make: fn() -> Box<dyn Subject>,
+}
+
+impl crate::measure::Candidate for Candidate {
+    fn name(&self) -> &str {
+        self.name
+    }
 }
 
 /// Every candidate, in column order. `scaled` is the reference column for ratios.
@@ -145,10 +151,10 @@ impl Cursors {
     }
 }
 
-/// `dashmap::DashMap` keyed by (owner, id), with our integer hasher.
+/// `dashmap::DashMap` keyed by (owner, id), with foldhash's fast integer hasher.
 #[derive(Default)]
 pub struct Dash {
-    map: DashMap<(u64, u32), Handle, BuildIntHasher>,
+    map: DashMap<(u64, u32), Handle, FixedState>,
     cursors: Cursors,
 }
 
@@ -177,10 +183,10 @@ impl Subject for Dash {
     }
 }
 
-/// `scc::HashMap` keyed by (owner, id), with our integer hasher.
+/// `scc::HashMap` keyed by (owner, id), with foldhash's fast integer hasher.
 #[derive(Default)]
 pub struct Scc {
-    map: scc::HashMap<(u64, u32), Handle, BuildIntHasher>,
+    map: scc::HashMap<(u64, u32), Handle, FixedState>,
     cursors: Cursors,
 }
 
