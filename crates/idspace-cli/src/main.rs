@@ -42,6 +42,7 @@ enum Command {
         list: bool,
     },
     /// Drive a design from JSON lines on stdin; one JSON answer per line on stdout.
+    #[command(after_help = "`idspace replay FAMILY --help` shows the family's protocol.")]
     Replay {
         #[command(subcommand)]
         family: Family,
@@ -51,21 +52,29 @@ enum Command {
 #[derive(Subcommand)]
 enum Family {
     /// Handle tables keyed by (owner, id): the POSIX-timer ID designs.
+    #[command(after_help = replay::help(replay::table::PROTOCOL))]
     Table {
         /// Which design to drive.
         #[arg(long, value_enum)]
         design: replay::table::TableDesign,
     },
     /// Concurrency IDs: the MM CID rewrite and its two predecessors.
+    #[command(after_help = replay::help(replay::cid::PROTOCOL))]
     Cid {
         /// Which design to drive.
         #[arg(long, value_enum)]
         design: replay::cid::CidDesign,
-        /// CPUs (worker slots) of the space.
-        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+        /// CPUs (worker slots) of the space, 1 to 64 (the most the designs support); by default
+        /// this machine's CPU count, at most 64.
+        #[arg(
+            long,
+            value_parser = clap::value_parser!(u16).range(1..=idspace::cid::MAX_CPUS as i64),
+            default_value_t = replay::cid::default_cpus(),
+        )]
         cpus: u16,
     },
     /// Namespaced PID allocation: the IDR designs, FreeBSD's bitmap+hash, per-CPU ranges.
+    #[command(after_help = replay::help(replay::pid::PROTOCOL))]
     Pid {
         /// Which design to drive.
         #[arg(long, value_enum)]
@@ -110,12 +119,18 @@ fn main() -> ExitCode {
             }
         }
         Command::Replay { family } => {
-            let mut replayer: Box<dyn replay::Replayer> = match family {
-                Family::Table { design } => Box::new(replay::table::TableReplay::new(design)),
-                Family::Pid { design } => Box::new(replay::pid::PidReplay::new(design)),
+            let stdin = io::stdin().lock();
+            let stdout = io::stdout().lock();
+            let ended = match family {
+                Family::Table { design } => {
+                    replay::run(&mut replay::table::TableReplay::new(design), stdin, stdout)
+                }
+                Family::Pid { design } => {
+                    replay::run(&mut replay::pid::PidReplay::new(design), stdin, stdout)
+                }
                 Family::Cid { design, cpus } => {
                     match replay::cid::CidReplay::new(design, usize::from(cpus)) {
-                        Ok(replayer) => Box::new(replayer),
+                        Ok(mut replayer) => replay::run(&mut replayer, stdin, stdout),
                         Err(error) => {
                             eprintln!("idspace replay: {error}");
                             return ExitCode::from(2);
@@ -123,17 +138,7 @@ fn main() -> ExitCode {
                     }
                 }
             };
-            let stdin = io::stdin().lock();
-            let stdout = io::stdout().lock();
-            match replay::run(replayer.as_mut(), stdin, stdout) {
-                Ok(false) => ExitCode::SUCCESS,
-                Ok(true) => ExitCode::from(1),
-                Err(error) if error.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("idspace replay: {error}");
-                    ExitCode::from(2)
-                }
-            }
+            ended.exit_code()
         }
     }
 }

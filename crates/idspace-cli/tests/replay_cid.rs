@@ -110,3 +110,70 @@ fn bad_lines_and_cli_errors() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("65"));
 }
+
+#[test]
+fn integers_beyond_64_bits_get_the_documented_answers() {
+    let input = r#"{"op":"fork","task":1}
+{"op":"switch","cpu":18446744073709551616,"task":1}
+{"op":"affinity","task":1,"cpus":[0,18446744073709551616]}
+{"op":"switch","cpu":0,"task":1}
+"#;
+    for design in ["rework", "bitmap", "lazy"] {
+        let (answers, status) = replay(design, "4", input);
+        let expected = [
+            json!({"ok": true}),
+            json!({"error": "bad_cpu"}),
+            json!({"error": "bad_cpu"}),
+            json!({"cid": 0}),
+        ];
+        assert_eq!(answers, expected, "{design}");
+        assert_eq!(status, 0, "{design}");
+    }
+    let (answers, status) = replay(
+        "rework",
+        "4",
+        "{\"op\":\"fork\",\"task\":18446744073709551616}\n\
+         {\"op\":\"switch\",\"cpu\":-18446744073709551616,\"task\":1}\n",
+    );
+    assert_eq!(
+        answers[0]["detail"],
+        "field \"task\" must be a non-negative integer below 2^64, got 18446744073709551616"
+    );
+    assert_eq!(
+        answers[1]["detail"],
+        "field \"cpu\" must be a non-negative integer, got -18446744073709551616"
+    );
+    assert_eq!(status, 1);
+}
+
+#[test]
+fn cpus_default_to_this_machines_cpu_count() {
+    let cpus = std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(1)
+        .min(64);
+    let input = format!(
+        "{{\"op\":\"fork\",\"task\":1}}\n{{\"op\":\"fork\",\"task\":2}}\n\
+         {{\"op\":\"switch\",\"cpu\":{},\"task\":1}}\n\
+         {{\"op\":\"switch\",\"cpu\":{cpus},\"task\":2}}\n",
+        cpus - 1
+    );
+    let (answers, status) = common::replay(&["cid", "--design", "rework"], &input);
+    assert_eq!(
+        answers,
+        [
+            json!({"ok": true}),
+            json!({"ok": true}),
+            json!({"cid": 0}),
+            json!({"error": "bad_cpu"}),
+        ],
+        "the space has {cpus} CPUs"
+    );
+    assert_eq!(status, 0);
+    let help = common::idspace(&["replay", "cid", "--help"]);
+    let help = String::from_utf8(help.stdout).unwrap();
+    assert!(
+        help.contains("this machine's CPU count") && help.contains("at most 64"),
+        "{help}"
+    );
+}

@@ -118,3 +118,53 @@ fn bad_lines_are_answered_and_processing_goes_on() {
         assert_eq!(status, 1, "{design}");
     }
 }
+
+#[test]
+fn integers_beyond_64_bits_get_the_documented_answers() {
+    let input = r#"{"op":"free","ns":0,"id":18446744073709551616}
+{"op":"free","ns":0,"id":-18446744073709551616}
+{"op":"lookup","ns":0,"id":18446744073709551616}
+{"op":"lookup","ns":0,"id":-18446744073709551616}
+{"op":"ns_new","parent":18446744073709551616}
+{"op":"alloc","ns":99999999999999999999999}
+{"op":"free","ns":99999999999999999999999,"id":1}
+{"op":"alloc","ns":0,"set_tid":[18446744073709551616]}
+{"op":"alloc","ns":0,"set_tid":[-18446744073709551616]}
+{"op":"pid_max","ns":0,"max":18446744073709551616}
+{"op":"pid_max","ns":0,"max":-18446744073709551616}
+{"op":"alloc","ns":0}
+"#;
+    for design in ["idr-relock", "idr-once", "bitmap-hash", "percpu"] {
+        let (answers, status) = replay(design, input);
+        let expected = [
+            json!({"error": "not_found"}),
+            json!({"error": "not_found"}),
+            json!({"found": false}),
+            json!({"found": false}),
+            json!({"error": "unknown_ns"}),
+            json!({"error": "unknown_ns"}),
+            json!({"error": "unknown_ns"}),
+            json!({"error": "invalid"}),
+            json!({"error": "invalid"}),
+            json!({"error": "invalid"}),
+            json!({"error": "invalid"}),
+            json!({"ids": [1]}),
+        ];
+        assert_eq!(answers, expected, "{design}");
+        assert_eq!(status, 0, "{design}");
+    }
+    let (answers, status) = replay(
+        "percpu",
+        "{\"op\":\"alloc\",\"ns\":0,\"cpu\":18446744073709551616}\n\
+         {\"op\":\"free\",\"ns\":0,\"id\":1.5}\n",
+    );
+    assert_eq!(
+        answers[0]["detail"],
+        "field \"cpu\" must be an integer in 0..64, got 18446744073709551616"
+    );
+    assert_eq!(
+        answers[1]["detail"],
+        "field \"id\" must be an integer, got 1.5"
+    );
+    assert_eq!(status, 1);
+}

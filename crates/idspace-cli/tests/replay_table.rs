@@ -158,3 +158,40 @@ fn bench_rejects_unknown_experiments() {
         "{stderr}"
     );
 }
+
+#[test]
+fn integers_beyond_64_bits_get_the_documented_answers() {
+    let input = r#"{"op":"restore","owner":1,"on":true}
+{"op":"create_at","owner":1,"id":18446744073709551616}
+{"op":"create_at","owner":1,"id":-99999999999999999999999}
+{"op":"get","owner":1,"id":340282366920938463463374607431768211456}
+{"op":"remove","owner":1,"id":-18446744073709551617}
+{"op":"create","owner":18446744073709551615}
+{"op":"ids","owner":18446744073709551615}
+"#;
+    for design in DESIGNS {
+        let (answers, status) = replay(design, input);
+        let expected = [
+            json!({"ok": true}),
+            json!({"error": "invalid"}),
+            json!({"error": "invalid"}),
+            json!({"found": false}),
+            json!({"error": "not_found"}),
+            json!({"id": 0}),
+            json!({"ids": [0]}),
+        ];
+        assert_eq!(answers, expected, "{design}");
+        assert_eq!(status, 0, "{design}");
+    }
+    // Beyond even f64's range.
+    let huge = "9".repeat(400);
+    let (answers, status) = replay(
+        "radix",
+        &format!("{{\"op\":\"get\",\"owner\":1,\"id\":{huge}}}\n{{\"op\":\"remove\",\"owner\":1,\"id\":-{huge}}}\n"),
+    );
+    assert_eq!(
+        answers,
+        [json!({"found": false}), json!({"error": "not_found"})]
+    );
+    assert_eq!(status, 0);
+}

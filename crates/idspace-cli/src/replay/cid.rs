@@ -1,26 +1,21 @@
-//! `idspace replay cid --design rework|bitmap|lazy --cpus N`: the CID protocol.
+//! `idspace replay cid --design rework|bitmap|lazy [--cpus N]`: the CID protocol, as
+//! `idspace replay cid --help` prints it (from `cid.txt`):
 //!
-//! | input | answer |
-//! |---|---|
-//! | `{"op":"fork","task":T}` | `{"ok":true}` (not running; affinity all CPUs) |
-//! | `{"op":"exit","task":T}` | `{"ok":true}` (if T runs, its CPU becomes idle) |
-//! | `{"op":"switch","cpu":C,"task":T}` | `{"cid":X}`: the task on C is switched out, T in |
-//! | `{"op":"switch","cpu":C,"task":null}` | `{"ok":true}`: C becomes idle |
-//! | `{"op":"affinity","task":T,"cpus":[...]}` | `{"ok":true}` |
-//! | `{"op":"compact"}` | `{"ok":true}`: runs deferred work |
-//! | `{"op":"state"}` | `{"mode":"task"\|"cpu"\|"none","users":U,"max_cids":M,"running":{"T":X,...}}` |
-//!
-//! Errors: `unknown_task`, `task_exists`, `running_elsewhere`, `not_allowed`, `bad_cpu`. Task
-//! names are the caller's non-negative integers; a name is free again once its task exited. A
-//! CPU number at or beyond the space's CPU count is `bad_cpu`; a negative or non-integer one is
-//! bad input.
+//! ```text
+#![doc = include_str!("cid.txt")]
+//! ```
 
 use std::collections::HashMap;
 
-use idspace::cid::{BitmapCids, CidAllocator, CidError, LazyCids, Rework, Task};
+use idspace::cid::{BitmapCids, CidAllocator, CidError, LazyCids, Rework, Task, MAX_CPUS};
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{error, ok, unknown_op, BadInput, Fields, Replayer};
+use super::field::{fields, Name, NameOrNull, Natural, Naturals};
+use super::{error, ok, Replayer};
+
+/// The protocol's table of operations and answers.
+pub const PROTOCOL: &str = include_str!("cid.txt");
 
 /// The CID designs `replay cid` can drive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -33,7 +28,41 @@ pub enum CidDesign {
     Lazy,
 }
 
-const OPS: &[&str] = &["fork", "exit", "switch", "affinity", "compact", "state"];
+/// The default `--cpus`: this machine's CPU count, at most [`MAX_CPUS`], the most the designs
+/// support.
+pub fn default_cpus() -> u16 {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    u16::try_from(cpus.min(MAX_CPUS)).unwrap_or(u16::MAX)
+}
+
+fields! {
+    /// A task, by the caller's name for it.
+    TaskName: Name = "task";
+    /// The task a switch puts on the CPU, or none.
+    Incoming: NameOrNull = "task";
+    /// A CPU as the line gives it: any non-negative integer.
+    Cpu: Natural = "cpu";
+    /// The CPUs a task may run on.
+    Cpus: Naturals = "cpus";
+}
+
+/// One line of the CID protocol.
+#[derive(Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum CidOp {
+    /// Creates a task, not running, allowed on all CPUs.
+    Fork { task: TaskName },
+    /// Ends a task.
+    Exit { task: TaskName },
+    /// Puts a task (or none) on a CPU.
+    Switch { cpu: Cpu, task: Incoming },
+    /// Sets the CPUs a task may run on.
+    Affinity { task: TaskName, cpus: Cpus },
+    /// Runs deferred work.
+    Compact,
+    /// The space's mode, users, budget and running tasks.
+    State,
+}
 
 /// Replays the CID protocol against one design.
 pub struct CidReplay {
@@ -62,11 +91,6 @@ impl CidReplay {
         })
     }
 
-    fn task(&self, fields: &Fields<'_>) -> Result<Result<&Task, CidError>, BadInput> {
-        let name = fields.u64("task")?;
-        Ok(self.tasks.get(&name).ok_or(CidError::UnknownTask))
-    }
-
     fn all(&self) -> u64 {
         let cpus = self.space.cpus();
         if cpus >= 64 {
@@ -77,16 +101,23 @@ impl CidReplay {
     }
 }
 
+/// A CPU number as an index; any beyond `usize` is as far out of range as `usize::MAX`.
+fn cpu_index(cpu: u128) -> usize {
+    usize::try_from(cpu).unwrap_or(usize::MAX)
+}
+
 fn answer(result: Result<Value, CidError>) -> Value {
     result.unwrap_or_else(|e| error(e.as_str()))
 }
 
 impl Replayer for CidReplay {
-    fn apply(&mut self, fields: &Fields<'_>) -> Result<Value, BadInput> {
-        let op = fields.op()?;
-        Ok(match op {
-            "fork" => {
-                let name = fields.u64("task")?;
+    type Op = CidOp;
+
+    fn apply(&mut self, _line: u64, op: CidOp) -> Value {
+        match op {
+            CidOp::Fork {
+                task: TaskName(name),
+            } => {
                 if self.tasks.contains_key(&name) {
                     error("task_exists")
                 } else {
@@ -98,20 +129,21 @@ impl Replayer for CidReplay {
                     }))
                 }
             }
-            "exit" => {
-                let name = fields.u64("task")?;
-                match self.tasks.remove(&name) {
-                    Some(task) => {
-                        self.names.remove(&task.id());
-                        answer(self.space.exit(&task).map(|()| ok()))
-                    }
-                    None => error("unknown_task"),
+            CidOp::Exit {
+                task: TaskName(name),
+            } => match self.tasks.remove(&name) {
+                Some(task) => {
+                    self.names.remove(&task.id());
+                    answer(self.space.exit(&task).map(|()| ok()))
                 }
-            }
-            "switch" => {
-                let cpu = fields.u64("cpu")?;
-                let cpu = usize::try_from(cpu).unwrap_or(usize::MAX);
-                match fields.optional_task()? {
+                None => error("unknown_task"),
+            },
+            CidOp::Switch {
+                cpu: Cpu(cpu),
+                task: Incoming(incoming),
+            } => {
+                let cpu = cpu_index(cpu);
+                match incoming {
                     None => answer(self.space.switch(cpu, None).map(|_| ok())),
                     Some(name) => match self.tasks.get(&name) {
                         None => error("unknown_task"),
@@ -123,23 +155,25 @@ impl Replayer for CidReplay {
                     },
                 }
             }
-            "affinity" => {
-                let cpus = fields.index_list("cpus")?;
-                let task = self.task(fields)?;
-                answer(task.and_then(|task| {
-                    let cpus: Vec<usize> = cpus
-                        .iter()
-                        .map(|&c| usize::try_from(c).unwrap_or(usize::MAX))
-                        .collect();
-                    let mask = idspace::cid::affinity_mask(&cpus, self.space.cpus())?;
-                    self.space.set_affinity(task, mask).map(|()| ok())
-                }))
-            }
-            "compact" => {
+            CidOp::Affinity {
+                task: TaskName(name),
+                cpus: Cpus(cpus),
+            } => match self.tasks.get(&name) {
+                None => error("unknown_task"),
+                Some(task) => {
+                    let cpus: Vec<usize> = cpus.into_iter().map(cpu_index).collect();
+                    answer(
+                        idspace::cid::affinity_mask(&cpus, self.space.cpus())
+                            .and_then(|mask| self.space.set_affinity(task, mask))
+                            .map(|()| ok()),
+                    )
+                }
+            },
+            CidOp::Compact => {
                 self.space.run_deferred();
                 ok()
             }
-            "state" => {
+            CidOp::State => {
                 let state = self.space.state();
                 let mut running = Map::new();
                 for (id, cid) in state.running {
@@ -153,7 +187,6 @@ impl Replayer for CidReplay {
                     "running": running,
                 })
             }
-            other => return Err(unknown_op(other, OPS)),
-        })
+        }
     }
 }

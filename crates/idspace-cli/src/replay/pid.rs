@@ -1,25 +1,22 @@
-//! `idspace replay pid --design idr-relock|idr-once|bitmap-hash|percpu`: the PID protocol.
+//! `idspace replay pid --design idr-relock|idr-once|bitmap-hash|percpu`: the PID protocol, as
+//! `idspace replay pid --help` prints it (from `pid.txt`):
 //!
-//! | input | answer |
-//! |---|---|
-//! | `{"op":"ns_new","parent":P}` | `{"ns":N}` (the root is 0) or `{"error":"too_deep"\|"too_many_ns"}` (`percpu` holds 65,536 spaces) |
-//! | `{"op":"pid_max","ns":N,"max":M}` | `{"ok":true}` or `{"error":"invalid"}` |
-//! | `{"op":"alloc","ns":N}`, optionally `"set_tid":[...]` and `"cpu":C` | `{"ids":[innermost, ..., root]}` or `{"error":"full"\|"exists"\|"invalid"\|"ns_dead"}` |
-//! | `{"op":"free","ns":N,"id":X}`, optionally `"cpu":C` | `{"ok":true}` or `{"error":"not_found"}` |
-//! | `{"op":"lookup","ns":N,"id":X}` | `{"found":B}` |
-//! | `{"op":"memory"}` | `{"bytes":B}` |
-//!
-//! Unknown spaces answer `{"error":"unknown_ns"}`. `cpu` is a worker slot in `0..64` (0 by
-//! default). Integers out of the kernel's ranges are the kernel's errors (a `set_tid` entry of
-//! -1 is `invalid`, an ID of 2^40 is `not_found`); values of the wrong type are bad input.
+//! ```text
+#![doc = include_str!("pid.txt")]
+//! ```
 
 use idspace::pid::{BitmapHash, IdrOnce, IdrRelock, NsId, PerCpu, PidAllocator, PidError};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{error, ok, unknown_op, BadInput, Fields, Replayer};
+use super::field::{fields, Below, Integer, Integers, Natural};
+use super::{error, ok, Replayer};
+
+/// The protocol's table of operations and answers.
+pub const PROTOCOL: &str = include_str!("pid.txt");
 
 /// Worker slots the replayer offers (`"cpu"` values `0..SLOTS`).
-pub const SLOTS: u64 = 64;
+pub const SLOTS: usize = 64;
 
 /// The PID designs `replay pid` can drive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -34,7 +31,51 @@ pub enum PidDesign {
     Percpu,
 }
 
-const OPS: &[&str] = &["ns_new", "pid_max", "alloc", "free", "lookup", "memory"];
+fields! {
+    /// The space a new one nests in.
+    Parent: Natural = "parent";
+    /// A PID namespace.
+    Ns: Natural = "ns";
+    /// A space's new `pid_max`.
+    Max: Integer = "max";
+    /// The IDs to allocate, innermost first (absent: any).
+    #[derive(Default)]
+    SetTid: Integers = "set_tid";
+    /// The worker slot allocating or freeing (absent: 0).
+    #[derive(Default)]
+    Cpu: Below<SLOTS> = "cpu";
+    /// A PID as the line gives it: any integer.
+    PidId: Integer = "id";
+}
+
+/// One line of the PID protocol.
+#[derive(Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum PidOp {
+    /// Creates a space nested in `parent`.
+    NsNew { parent: Parent },
+    /// Sets a space's `pid_max`.
+    PidMax { ns: Ns, max: Max },
+    /// Allocates a PID in a space and all its ancestors.
+    Alloc {
+        ns: Ns,
+        #[serde(default)]
+        set_tid: SetTid,
+        #[serde(default)]
+        cpu: Cpu,
+    },
+    /// Frees a PID given by its number in a space.
+    Free {
+        ns: Ns,
+        id: PidId,
+        #[serde(default)]
+        cpu: Cpu,
+    },
+    /// Whether a space has a PID.
+    Lookup { ns: Ns, id: PidId },
+    /// The allocator's memory.
+    Memory,
+}
 
 /// Replays the PID protocol against one design.
 pub struct PidReplay {
@@ -48,15 +89,15 @@ impl PidReplay {
             PidDesign::IdrRelock => Box::new(IdrRelock::new()),
             PidDesign::IdrOnce => Box::new(IdrOnce::new()),
             PidDesign::BitmapHash => Box::new(BitmapHash::new()),
-            PidDesign::Percpu => Box::new(PerCpu::new(SLOTS as usize)),
+            PidDesign::Percpu => Box::new(PerCpu::new(SLOTS)),
         };
         PidReplay { pids }
     }
 }
 
-/// A space number: spaces beyond `u32` do not exist.
-fn ns(fields: &Fields<'_>, name: &str) -> Result<Option<NsId>, BadInput> {
-    Ok(NsId::try_from(fields.u64(name)?).ok())
+/// A space number, if a space can have it: spaces beyond `u32` do not exist.
+fn space(ns: u128) -> Option<NsId> {
+    NsId::try_from(ns).ok()
 }
 
 /// Clamps an integer to `u32`, mapping out-of-range values to ones the kernel rejects alike.
@@ -72,69 +113,63 @@ fn answer<T>(result: Result<T, PidError>, found: impl FnOnce(T) -> Value) -> Val
 }
 
 impl Replayer for PidReplay {
-    fn apply(&mut self, fields: &Fields<'_>) -> Result<Value, BadInput> {
-        let op = fields.op()?;
+    type Op = PidOp;
+
+    fn apply(&mut self, _line: u64, op: PidOp) -> Value {
         let unknown = || error(PidError::UnknownNs.as_str());
-        Ok(match op {
-            "ns_new" => match ns(fields, "parent")? {
+        match op {
+            PidOp::NsNew {
+                parent: Parent(parent),
+            } => match space(parent) {
                 Some(parent) => answer(self.pids.new_ns(parent), |ns| json!({ "ns": ns })),
                 None => unknown(),
             },
-            "pid_max" => {
-                let space = ns(fields, "ns")?;
-                let max = fields.int("max")?;
-                match space {
-                    Some(space) => answer(self.pids.set_pid_max(space, clamp(max)), |()| ok()),
-                    None => unknown(),
-                }
-            }
-            "alloc" => {
-                let space = ns(fields, "ns")?;
-                let set_tid: Vec<u32> = fields
-                    .optional_ints("set_tid")?
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(clamp)
-                    .collect();
-                let cpu = fields.optional_index("cpu", SLOTS)?.unwrap_or(0) as usize;
-                match space {
-                    Some(space) => answer(
-                        self.pids.alloc(space, &set_tid, cpu),
+            PidOp::PidMax {
+                ns: Ns(ns),
+                max: Max(max),
+            } => match space(ns) {
+                Some(ns) => answer(self.pids.set_pid_max(ns, clamp(max)), |()| ok()),
+                None => unknown(),
+            },
+            PidOp::Alloc {
+                ns: Ns(ns),
+                set_tid: SetTid(set_tid),
+                cpu: Cpu(cpu),
+            } => match space(ns) {
+                Some(ns) => {
+                    let set_tid: Vec<u32> = set_tid.into_iter().map(clamp).collect();
+                    answer(
+                        self.pids.alloc(ns, &set_tid, cpu),
                         |pid| json!({ "ids": pid.ids() }),
-                    ),
-                    None => unknown(),
+                    )
                 }
-            }
-            "free" => {
-                let space = ns(fields, "ns")?;
-                let id = fields.int("id")?;
-                let cpu = fields.optional_index("cpu", SLOTS)?.unwrap_or(0) as usize;
-                match (space, u32::try_from(id)) {
-                    (None, _) => unknown(),
-                    (Some(space), Ok(id)) => answer(self.pids.free(space, id, cpu), |()| ok()),
-                    // No ID is that large or negative; the space must still exist.
-                    (Some(space), Err(_)) => match self.pids.lookup(space, 0) {
-                        Err(e) => error(e.as_str()),
-                        Ok(_) => error(PidError::NotFound.as_str()),
-                    },
-                }
-            }
-            "lookup" => {
-                let space = ns(fields, "ns")?;
-                let id = fields.int("id")?;
-                match space {
-                    None => unknown(),
-                    Some(space) => {
-                        let id = u32::try_from(id).unwrap_or(0);
-                        answer(
-                            self.pids.lookup(space, id),
-                            |pid| json!({ "found": pid.is_some() }),
-                        )
-                    }
-                }
-            }
-            "memory" => json!({ "bytes": self.pids.memory_bytes() }),
-            other => return Err(unknown_op(other, OPS)),
-        })
+                None => unknown(),
+            },
+            PidOp::Free {
+                ns: Ns(ns),
+                id: PidId(id),
+                cpu: Cpu(cpu),
+            } => match (space(ns), u32::try_from(id)) {
+                (None, _) => unknown(),
+                (Some(ns), Ok(id)) => answer(self.pids.free(ns, id, cpu), |()| ok()),
+                // No ID is that large or negative; the space must still exist.
+                (Some(ns), Err(_)) => match self.pids.lookup(ns, 0) {
+                    Err(e) => error(e.as_str()),
+                    Ok(_) => error(PidError::NotFound.as_str()),
+                },
+            },
+            PidOp::Lookup {
+                ns: Ns(ns),
+                id: PidId(id),
+            } => match space(ns) {
+                None => unknown(),
+                // No PID is 0, nor out of `u32`'s range.
+                Some(ns) => answer(
+                    self.pids.lookup(ns, u32::try_from(id).unwrap_or(0)),
+                    |pid| json!({ "found": pid.is_some() }),
+                ),
+            },
+            PidOp::Memory => json!({ "bytes": self.pids.memory_bytes() }),
+        }
     }
 }

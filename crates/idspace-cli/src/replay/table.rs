@@ -1,24 +1,19 @@
-//! `idspace replay table --design global|scaled|radix`: the handle-table protocol.
+//! `idspace replay table --design global|scaled|radix`: the handle-table protocol, as
+//! `idspace replay table --help` prints it (from `table.txt`):
 //!
-//! | input | answer |
-//! |---|---|
-//! | `{"op":"create","owner":O}` | `{"id":N}` or `{"error":"full"}` |
-//! | `{"op":"create_at","owner":O,"id":N}` | `{"id":N}` or `{"error":"busy"\|"invalid"\|"not_restoring"}` |
-//! | `{"op":"restore","owner":O,"on":B}` | `{"ok":true}` |
-//! | `{"op":"get","owner":O,"id":N}` | `{"found":B}` |
-//! | `{"op":"remove","owner":O,"id":N}` | `{"ok":true}` or `{"error":"not_found"}` |
-//! | `{"op":"ids","owner":O}` | `{"ids":[...]}` ascending |
-//! | `{"op":"remove_owner","owner":O}` | `{"removed":K}` |
-//! | `{"op":"memory"}` | `{"bytes":B}` |
-//!
-//! Owners are non-negative integers. IDs are integers: an ID outside `0..=i32::MAX` is the
-//! `invalid` error of `create_at` (the kernel's `EINVAL`), and is simply not found by `get` and
-//! `remove`; a non-integer ID is bad input.
+//! ```text
+#![doc = include_str!("table.txt")]
+//! ```
 
 use idspace::table::{GlobalHash, Id, IdTable, Radix, ScaledHash, MAX_ID};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{error, ok, unknown_op, BadInput, Fields, Replayer};
+use super::field::{fields, Flag, Integer, Name};
+use super::{error, ok, Replayer};
+
+/// The protocol's table of operations and answers.
+pub const PROTOCOL: &str = include_str!("table.txt");
 
 /// The table designs `replay table` can drive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -31,21 +26,41 @@ pub enum TableDesign {
     Radix,
 }
 
-const OPS: &[&str] = &[
-    "create",
-    "create_at",
-    "restore",
-    "get",
-    "remove",
-    "ids",
-    "remove_owner",
-    "memory",
-];
+fields! {
+    /// The owner of an ID space.
+    Owner: Name = "owner";
+    /// An ID as the line gives it: any integer.
+    TableId: Integer = "id";
+    /// Whether restore mode is on.
+    On: Flag = "on";
+}
 
-/// Replays the table protocol against one design. Values stored are the input line counts.
+/// One line of the table protocol.
+#[derive(Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum TableOp {
+    /// Allocates the owner's next ID.
+    Create { owner: Owner },
+    /// Allocates an exact ID, in restore mode.
+    CreateAt { owner: Owner, id: TableId },
+    /// Turns the owner's restore mode on or off.
+    Restore { owner: Owner, on: On },
+    /// Whether the owner has the ID.
+    Get { owner: Owner, id: TableId },
+    /// Frees an ID.
+    Remove { owner: Owner, id: TableId },
+    /// The owner's IDs.
+    Ids { owner: Owner },
+    /// Frees all the owner's IDs.
+    RemoveOwner { owner: Owner },
+    /// The table's memory.
+    Memory,
+}
+
+/// Replays the table protocol against one design. The value stored with each ID is the number
+/// of the input line that created it.
 pub struct TableReplay {
     table: Box<dyn IdTable<u64>>,
-    line: u64,
 }
 
 impl TableReplay {
@@ -56,72 +71,92 @@ impl TableReplay {
             TableDesign::Scaled => Box::new(ScaledHash::new()),
             TableDesign::Radix => Box::new(Radix::new()),
         };
-        TableReplay { table, line: 0 }
+        TableReplay { table }
     }
 }
 
-/// The ID of a lookup, or `None` if no entry can have it.
-fn lookup_id(fields: &Fields<'_>) -> Result<Option<Id>, BadInput> {
-    let id = fields.int("id")?;
-    Ok((0..=i128::from(MAX_ID)).contains(&id).then_some(id as Id))
+/// The ID `id` is, if any entry can have it: `0..=MAX_ID`.
+fn table_id(id: i128) -> Option<Id> {
+    Id::try_from(id).ok().filter(|&id| id <= MAX_ID)
 }
 
 impl Replayer for TableReplay {
-    fn apply(&mut self, fields: &Fields<'_>) -> Result<Value, BadInput> {
-        self.line += 1;
-        let op = fields.op()?;
-        let answer = match op {
-            "create" => {
-                let owner = fields.u64("owner")?;
-                match self.table.create(owner, self.line) {
-                    Ok(id) => json!({ "id": id }),
-                    Err(rejected) => error(rejected.error.as_str()),
-                }
-            }
-            "create_at" => {
-                let owner = fields.u64("owner")?;
-                let id = fields.int("id")?;
+    type Op = TableOp;
+
+    fn apply(&mut self, line: u64, op: TableOp) -> Value {
+        match op {
+            TableOp::Create {
+                owner: Owner(owner),
+            } => match self.table.create(owner, line) {
+                Ok(id) => json!({ "id": id }),
+                Err(rejected) => error(rejected.error.as_str()),
+            },
+            TableOp::CreateAt {
+                owner: Owner(owner),
+                id: TableId(id),
+            } => {
                 if !self.table.is_restoring(owner) {
-                    error("not_restoring")
-                } else if !(0..=i128::from(MAX_ID)).contains(&id) {
-                    error("invalid")
-                } else {
-                    match self.table.create_at(owner, id as Id, self.line) {
-                        Ok(id) => json!({ "id": id }),
-                        Err(rejected) => error(rejected.error.as_str()),
-                    }
+                    return error("not_restoring");
+                }
+                match table_id(id).map(|id| self.table.create_at(owner, id, line)) {
+                    Some(Ok(id)) => json!({ "id": id }),
+                    Some(Err(rejected)) => error(rejected.error.as_str()),
+                    None => error("invalid"),
                 }
             }
-            "restore" => {
-                let owner = fields.u64("owner")?;
-                let on = fields.bool("on")?;
+            TableOp::Restore {
+                owner: Owner(owner),
+                on: On(on),
+            } => {
                 self.table.set_restore(owner, on);
                 ok()
             }
-            "get" => {
-                let owner = fields.u64("owner")?;
-                let found = lookup_id(fields)?.is_some_and(|id| self.table.contains(owner, id));
+            TableOp::Get {
+                owner: Owner(owner),
+                id: TableId(id),
+            } => {
+                let found = table_id(id).is_some_and(|id| self.table.contains(owner, id));
                 json!({ "found": found })
             }
-            "remove" => {
-                let owner = fields.u64("owner")?;
-                match lookup_id(fields)?.map(|id| self.table.remove(owner, id)) {
-                    Some(Ok(_)) => ok(),
-                    Some(Err(e)) => error(e.as_str()),
-                    None => error("not_found"),
-                }
-            }
-            "ids" => {
-                let owner = fields.u64("owner")?;
-                json!({ "ids": self.table.ids(owner) })
-            }
-            "remove_owner" => {
-                let owner = fields.u64("owner")?;
+            TableOp::Remove {
+                owner: Owner(owner),
+                id: TableId(id),
+            } => match table_id(id).map(|id| self.table.remove(owner, id)) {
+                Some(Ok(_)) => ok(),
+                Some(Err(e)) => error(e.as_str()),
+                None => error("not_found"),
+            },
+            TableOp::Ids {
+                owner: Owner(owner),
+            } => json!({ "ids": self.table.ids(owner) }),
+            TableOp::RemoveOwner {
+                owner: Owner(owner),
+            } => {
                 json!({ "removed": self.table.remove_owner(owner) })
             }
-            "memory" => json!({ "bytes": self.table.memory_bytes() }),
-            other => return Err(unknown_op(other, OPS)),
-        };
-        Ok(answer)
+            TableOp::Memory => json!({ "bytes": self.table.memory_bytes() }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_hold_the_number_of_the_line_that_created_them() {
+        let input = "not json\n\
+            {\"op\":\"create\",\"owner\":1}\n\
+            [1]\n\
+            {\"op\":\"fly\"}\n\
+            {\"op\":\"restore\",\"owner\":1,\"on\":true}\n\
+            {\"op\":\"create_at\",\"owner\":1,\"id\":9}\n";
+        let mut replay = TableReplay::new(TableDesign::Scaled);
+        let mut output = Vec::new();
+        let ended = super::super::run(&mut replay, input.as_bytes(), &mut output);
+        assert!(ended.any_bad && ended.error.is_none());
+        let value = |id| replay.table.get(1, id).map(|entry| *entry);
+        assert_eq!(value(0), Some(2), "bad lines count too");
+        assert_eq!(value(9), Some(6));
     }
 }
