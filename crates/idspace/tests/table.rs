@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{label, table_designs};
+use common::{label, miri_scaled, table_designs};
 use idspace::table::{IdTable, Rejected, TableError, MAX_ID};
 
 fn each_design(max_id: u32, test: impl Fn(&dyn IdTable<u64>, &str)) {
@@ -136,11 +136,12 @@ fn remove_owner_forgets_entries_cursor_and_restore_mode() {
 fn memory_grows_with_entries() {
     each_design(MAX_ID, |table, name| {
         let empty = table.memory_bytes();
-        for value in 0..5000 {
+        let entries = miri_scaled(5000);
+        for value in 0..entries as u64 {
             table.create(1, value).unwrap();
         }
         assert!(
-            table.memory_bytes() > empty + 5000 * 8,
+            table.memory_bytes() > empty + entries * 8,
             "{name}: entries are counted"
         );
     });
@@ -151,15 +152,16 @@ fn sparse_ids_cost_the_radix_tree_a_leaf_each() {
     use idspace::table::{Radix, ScaledHash};
     let radix = Radix::new();
     let hash = ScaledHash::new();
+    let sparse = miri_scaled(2048);
     for table in [&radix as &dyn IdTable<u64>, &hash] {
         table.set_restore(1, true);
-        for index in 0..2048u32 {
+        for index in 0..sparse as u32 {
             table.create_at(1, index * 512, index.into()).unwrap();
         }
     }
-    // 2048 leaves of 64 eight-byte slots at least.
+    // A leaf of 64 eight-byte slots at least for each entry.
     assert!(
-        radix.memory_bytes() > 2048 * 64 * 8,
+        radix.memory_bytes() > sparse * 64 * 8,
         "{}",
         radix.memory_bytes()
     );
@@ -174,17 +176,18 @@ fn growing_table_splits_buckets_as_it_fills() {
         max_load: 2,
     })
     .unwrap();
-    for value in 0..10_000 {
+    let entries = miri_scaled(10_000) as u64;
+    for value in 0..entries {
         table.create(value % 7, value).unwrap();
     }
     assert!(
-        table.buckets() >= 10_000 / 2 / 2,
+        table.buckets() as u64 >= entries / 2 / 2,
         "{} buckets",
         table.buckets()
     );
     let fixed = ScaledHash::<u64>::with_sizing(Sizing::Fixed { buckets: 100 }).unwrap();
     assert_eq!(fixed.buckets(), 128, "rounded up to a power of two");
-    for value in 0..1000 {
+    for value in 0..miri_scaled(1000) as u64 {
         fixed.create(1, value).unwrap();
     }
     assert_eq!(fixed.buckets(), 128, "a fixed table does not grow");

@@ -2,6 +2,20 @@
 
 #![allow(dead_code)]
 
+/// `n` natively; a twentieth of it (at least 1) under Miri, whose interpreter runs the same
+/// test about a thousand times slower. The tests check the same properties at either size.
+pub const fn miri_scaled(n: usize) -> usize {
+    if cfg!(miri) {
+        if n / 20 > 0 {
+            n / 20
+        } else {
+            1
+        }
+    } else {
+        n
+    }
+}
+
 use idspace::table::{GlobalHash, Id, IdTable, Radix, ScaledHash, Sizing};
 
 /// Every table design, in configurations that exercise their machinery: the growing scaled
