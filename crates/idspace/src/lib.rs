@@ -24,4 +24,5 @@ pub mod padded;
 pub mod pid;
 pub mod sched;
 pub(crate) mod sync;
+mod sys;
 pub mod table;
