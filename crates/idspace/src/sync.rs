@@ -1,11 +1,19 @@
 //! The one place where concurrency primitives come from.
 //!
-//! Every concurrent module imports its atomics, locks and threads from here, so that building
-//! with `RUSTFLAGS="--cfg loom"` swaps the whole crate onto [loom]'s model-checked primitives
-//! without a line changing elsewhere. The facade also papers over lock poisoning: a panic while
-//! a lock is held cannot leave our structures half-updated (no code of ours panics with a lock
-//! held, and user values are never dropped under a lock), so [`lock`], [`read`] and [`write`]
-//! recover the guard instead of propagating the poison.
+//! Every concurrent module imports its atomics, locks, threads, shared cells and reference
+//! counts from here, so that building with `RUSTFLAGS="--cfg loom"` swaps the whole crate onto
+//! [loom]'s model-checked primitives without a line changing elsewhere. The facade also papers
+//! over lock poisoning: a panic while a lock is held cannot leave our structures half-updated
+//! (no code of ours panics with a lock held, and user values are never dropped under a lock),
+//! so [`lock`], [`read`] and [`write`](write()) recover the guard instead of propagating the
+//! poison.
+//!
+//! Data shared between threads without a lock lives in an [`UnsafeCell`] that is reached only
+//! through [`with`](UnsafeCell::with) and [`with_mut`](UnsafeCell::with_mut): each call brackets
+//! one access, so that loom can report two threads touching the cell without an ordering
+//! between them. Such data is usually owned by an [`Arc`], which comes from here too: loom's
+//! `Arc` models the ordering its last drop provides, so that a destructor reading the cell is
+//! not reported as racing the accesses that came before it.
 //!
 //! [loom]: https://docs.rs/loom
 
@@ -20,6 +28,53 @@ pub(crate) use std::sync::{
     atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering},
     Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
 };
+
+/// Reference counts: loom's model-checked `Arc` under `--cfg loom`, std's otherwise.
+#[cfg(loom)]
+pub(crate) use loom::sync::Arc;
+#[cfg(not(loom))]
+pub(crate) use std::sync::Arc;
+
+/// A cell shared between threads under a protocol of the caller's, reached only through
+/// closures that bracket each access: loom's checked cell under `--cfg loom`.
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+/// A cell shared between threads under a protocol of the caller's, reached only through
+/// closures that bracket each access. Without loom it is `std::cell::UnsafeCell` and the
+/// closures compile away; under `--cfg loom` it is loom's checked cell with the same methods.
+#[cfg(not(loom))]
+#[derive(Debug, Default)]
+pub(crate) struct UnsafeCell<T: ?Sized>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    /// A cell holding `value`.
+    #[inline]
+    pub(crate) const fn new(value: T) -> Self {
+        UnsafeCell(std::cell::UnsafeCell::new(value))
+    }
+}
+
+#[cfg(not(loom))]
+impl<T: ?Sized> UnsafeCell<T> {
+    /// Runs `f` with a pointer through which it may read the value. The caller's protocol must
+    /// rule out a concurrent [`with_mut`](Self::with_mut).
+    // Loom's cell has this read half too; the crate's one such cell (a task's body) is only
+    // ever entered to be changed, so without loom nothing calls it yet.
+    #[allow(dead_code)]
+    #[inline]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+
+    /// Runs `f` with a pointer through which it may read and write the value. The caller's
+    /// protocol must rule out any other access during the call.
+    #[inline]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
 
 /// Threads: loom's model-checked threads under `--cfg loom`, std's otherwise.
 #[cfg(loom)]

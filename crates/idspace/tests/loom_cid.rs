@@ -10,14 +10,8 @@ use idspace::cid::{CidAllocator, Mode, Rework};
 use loom::sync::Arc;
 use loom::thread;
 
-static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-fn report(name: &str) {
-    println!(
-        "{name}: {} interleavings",
-        RUNS.swap(0, std::sync::atomic::Ordering::Relaxed)
-    );
-}
+mod loom_util;
+use loom_util::run_model;
 
 fn distinct(cids: &[u32], cpus: usize) {
     let mut sorted = cids.to_vec();
@@ -38,8 +32,7 @@ fn distinct(cids: &[u32], cpus: usize) {
 /// forking context walks the tasks while both CPUs switch their tasks in.
 #[test]
 fn switch_ins_race_the_switch_to_per_cpu() {
-    loom::model(|| {
-        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    run_model("switch_ins_race_the_switch_to_per_cpu", || {
         let space = Arc::new(Rework::new(2).unwrap());
         let all = space.all_cpus();
         let a = space.fork(all).unwrap();
@@ -69,15 +62,13 @@ fn switch_ins_race_the_switch_to_per_cpu() {
             2,
         );
     });
-    report("switch_ins_race_the_switch_to_per_cpu");
 }
 
 /// Per-CPU mode on 4 CPUs with two tasks left; an exit brings users below `pcpu_thrs` (2) and
 /// walks the CPUs back to per-task mode while another CPU switches the survivor in.
 #[test]
 fn exit_switches_back_while_a_cpu_switches() {
-    loom::model(|| {
-        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    run_model("exit_switches_back_while_a_cpu_switches", || {
         let space = Arc::new(Rework::new(4).unwrap());
         let all = space.all_cpus();
         let tasks: Vec<_> = (0..5).map(|_| space.fork(all).unwrap()).collect();
@@ -100,5 +91,4 @@ fn exit_switches_back_while_a_cpu_switches() {
         assert_eq!(state.running.len(), 1);
         assert_eq!(space.cids_in_use(), 1, "only the survivor holds a CID");
     });
-    report("exit_switches_back_while_a_cpu_switches");
 }

@@ -9,26 +9,15 @@ use idspace::pid::{PerCpu, PidAllocator, RANGE, ROOT};
 use loom::sync::Arc;
 use loom::thread;
 
-static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-fn counted() {
-    RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-}
-
-fn report(name: &str) {
-    println!(
-        "{name}: {} interleavings",
-        RUNS.swap(0, std::sync::atomic::Ordering::Relaxed)
-    );
-}
+mod loom_util;
+use loom_util::run_model;
 
 /// Two CPUs allocate concurrently, both carving ranges from the root's directory, then each
 /// frees one of the other's IDs (a remote free into the other CPU's range): every ID is
 /// distinct, the freed ones are gone, the rest are found.
 #[test]
 fn concurrent_carving_and_remote_frees() {
-    loom::model(|| {
-        counted();
+    run_model("concurrent_carving_and_remote_frees", || {
         let pids = Arc::new(PerCpu::new(2));
         pids.alloc(ROOT, &[], 0).unwrap(); // init, in range 0
         let shared = Arc::new(loom::sync::Mutex::new(Vec::new()));
@@ -63,15 +52,13 @@ fn concurrent_carving_and_remote_frees() {
             assert_eq!(found, id != x && id != y, "ID {id}");
         }
     });
-    report("concurrent_carving_and_remote_frees");
 }
 
 /// CPU 1 frees the IDs of a range CPU 0 holds while CPU 0 uses the range up and moves on: the
 /// range goes back to the space exactly once, and no ID is lost or duplicated.
 #[test]
 fn remote_free_races_range_hand_off() {
-    loom::model(|| {
-        counted();
+    run_model("remote_free_races_range_hand_off", || {
         let pids = Arc::new(PerCpu::new(2));
         // Range 0 holds 1..RANGE: use it up on CPU 0.
         let first: Vec<u32> = (1..RANGE)
@@ -104,5 +91,4 @@ fn remote_free_races_range_hand_off() {
         }
         assert!(pids.lookup(ROOT, 1).unwrap().is_some(), "init survives");
     });
-    report("remote_free_races_range_hand_off");
 }

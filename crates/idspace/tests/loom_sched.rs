@@ -3,7 +3,9 @@
 //! while it runs, and wakeups racing shutdown. Real workers, real tasks, model-checked
 //! primitives.
 //!
-//! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_sched`.
+//! Run with `RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2
+//! cargo test --release --test loom_sched` (debug assertions on, so that the models check the
+//! task and wakelist asserts too).
 
 #![cfg(loom)]
 
@@ -16,18 +18,8 @@ use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
-static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-fn count_run() {
-    RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-}
-
-fn report(name: &str) {
-    println!(
-        "{name}: {} interleavings",
-        RUNS.swap(0, std::sync::atomic::Ordering::Relaxed)
-    );
-}
+mod loom_util;
+use loom_util::run_model;
 
 /// A runtime whose idle workers park without polling: every idle period goes through the
 /// announce / recheck / park handshake.
@@ -87,8 +79,7 @@ fn take_waker(slot: &Mutex<Option<Waker>>) -> Waker {
 #[test]
 fn an_outside_wakeup_reaches_a_worker_going_to_sleep() {
     for policy in [Policy::Locked, Policy::Wakelist] {
-        loom::model(move || {
-            count_run();
+        run_model(&format!("outside wakeup vs park, {policy}"), move || {
             let runtime = runtime(1, policy);
             let slot = Arc::new(Mutex::new(None));
             let dropped = Arc::new(AtomicUsize::new(0));
@@ -99,7 +90,6 @@ fn an_outside_wakeup_reaches_a_worker_going_to_sleep() {
             drop(runtime);
             assert_eq!(dropped.load(Ordering::SeqCst), 1);
         });
-        report(&format!("outside wakeup vs park, {policy}"));
     }
 }
 
@@ -109,8 +99,7 @@ fn an_outside_wakeup_reaches_a_worker_going_to_sleep() {
 #[test]
 fn a_task_wakes_a_task_on_another_worker() {
     for policy in [Policy::Wakelist, Policy::WakelistAlways] {
-        loom::model(move || {
-            count_run();
+        run_model(&format!("task wakes task, {policy}"), move || {
             let runtime = polling_runtime(2, policy, Duration::from_micros(1));
             let handle = runtime.handle().clone();
             let mut polls = 0;
@@ -128,7 +117,6 @@ fn a_task_wakes_a_task_on_another_worker() {
             waking.join().unwrap();
             drop(runtime);
         });
-        report(&format!("task wakes task, {policy}"));
     }
 }
 
@@ -136,8 +124,7 @@ fn a_task_wakes_a_task_on_another_worker() {
 /// by two workers at once, it is polled again after the wakeup, and it completes exactly once.
 #[test]
 fn a_task_woken_twice_is_never_polled_twice_at_once() {
-    loom::model(|| {
-        count_run();
+    run_model("woken twice", || {
         let runtime = runtime(2, Policy::Wakelist);
         let slot: Arc<Mutex<Option<Waker>>> = Arc::new(Mutex::new(None));
         let in_poll = Arc::new(AtomicBool::new(false));
@@ -170,7 +157,6 @@ fn a_task_woken_twice_is_never_polled_twice_at_once() {
             "two workers polled one task"
         );
     });
-    report("woken twice");
 }
 
 /// A wakeup races shutdown: the task is either run to completion or cancelled, its future is
@@ -178,8 +164,7 @@ fn a_task_woken_twice_is_never_polled_twice_at_once() {
 #[test]
 fn a_wakeup_racing_shutdown_loses_no_task() {
     for policy in [Policy::Locked, Policy::WakelistAlways] {
-        loom::model(move || {
-            count_run();
+        run_model(&format!("wakeup vs shutdown, {policy}"), move || {
             let mut runtime = runtime(1, policy);
             let slot = Arc::new(Mutex::new(None));
             let dropped = Arc::new(AtomicUsize::new(0));
@@ -195,6 +180,5 @@ fn a_wakeup_racing_shutdown_loses_no_task() {
             }
             assert_eq!(dropped.load(Ordering::SeqCst), 1);
         });
-        report(&format!("wakeup vs shutdown, {policy}"));
     }
 }

@@ -11,6 +11,9 @@ use idspace::table::{IdTable, ScaledHash, Sizing};
 use loom::sync::Arc;
 use loom::thread;
 
+mod loom_util;
+use loom_util::run_model;
+
 fn tiny() -> Arc<ScaledHash<u64>> {
     Arc::new(
         ScaledHash::with_sizing(Sizing::Growing {
@@ -19,19 +22,6 @@ fn tiny() -> Arc<ScaledHash<u64>> {
         })
         .expect("a valid sizing"),
     )
-}
-
-fn run_model(name: &str, model: impl Fn() + Sync + Send + 'static) {
-    let mut iterations = 0usize;
-    let counted = std::sync::atomic::AtomicUsize::new(0);
-    let counted = std::sync::Arc::new(counted);
-    let inner = counted.clone();
-    loom::model(move || {
-        inner.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        model();
-    });
-    iterations += counted.load(std::sync::atomic::Ordering::Relaxed);
-    println!("{name}: {iterations} interleavings");
 }
 
 /// Two creates in one owner race; one of them splits the single bucket. Both IDs are distinct

@@ -14,6 +14,8 @@
 //! document.
 
 use crate::sync::{fence, AtomicU32, Ordering};
+#[cfg(not(loom))]
+use crate::sys::futex;
 
 const RUNNING: u32 = 0;
 const POLLING: u32 = 1;
@@ -101,18 +103,9 @@ impl Idle {
     fn sleep_while_parked(&self) {
         // Acquire pairs with the waker's AcqRel CAS PARKED -> NOTIFIED.
         while self.state.load(Ordering::Acquire) == PARKED {
-            // FUTEX_WAIT compares the word with PARKED atomically with going to sleep, so a
+            // The kernel compares the word with PARKED atomically with going to sleep, so a
             // waker that changes it first makes the call return at once (no lost wakeup).
-            // SAFETY: the address is that of this live atomic u32, which FUTEX_WAIT only reads.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_futex,
-                    self.state.as_ptr(),
-                    libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                    PARKED,
-                    std::ptr::null::<libc::timespec>(),
-                );
-            }
+            futex::wait(&self.state, PARKED);
         }
     }
 
@@ -153,15 +146,8 @@ impl Idle {
 
     #[cfg(not(loom))]
     fn wake_sleeper(&self) {
-        // SAFETY: FUTEX_WAKE only uses the address of this live atomic as a key.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.state.as_ptr(),
-                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                1,
-            );
-        }
+        // The word is NOTIFIED already: the worker, once woken, sees it and stays up.
+        futex::wake(&self.state, 1);
     }
 
     #[cfg(loom)]

@@ -9,9 +9,9 @@ use std::time::Duration;
 use super::hooks::{Exit, Hooks, TaskId};
 use super::join::{JoinHandle, JoinSlot};
 use super::stats::{Counters, Stats};
-use super::task::Task;
+use super::task::{Schedule, Task};
 use super::worker::{self, PollBudget, Worker};
-use crate::sync::{thread, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{self, thread, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
 
 /// The most workers a runtime can have.
@@ -214,6 +214,10 @@ struct NoHooks;
 
 impl Hooks for NoHooks {}
 
+/// One of a runtime's tasks, as queues and wakers hold it: its scheduler is the runtime's
+/// shared state.
+pub(crate) type TaskRef = sync::Arc<Task<Arc<Shared>>>;
+
 /// What the workers, the tasks and the handles share.
 pub(crate) struct Shared {
     workers: Box<[Worker]>,
@@ -254,14 +258,10 @@ impl Shared {
         }
     }
 
-    pub(crate) fn exited(&self, task: TaskId, worker: Option<usize>, how: Exit) {
-        self.hooks.exited(task, worker, how);
-    }
-
     /// Cancels a task that could not be queued (or was left queued) at shutdown.
-    pub(crate) fn cancel(&self, task: Arc<Task>, here: Option<usize>) {
+    pub(crate) fn cancel(&self, task: TaskRef, here: Option<usize>) {
         let id = task.id();
-        task.cancel();
+        Task::cancel(task);
         self.counters(here).cancelled.add(1);
         self.hooks.exited(id, here, Exit::Cancelled);
     }
@@ -289,13 +289,13 @@ impl Shared {
 
     /// `try_to_wake_up` after the task's state was claimed (it is `QUEUED` and ours): choose a
     /// target and get the task onto it by the runtime's policy.
-    pub(crate) fn wake(&self, task: Arc<Task>) {
+    fn wake(&self, task: TaskRef) {
         let here = worker::current(self);
         let target = self.select_target(task.last_worker(), here);
         self.queue(task, target, here);
     }
 
-    fn queue(&self, task: Arc<Task>, target: usize, here: Option<usize>) {
+    fn queue(&self, task: TaskRef, target: usize, here: Option<usize>) {
         let counters = self.counters(here);
         let worker = &self.workers[target];
         if here == Some(target) {
@@ -359,6 +359,17 @@ impl Shared {
         }
         self.external.add_to(&mut total);
         total
+    }
+}
+
+/// What tasks ask of the runtime. A task holds its runtime's `Arc<Shared>` as its scheduler.
+impl Schedule for Arc<Shared> {
+    fn schedule(&self, task: TaskRef) {
+        self.wake(task);
+    }
+
+    fn abandoned(&self, task: &Task<Self>) {
+        self.hooks.exited(task.id(), None, Exit::Cancelled);
     }
 }
 
@@ -522,7 +533,7 @@ mod tests {
     use super::*;
 
     /// A task for `shared` that nothing runs: the workers have no threads.
-    fn idle_task(shared: &Arc<Shared>, home: usize) -> Arc<Task> {
+    fn idle_task(shared: &Arc<Shared>, home: usize) -> TaskRef {
         Task::spawned(
             Arc::clone(shared),
             TaskId(1),

@@ -13,27 +13,55 @@
 //! Only a waker's successful `SLEEPING -> QUEUED` compare-and-swap puts a task on a queue, so a
 //! task is on at most one list at a time (the kernel's `TASK_WAKING` guarantee), and only the
 //! worker that takes it off moves it to `RUNNING`, so no task is ever polled twice at once.
+//!
+//! # The task and its scheduler
+//!
+//! A [`Task<S>`] is generic over the scheduler that runs it, through the narrow [`Schedule`]
+//! trait: all a task ever asks of the runtime is to queue it once a wakeup claimed it, and to
+//! hear that it was dropped unfinished. This file therefore knows nothing of workers or of the
+//! runtime; the runtime plugs in its shared state as `S`, held by value in the task, with no
+//! trait object, no extra allocation and no lock.
+//!
+//! # Header and body
+//!
+//! The state word, the wakelist link, the last worker, the ID and the scheduler are the task's
+//! *header*: read by wakers, workers and hooks at any time. The *body* (the future and its join
+//! slot) sits in a [`sync::UnsafeCell`](crate::sync::UnsafeCell) that only the owner of the
+//! task's state may enter (the rule `Task`'s `Sync` rests on; under loom every entry is checked
+//! against it). Per-task data that the life-cycle hooks receive by reference (a PID, a CID,
+//! timers) belongs in the header, as one more field whose type the scheduler names (an
+//! associated type of [`Schedule`]), and never in the body: the worker hands it to the hooks at
+//! switch-in and switch-out while the poll owns the body, and the exit paths already have the
+//! whole task at hand (`Schedule::abandoned` receives `&Task`).
 
-use std::cell::UnsafeCell;
 use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::panic::{self, AssertUnwindSafe};
 use std::pin::Pin;
 use std::ptr;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
 use super::join::{JoinError, JoinSlot};
-use super::runtime::Shared;
 use super::wakelist::Linked;
 use super::{Exit, TaskId};
-use crate::sync::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use crate::sync::{Arc, AtomicPtr, AtomicU32, AtomicUsize, Ordering, UnsafeCell};
 
 const SLEEPING: u32 = 0;
 const QUEUED: u32 = 1;
 const RUNNING: u32 = 2;
 const RUNNING_WOKEN: u32 = 3;
 const DONE: u32 = 4;
+
+/// What a task needs from the scheduler that runs it, and nothing more.
+pub(crate) trait Schedule: Send + Sync + Sized + 'static {
+    /// Gets `task` onto a run queue or wakelist: the rest of `try_to_wake_up`, after a wakeup
+    /// claimed the task (it is `QUEUED`, and the caller owns that state).
+    fn schedule(&self, task: Arc<Task<Self>>);
+
+    /// `task` is being dropped unfinished (its last reference went, so nothing can wake it any
+    /// more); its future is already dropped and its join handle told.
+    fn abandoned(&self, task: &Task<Self>);
+}
 
 /// A spawned future with its result slot, type-erased.
 pub(crate) trait Body: Send {
@@ -50,7 +78,7 @@ struct Spawned<F: Future> {
     future: ManuallyDrop<F>,
     /// Whether `future` has not been dropped yet.
     live: bool,
-    slot: Option<Arc<JoinSlot<F::Output>>>,
+    slot: Option<std::sync::Arc<JoinSlot<F::Output>>>,
 }
 
 impl<F: Future> Spawned<F> {
@@ -111,49 +139,59 @@ impl<F: Future> Drop for Spawned<F> {
 }
 
 /// One task. Shared by the run queue or wakelist that holds it, the worker running it and its
-/// wakers (a `Waker` is an `Arc<Task>`).
-pub(crate) struct Task {
+/// wakers (a `Waker` is a counted reference to the task).
+pub(crate) struct Task<S: Schedule> {
     state: AtomicU32,
     /// The wakelist link (`p->wake_entry`).
-    wake_next: AtomicPtr<Task>,
+    wake_next: AtomicPtr<Task<S>>,
     /// The worker that ran it last (`task_cpu(p)`); a hint for where to wake it.
     last_worker: AtomicUsize,
     id: TaskId,
-    runtime: Arc<Shared>,
-    /// Touched only by the thread that owns the task's state: the worker that moved it to
+    /// The scheduler that queues it when it is woken.
+    scheduler: S,
+    /// Entered only by the thread that owns the task's state: the worker that moved it to
     /// `RUNNING`, a canceller holding it `QUEUED`, or the last owner in `Drop`.
     body: UnsafeCell<Option<Pin<Box<dyn Body>>>>,
 }
 
-// SAFETY: `body` is only accessed under the ownership rules above (a state the accessing thread
-// alone moved the task into), every other field is atomic or immutable, and `Body: Send`.
-unsafe impl Sync for Task {}
+// SAFETY: `body` is only entered under the ownership rule above (a state the entering thread
+// alone moved the task into, or the last reference), every other field is atomic, immutable or
+// the scheduler (`Sync` by the `Schedule` bound), and `Body: Send`.
+unsafe impl<S: Schedule> Sync for Task<S> {}
 
-impl Linked for Task {
-    fn link(&self) -> &AtomicPtr<Task> {
+impl<S: Schedule> Linked for Task<S> {
+    fn link(&self) -> &AtomicPtr<Task<S>> {
         &self.wake_next
     }
 }
 
 /// What became of a task after one poll.
-pub(crate) enum Polled {
+pub(crate) enum Polled<S: Schedule> {
     /// It is waiting; nothing more to do.
     Sleeping,
     /// It was woken while running: the caller must queue it again.
-    Requeue(Arc<Task>),
+    Requeue(Arc<Task<S>>),
     /// It finished.
     Exited(Exit),
 }
 
-impl Task {
+/// How a poll ended, decided while the body was entered.
+enum Outcome {
+    /// The future is pending.
+    Pending,
+    /// The task ended; the body, taken out of the cell, is dropped once the task is `DONE`.
+    Finished(Option<Pin<Box<dyn Body>>>, Exit),
+}
+
+impl<S: Schedule> Task<S> {
     /// A task for `future`, created in the `QUEUED` state: the caller queues it.
     pub(crate) fn spawned<F>(
-        runtime: Arc<Shared>,
+        scheduler: S,
         id: TaskId,
         worker: usize,
         future: F,
-        slot: Arc<JoinSlot<F::Output>>,
-    ) -> Arc<Task>
+        slot: std::sync::Arc<JoinSlot<F::Output>>,
+    ) -> Arc<Self>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
@@ -168,7 +206,7 @@ impl Task {
             wake_next: AtomicPtr::new(ptr::null_mut()),
             last_worker: AtomicUsize::new(worker),
             id,
-            runtime,
+            scheduler,
             body: UnsafeCell::new(Some(body)),
         })
     }
@@ -181,29 +219,46 @@ impl Task {
         self.last_worker.load(Ordering::Relaxed)
     }
 
-    /// Polls the task once on `worker`. The caller took it off a queue, so it is `QUEUED`.
-    pub(crate) fn run(self: Arc<Self>, worker: usize) -> Polled {
+    /// Polls `task` once on `worker`. The caller took it off a queue, so it is `QUEUED`.
+    pub(crate) fn run(task: Arc<Self>, worker: usize) -> Polled<S> {
         // Acquire pairs with the Release of whoever last changed the state (the previous poll's
         // `RUNNING -> SLEEPING`, then a waker's CAS): the body's last writes are visible.
-        let previous = self.state.swap(RUNNING, Ordering::Acquire);
+        let previous = task.state.swap(RUNNING, Ordering::Acquire);
         debug_assert_eq!(previous, QUEUED, "a task ran without being queued");
-        self.last_worker.store(worker, Ordering::Relaxed);
-        let waker = Waker::from(Arc::clone(&self));
+        task.last_worker.store(worker, Ordering::Relaxed);
+        // The poll borrows `task`'s reference for its waker: a waker the future keeps is a
+        // clone, which takes a reference of its own.
+        // SAFETY: the data is this live task's pointer from `Arc::as_ptr`, the vtable's
+        // contract; `task` outlives the waker, and `ManuallyDrop` keeps the waker from giving
+        // back a reference it never took.
+        let waker = ManuallyDrop::new(unsafe { Waker::from_raw(Self::raw_waker(&task)) });
         let mut cx = Context::from_waker(&waker);
-        // This thread moved the task to RUNNING: no one else touches the body until the state
-        // leaves RUNNING / RUNNING_WOKEN.
-        // SAFETY: so this is the only reference to the body while it lives.
-        let body = unsafe { &mut *self.body.get() };
-        let Some(future) = body.as_mut() else {
-            return Polled::Exited(Exit::Cancelled);
-        };
-        let outcome = panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
-        drop(waker);
+        let outcome = task.body.with_mut(|body| {
+            // This thread moved the task to RUNNING: no one else enters the body until the
+            // state leaves RUNNING / RUNNING_WOKEN, which happens after this access ends.
+            // SAFETY: so this is the only reference to the body while it lives.
+            let body = unsafe { &mut *body };
+            let Some(future) = body.as_mut() else {
+                return Outcome::Finished(None, Exit::Cancelled);
+            };
+            match panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx))) {
+                Ok(Poll::Pending) => Outcome::Pending,
+                Ok(Poll::Ready(())) => Outcome::Finished(body.take(), Exit::Completed),
+                Err(payload) => {
+                    // Dropping a future that just panicked may panic again; the worker survives
+                    // that too (the join handle then reports a cancellation).
+                    let _ = panic::catch_unwind(AssertUnwindSafe(|| {
+                        future.as_mut().fail(JoinError::Panicked(payload))
+                    }));
+                    Outcome::Finished(body.take(), Exit::Panicked)
+                }
+            }
+        });
         match outcome {
-            Ok(Poll::Pending) => {
+            Outcome::Pending => {
                 // Release pairs with the next waker's Acquire CAS: the body's writes from this
                 // poll reach whoever runs it next.
-                match self.state.compare_exchange(
+                match task.state.compare_exchange(
                     RUNNING,
                     SLEEPING,
                     Ordering::Release,
@@ -212,44 +267,35 @@ impl Task {
                     Ok(_) => Polled::Sleeping,
                     Err(_) => {
                         // RUNNING_WOKEN: a wakeup came during the poll and left the queueing to us.
-                        self.state.store(QUEUED, Ordering::Relaxed);
-                        Polled::Requeue(self)
+                        task.state.store(QUEUED, Ordering::Relaxed);
+                        Polled::Requeue(task)
                     }
                 }
             }
-            Ok(Poll::Ready(())) => {
-                self.finish(body);
-                Polled::Exited(Exit::Completed)
-            }
-            Err(payload) => {
-                if let Some(future) = body.as_mut() {
-                    // Dropping a future that just panicked may panic again; the worker survives
-                    // that too (the join handle then reports a cancellation).
-                    let _ = panic::catch_unwind(AssertUnwindSafe(|| {
-                        future.as_mut().fail(JoinError::Panicked(payload))
-                    }));
-                }
-                self.finish(body);
-                Polled::Exited(Exit::Panicked)
+            Outcome::Finished(body, how) => {
+                task.finish(body);
+                Polled::Exited(how)
             }
         }
     }
 
-    /// Drops the future (outside any lock) and marks the task `DONE`.
-    fn finish(&self, body: &mut Option<Pin<Box<dyn Body>>>) {
-        let future = body.take();
+    /// Marks the task `DONE`, then drops the body taken out of it (outside any lock).
+    fn finish(&self, body: Option<Pin<Box<dyn Body>>>) {
         self.state.store(DONE, Ordering::Release);
         // A future whose destructor panics must not take the worker down.
-        let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(future)));
+        let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(body)));
     }
 
     /// Cancels a task the caller took off a queue (or could not queue): drops its future, and
     /// its join handle reports [`JoinError::Cancelled`].
-    pub(crate) fn cancel(self: Arc<Self>) {
-        debug_assert_eq!(self.state.load(Ordering::Relaxed), QUEUED);
-        // SAFETY: the caller owns the task's QUEUED state: it is on no list and not running.
-        let body = unsafe { &mut *self.body.get() };
-        self.finish(body);
+    pub(crate) fn cancel(task: Arc<Self>) {
+        debug_assert_eq!(task.state.load(Ordering::Relaxed), QUEUED);
+        let body = task.body.with_mut(|body| {
+            // SAFETY: the caller owns the task's QUEUED state: it is on no list and not running,
+            // so no one else enters the body.
+            unsafe { (*body).take() }
+        });
+        task.finish(body);
     }
 
     /// The waker's half of `try_to_wake_up`: returns whether this wakeup claimed the right (and
@@ -277,28 +323,81 @@ impl Task {
     }
 }
 
-impl Wake for Task {
-    fn wake(self: Arc<Self>) {
-        if self.claim_wakeup() {
-            let runtime = Arc::clone(&self.runtime);
-            runtime.wake(self);
+/// Wakers. A waker's data is a task pointer from `Arc::into_raw` / `Arc::as_ptr`, and every
+/// waker but the one a poll borrows owns one counted reference to the task. The vtable is ours
+/// rather than `std::task::Wake`'s, so that the reference is the facade's `Arc` (loom's under
+/// `--cfg loom`) and a poll's waker can borrow the worker's reference instead of taking one.
+impl<S: Schedule> Task<S> {
+    const WAKER: RawWakerVTable = RawWakerVTable::new(
+        Self::clone_waker,
+        Self::wake_by_value,
+        Self::wake_by_ref,
+        Self::drop_waker,
+    );
+
+    fn raw_waker(task: &Arc<Self>) -> RawWaker {
+        RawWaker::new(Arc::as_ptr(task).cast(), &Self::WAKER)
+    }
+
+    /// # Safety
+    /// `data` is a waker's task pointer and the task is alive.
+    unsafe fn clone_waker(data: *const ()) -> RawWaker {
+        let task = data.cast::<Self>();
+        // SAFETY: `task` came from the facade's `Arc` and is alive (the caller's contract).
+        unsafe { Arc::increment_strong_count(task) };
+        RawWaker::new(data, &Self::WAKER)
+    }
+
+    /// # Safety
+    /// `data` is a waker's task pointer and the task is alive for the call.
+    unsafe fn wake_by_ref(data: *const ()) {
+        let raw = data.cast::<Self>();
+        // SAFETY: the task is alive for this call (the caller's contract).
+        let task = unsafe { &*raw };
+        if task.claim_wakeup() {
+            // The scheduler gets a reference of its own; ours (`task`) keeps the task, and
+            // with it the scheduler, alive until `schedule` returns.
+            // SAFETY: `raw` came from the facade's `Arc` and the task is alive.
+            let queued = unsafe {
+                Arc::increment_strong_count(raw);
+                Arc::from_raw(raw)
+            };
+            task.scheduler.schedule(queued);
         }
     }
 
-    fn wake_by_ref(self: &Arc<Self>) {
-        if self.claim_wakeup() {
-            self.runtime.wake(Arc::clone(self));
+    /// # Safety
+    /// `data` is a waker's task pointer and the waker owns one reference, given up here.
+    unsafe fn wake_by_value(data: *const ()) {
+        // SAFETY: the waker's own reference keeps the task alive through the wakeup (the
+        // scheduler may run the task to its end before `schedule` returns), and is then given
+        // up.
+        unsafe {
+            Self::wake_by_ref(data);
+            Self::drop_waker(data);
         }
+    }
+
+    /// # Safety
+    /// `data` is a waker's task pointer and the waker owns one reference, given up here.
+    unsafe fn drop_waker(data: *const ()) {
+        // SAFETY: the reference came from the facade's `Arc` (the caller's contract).
+        unsafe { Arc::decrement_strong_count(data.cast::<Self>()) };
     }
 }
 
-impl Drop for Task {
+impl<S: Schedule> Drop for Task<S> {
     fn drop(&mut self) {
         // The last reference is gone while the task still had a future: nothing can wake it any
         // more. Dropping the future tells its join handle the task was cancelled.
-        if let Some(future) = self.body.get_mut().take() {
+        let body = self.body.with_mut(|body| {
+            // SAFETY: this is the last reference, so no other thread can enter the body; the
+            // last `Arc` drop ordered every earlier entry before this one.
+            unsafe { (*body).take() }
+        });
+        if let Some(future) = body {
             let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(future)));
-            self.runtime.exited(self.id, None, Exit::Cancelled);
+            self.scheduler.abandoned(self);
         }
     }
 }

@@ -10,11 +10,9 @@
 //! so a wakeup racing with shutdown either lands before the close (and is drained by it) or is
 //! refused and handed back to the waker. No item can be left behind.
 
+use crate::sync::{Arc, AtomicPtr, Ordering};
 use std::marker::PhantomData;
 use std::ptr::{self, NonNull};
-use std::sync::Arc;
-
-use crate::sync::{AtomicPtr, Ordering};
 
 /// An item that carries its own wakelist link.
 pub(crate) trait Linked: Sized {

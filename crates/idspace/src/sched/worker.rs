@@ -8,7 +8,7 @@ use std::time::Duration;
 use std::time::Instant;
 
 use super::idle::{Idle, Notice};
-use super::runtime::Shared;
+use super::runtime::{Shared, TaskRef};
 use super::stats::Counters;
 use super::task::{Polled, Task};
 use super::wakelist::Wakelist;
@@ -17,7 +17,7 @@ use crossbeam_utils::CachePadded;
 
 /// The run queue proper (`struct rq`'s task list), guarded by the worker's lock.
 pub(crate) struct RunQueue {
-    tasks: VecDeque<Arc<Task>>,
+    tasks: VecDeque<TaskRef>,
     /// Set at shutdown: nothing may be queued any more.
     closed: bool,
 }
@@ -25,7 +25,7 @@ pub(crate) struct RunQueue {
 /// The wakelist and the count of wakeups pushed but not yet moved to the run queue
 /// (`rq->ttwu_pending`, kept as a count). They share a line: a waker touches both.
 pub(crate) struct Inbox {
-    list: Wakelist<Task>,
+    list: Wakelist<Task<Arc<Shared>>>,
     pending: AtomicUsize,
 }
 
@@ -83,7 +83,7 @@ impl Worker {
     }
 
     /// Queues `task` under the run-queue lock, or hands it back if the runtime shut down.
-    pub(crate) fn enqueue(&self, task: Arc<Task>) -> Result<(), Arc<Task>> {
+    pub(crate) fn enqueue(&self, task: TaskRef) -> Result<(), TaskRef> {
         let mut queue = sync::lock(&self.queue);
         if queue.closed {
             return Err(task);
@@ -97,7 +97,7 @@ impl Worker {
 
     /// Pushes `task` onto the wakelist. Returns whether the list was empty (so the worker must
     /// be notified), or hands the task back if the runtime shut down.
-    pub(crate) fn push_wakelist(&self, task: Arc<Task>) -> Result<bool, Arc<Task>> {
+    pub(crate) fn push_wakelist(&self, task: TaskRef) -> Result<bool, TaskRef> {
         let Inbox { list, pending } = &*self.inbox;
         // Counted before the push, so that the worker looks busy to the next waker choosing a
         // target. Relaxed: a placement hint; the list itself carries the task.
@@ -110,7 +110,7 @@ impl Worker {
     /// The next task to run: everything on the wakelist first moves to the back of the run
     /// queue, under one lock hold per batch (`sched_ttwu_pending`), and the front of the queue is
     /// taken in the same hold. The pending count drops only after the batch is queued.
-    fn next_task(&self) -> Option<Arc<Task>> {
+    fn next_task(&self) -> Option<TaskRef> {
         let Inbox { list, pending } = &*self.inbox;
         let batch = list.take_all();
         let count = batch.len();
@@ -132,7 +132,7 @@ impl Worker {
         task
     }
 
-    fn pop(&self) -> Option<Arc<Task>> {
+    fn pop(&self) -> Option<TaskRef> {
         if self.queued.load(Ordering::Relaxed) == 0 {
             return None;
         }
@@ -143,8 +143,8 @@ impl Worker {
     }
 
     /// Closes the run queue and the wakelist and returns every task left on them.
-    pub(crate) fn close(&self) -> Vec<Arc<Task>> {
-        let mut left: Vec<Arc<Task>> = self.inbox.list.close().collect();
+    pub(crate) fn close(&self) -> Vec<TaskRef> {
+        let mut left: Vec<TaskRef> = self.inbox.list.close().collect();
         let mut queue = sync::lock(&self.queue);
         queue.closed = true;
         left.extend(queue.tasks.drain(..));
@@ -204,11 +204,11 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize) {
     CURRENT.with(|current| current.set((0, 0)));
 }
 
-fn run_task(shared: &Shared, worker: &Worker, index: usize, task: Arc<Task>) {
+fn run_task(shared: &Shared, worker: &Worker, index: usize, task: TaskRef) {
     let id = task.id();
     let hooks = shared.hooks();
     hooks.switched_in(id, index);
-    let polled = task.run(index);
+    let polled = Task::run(task, index);
     hooks.switched_out(id, index);
     match polled {
         Polled::Sleeping => {}

@@ -1,5 +1,7 @@
 //! The platform layer: every call into the kernel, the C library or the CPU's registers that the
-//! families need, each behind a small safe interface. The rest of the crate is portable Rust over
-//! these.
+//! families need, each behind a small safe interface, so that the rest of the crate is portable
+//! Rust over these and holds no `libc` calls of its own.
 
+#[cfg(not(loom))]
+pub(crate) mod futex;
 pub(crate) mod rseq;

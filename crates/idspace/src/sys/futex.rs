@@ -1,0 +1,111 @@
+//! Linux futexes on a 32-bit atomic word: sleep while the word holds a value, wake sleepers.
+//!
+//! A futex is the kernel's wait queue keyed by an address. [`wait`] compares the word with the
+//! expected value and goes to sleep in one step inside the kernel, so a thread that changes the
+//! word and then calls [`wake`] can never slip in between the check and the sleep: either the
+//! waiter sees the new value and returns at once, or it is asleep when the wake arrives.
+//!
+//! Only process-private futexes are used (`FUTEX_PRIVATE_FLAG`): the words live in this
+//! process's memory and are never shared with another process, which lets the kernel skip the
+//! shared-mapping lookup.
+//!
+//! Under `--cfg loom` this module does not exist: loom's atomics have no address the kernel
+//! could sleep on, and its model checker cannot see a system call; callers model the sleep
+//! with a mutex and a condition variable instead.
+
+use std::sync::atomic::AtomicU32;
+
+/// Sleeps while `word` holds `expected`.
+///
+/// Returns when woken by [`wake`], at once if `word` did not hold `expected` when the kernel
+/// looked, and possibly for no reason at all (a signal, a spurious wakeup). It therefore says
+/// nothing about the word: callers loop, reload the word and call again while they still want
+/// to sleep.
+pub(crate) fn wait(word: &AtomicU32, expected: u32) {
+    // The result is deliberately ignored: EAGAIN (the word changed), EINTR (a signal) and a
+    // real wakeup all mean "look at the word again", which the caller does anyway.
+    // SAFETY: FUTEX_WAIT reads the u32 at the address, which is a live `AtomicU32` borrowed for
+    // the whole call and aligned as the kernel requires; with a null timeout it takes no other
+    // pointer.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            std::ptr::null::<libc::timespec>(),
+        );
+    }
+}
+
+/// Wakes up to `count` threads sleeping in [`wait`] on `word`, and returns how many it woke.
+///
+/// Call it after changing the word: a waiter that has not gone to sleep yet then sees the new
+/// value instead of sleeping. Counts above `i32::MAX` wake every sleeper.
+pub(crate) fn wake(word: &AtomicU32, count: u32) -> usize {
+    let count = i32::try_from(count).unwrap_or(i32::MAX);
+    // SAFETY: FUTEX_WAKE uses the address of this live `AtomicU32` only as the key of the wait
+    // queue; it neither reads nor writes memory through it.
+    let woken = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            count,
+        )
+    };
+    // FUTEX_WAKE on a private word of ours cannot fail; a negative result would be an error
+    // number, and then no one was woken.
+    usize::try_from(woken).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use std::thread;
+
+    #[test]
+    fn wait_returns_at_once_when_the_word_differs() {
+        let word = AtomicU32::new(1);
+        // Would sleep forever if the kernel did not compare first.
+        wait(&word, 0);
+    }
+
+    #[test]
+    fn wake_without_sleepers_wakes_no_one() {
+        let word = AtomicU32::new(0);
+        assert_eq!(wake(&word, 1), 0);
+        assert_eq!(wake(&word, u32::MAX), 0);
+    }
+
+    /// A thread really sleeps in `wait` (a wake finds it), a wake without a change of the word
+    /// sends it back to sleep, and a change plus a wake lets it go.
+    #[test]
+    fn a_sleeper_is_found_by_wake_and_leaves_after_the_word_changes() {
+        let word = Arc::new(AtomicU32::new(0));
+        let sleeper = {
+            let word = Arc::clone(&word);
+            thread::spawn(move || {
+                // Acquire pairs with the Release store below.
+                while word.load(Ordering::Acquire) == 0 {
+                    wait(&word, 0);
+                }
+            })
+        };
+        // Until the sleeper is inside `wait`, wakes find no one. A bound keeps a broken `wait`
+        // (one that never sleeps) from hanging the test.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while wake(&word, 1) == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no thread ever slept on the word"
+            );
+            thread::yield_now();
+        }
+        word.store(1, Ordering::Release);
+        wake(&word, u32::MAX);
+        sleeper.join().unwrap();
+    }
+}
