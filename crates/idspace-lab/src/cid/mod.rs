@@ -77,7 +77,8 @@ impl Experiment for Cids {
                 "kernel rseq" => workloads::rseq_read(pairs).map(|ns| vec![f64::NAN, ns]),
                 // 8 tasks on 4 CPUs: users > max_cids, per-CPU mode.
                 "rework (per-CPU mode)" => {
-                    workloads::switch_pair(make("rework", 4).as_ref(), 8, pairs).map(|ns| vec![ns, f64::NAN])
+                    workloads::switch_pair(make("rework", 4).as_ref(), 8, pairs)
+                        .map(|ns| vec![ns, f64::NAN])
                 }
                 // 2 tasks on 4 CPUs: per-task mode.
                 name => workloads::switch_pair(make(name, 4).as_ref(), 2, pairs)
