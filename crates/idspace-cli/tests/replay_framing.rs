@@ -4,7 +4,6 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
@@ -135,14 +134,7 @@ fn details_name_the_field_and_what_was_wrong() {
 /// stdout, then feeds one more good line so that its answer meets the closed pipe. Returns the
 /// exit status.
 fn status_after_stdout_closes(args: &[&str], first: &str, second: &str) -> i32 {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_idspace"))
-        .arg("replay")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary starts");
+    let mut child = common::spawn_replay(args);
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     writeln!(stdin, "{first}\n{second}").unwrap();
