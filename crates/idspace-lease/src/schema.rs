@@ -90,6 +90,8 @@ BEGIN
         WHERE x.id = (SELECT o.id FROM idspace_lease o
                       WHERE o.space = p_space AND o.expires_at < now()
                       ORDER BY o.expires_at LIMIT 1)
+          -- Checked again on the row itself: a renewal that won the row lock first wins.
+          AND x.expires_at < now()
         RETURNING x.id, x.first_id, x.last_id INTO lid, f, l;
         IF lid IS NOT NULL THEN
             UPDATE idspace_space SET epoch = e WHERE name = p_space;
