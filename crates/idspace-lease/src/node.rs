@@ -593,7 +593,22 @@ fn round(
     match connected {
         Err(e) => error = Some(e),
         Ok(client) => {
-            if let Some((step, retire)) = work.fetch {
+            for lease in work.returns {
+                if error.is_some() {
+                    unreturned.push(lease);
+                    continue;
+                }
+                // Returned first: a fetch in this round may need the range.
+                shared.round_trips.fetch_add(1, Ordering::Relaxed);
+                if let Err(e) = client.give_back(lease.id, lease.epoch) {
+                    error = Some(e);
+                    unreturned.push(lease);
+                }
+            }
+            let reachable = |error: &Option<LeaseError>| {
+                !matches!(error, Some(LeaseError::StoreUnreachable(_)))
+            };
+            if let Some((step, retire)) = work.fetch.filter(|_| reachable(&error)) {
                 shared.round_trips.fetch_add(1, Ordering::Relaxed);
                 let sent = Instant::now();
                 match client.lease(
@@ -607,24 +622,13 @@ fn round(
                     Err(e) => error = Some(e),
                 }
             }
-            if !work.renew.is_empty() && error.is_none() {
+            if !work.renew.is_empty() && reachable(&error) {
                 shared.round_trips.fetch_add(1, Ordering::Relaxed);
                 let sent = Instant::now();
                 let ids: Vec<(i64, i64)> = work.renew.iter().map(|l| (l.id, l.epoch)).collect();
                 match client.renew(&ids, shared.config.ttl) {
                     Ok(rows) => renewed = Some((rows, sent)),
                     Err(e) => error = Some(e),
-                }
-            }
-            for lease in work.returns {
-                if error.is_some() {
-                    unreturned.push(lease);
-                    continue;
-                }
-                shared.round_trips.fetch_add(1, Ordering::Relaxed);
-                if let Err(e) = client.give_back(lease.id, lease.epoch) {
-                    error = Some(e);
-                    unreturned.push(lease);
                 }
             }
         }

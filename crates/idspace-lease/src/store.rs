@@ -250,7 +250,7 @@ impl Store {
         let rows = self.transaction("", |tx| {
             tx.query(
                 "UPDATE idspace_lease l \
-                 SET expires_at = now() + $3 * interval '1 millisecond' \
+                 SET expires_at = now() + $3::bigint * interval '1 millisecond' \
                  FROM unnest($1::bigint[], $2::bigint[]) AS h(id, epoch) \
                  WHERE l.id = h.id AND l.epoch = h.epoch RETURNING l.id",
                 &[&ids, &epochs, &ttl_ms],
