@@ -18,9 +18,6 @@ pub enum LeaseError {
     Exhausted(String),
     /// The store cannot be reached (or failed), and no ID is left in the leases held.
     StoreUnreachable(String),
-    /// The lease this node held was taken over by another node after it expired, or could
-    /// not be renewed before serving past its expiry; its IDs are not handed out.
-    Fenced,
     /// An ID given back to a cyclic space is not one this node handed out, or was already
     /// freed.
     NotIssued(u64),
@@ -41,7 +38,6 @@ impl fmt::Display for LeaseError {
             LeaseError::StoreUnreachable(why) => {
                 write!(f, "store unreachable and no leased ID left: {why}")
             }
-            LeaseError::Fenced => write!(f, "lease taken over or not renewable: fenced"),
             LeaseError::NotIssued(id) => write!(f, "ID {id} was not handed out by this node"),
             LeaseError::NotCyclic(name) => {
                 write!(f, "space \"{name}\" is monotonic: its IDs are never freed")

@@ -65,8 +65,9 @@
 //!
 //! **A node paused** (stopped, swapped, starved) past its deadline serves nothing from the
 //! lease on resuming until the store confirmed the lease's epoch: the allocation waits for a
-//! renewal; if the lease was taken over, its IDs are dropped ([`LeaseError::Fenced`] is
-//! counted in [`NodeStats::fenced`]) and a new lease is fetched; if the store cannot be
+//! renewal; if the lease was taken over, its IDs are dropped (counted in
+//! [`NodeStats::fenced`]) and a new lease is fetched (or [`LeaseError::Exhausted`] names the
+//! space if none is left); if the store cannot be
 //! reached, the allocation fails with [`LeaseError::StoreUnreachable`]. An ID checked just
 //! before a pause and returned just after it cannot be told apart from one returned before
 //! the pause: that is the limit of any lease.

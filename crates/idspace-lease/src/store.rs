@@ -10,7 +10,7 @@ use crate::error::LeaseError;
 use crate::schema::{EXHAUSTED, MIGRATIONS, MIGRATION_LOCK, UNKNOWN_SPACE};
 
 /// How often a statement that failed on a serialisation failure or a deadlock is retried.
-const RETRIES: usize = 5;
+const RETRIES: u32 = 12;
 
 /// A space's definition and where its leasing stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,7 +130,13 @@ impl Store {
                 Ok(value) => return Ok(value),
                 Err(error) if transient(&error) && attempt < RETRIES => {
                     attempt += 1;
-                    std::thread::sleep(Duration::from_millis(1 << attempt));
+                    // Back off 1 ms to 64 ms, spread by the clock's low bits so that the
+                    // transactions that collided do not collide again in step.
+                    let spread = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |t| u64::from(t.subsec_nanos()) % 1000);
+                    let base = 1u64 << attempt.min(6);
+                    std::thread::sleep(Duration::from_micros(base * 1000 + spread * base));
                 }
                 Err(error) => return Err(classify(error, space)),
             }

@@ -170,3 +170,52 @@ fn named_errors_and_an_idempotent_schema() {
         gone.err()
     );
 }
+
+#[test]
+fn serialization_failures_are_retried() {
+    let server = server();
+    space(&server, "serial", 1, u64::from(u32::MAX), false);
+    // Every transaction serializable: concurrent leases of one space now conflict (40001)
+    // instead of waiting for the space's row lock.
+    Store::connect(&server.url())
+        .expect("connects")
+        .client()
+        .batch_execute("ALTER DATABASE postgres SET default_transaction_isolation = 'serializable'")
+        .expect("altered");
+    let grants: Vec<(u64, u64)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..6)
+            .map(|worker| {
+                let url = server.url();
+                scope.spawn(move || {
+                    let mut store = Store::connect(&url).expect("connects");
+                    (0..30)
+                        .map(|_| {
+                            let grant = store
+                                .lease(
+                                    "serial",
+                                    &format!("w{worker}"),
+                                    10,
+                                    Duration::from_secs(5),
+                                    None,
+                                )
+                                .expect("retried until granted");
+                            (grant.first, grant.last)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("no panic"))
+            .collect()
+    });
+    let mut ids: Vec<u64> = grants
+        .iter()
+        .flat_map(|&(first, last)| first..=last)
+        .collect();
+    assert_eq!(ids.len(), 6 * 30 * 10);
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 6 * 30 * 10, "overlapping leases");
+}
