@@ -96,5 +96,5 @@ pub mod server;
 mod store;
 
 pub use error::LeaseError;
-pub use node::{Node, NodeBuilder, NodeStats};
+pub use node::{Node, NodeBuilder, NodeStats, CYCLIC_MAX_STEP, MAX_CPUS};
 pub use store::{parse_url, Grant, SpaceInfo, Store};

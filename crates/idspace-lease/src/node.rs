@@ -20,6 +20,12 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The most worker slots a node has.
+pub const MAX_CPUS: usize = 4096;
+
+/// The largest lease of a cyclic space (its bitmap of freed IDs is 2 MiB).
+pub const CYCLIC_MAX_STEP: u64 = 1 << 24;
+
 /// How a [`Node`] leases: built with [`Node::builder`].
 #[derive(Debug, Clone)]
 pub struct NodeBuilder {
@@ -43,16 +49,19 @@ impl NodeBuilder {
 
     /// Bounds of the lease size (IDs per lease): it starts at `min` and adapts within
     /// `[min, max]` (defaults 1000 and 1,048,576). Zero is taken as 1; `max` below `min` as
-    /// `min`.
+    /// `min`; in cyclic spaces both at most [`CYCLIC_MAX_STEP`].
     pub fn step(mut self, min: u64, max: u64) -> Self {
-        self.min_step = min.max(1);
-        self.max_step = max.max(self.min_step);
+        // IDs are PostgreSQL bigints: no lease is larger than 2^63-1.
+        let largest = i64::MAX as u64;
+        self.min_step = min.clamp(1, largest);
+        self.max_step = max.clamp(self.min_step, largest);
         self
     }
 
-    /// How long a lease lasts without renewal (default 10 s; at least 100 ms).
+    /// How long a lease lasts without renewal (default 10 s; taken as at least 100 ms and at
+    /// most a day).
     pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl.max(Duration::from_millis(100));
+        self.ttl = ttl.clamp(Duration::from_millis(100), Duration::from_secs(86_400));
         self
     }
 
@@ -63,9 +72,10 @@ impl NodeBuilder {
         self
     }
 
-    /// Worker slots of the per-CPU caches (default: this machine's CPUs).
+    /// Worker slots of the per-CPU caches (default: this machine's CPUs; 1 to
+    /// [`MAX_CPUS`]).
     pub fn cpus(mut self, cpus: usize) -> Self {
-        self.cpus = cpus.max(1);
+        self.cpus = cpus.clamp(1, MAX_CPUS);
         self
     }
 
@@ -263,13 +273,15 @@ impl RangeSource for Leases {
                 // Acquire pairs with the Release stores of `fenced`.
                 if *cursor <= lease.last && !lease.fenced.load(Ordering::Acquire) {
                     let start = *cursor;
-                    let end = lease.last.min(start + shared.config.sub_range - 1);
+                    let end = lease
+                        .last
+                        .min(start.saturating_add(shared.config.sub_range - 1));
                     *cursor = end + 1;
                     let lease = lease.clone();
                     // The double buffer: ask for the next lease once a tenth of this is used.
                     if state.next.is_none()
                         && !state.want_next
-                        && (end - lease.first + 1) * 10 >= lease.len()
+                        && (end - lease.first + 1).saturating_mul(10) >= lease.len()
                     {
                         state.want_next = true;
                         shared.wake.notify_one();
@@ -375,15 +387,20 @@ impl Node {
             max_step: 1 << 20,
             ttl: Duration::from_secs(10),
             target_life: Duration::from_secs(2),
-            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_CPUS)),
             sub_range: 64,
         }
     }
 
-    fn start(config: NodeBuilder) -> Result<Node, LeaseError> {
+    fn start(mut config: NodeBuilder) -> Result<Node, LeaseError> {
         let parsed = parse_url(&config.url)?;
         let mut store = Store::connect_with(&parsed)?;
         let info = store.space(&config.space)?;
+        if info.cyclic {
+            // A cyclic lease keeps one bit per ID: bound it.
+            config.max_step = config.max_step.min(CYCLIC_MAX_STEP);
+            config.min_step = config.min_step.min(config.max_step);
+        }
         let origin = Instant::now();
         let sent = Instant::now();
         let grant = store.lease(
@@ -640,8 +657,8 @@ fn round(
         let life = state.last_grant.elapsed();
         let target = shared.config.target_life;
         if life < target / 2 {
-            state.step = (state.step * 2).min(shared.config.max_step);
-        } else if life > target * 2 {
+            state.step = state.step.saturating_mul(2).min(shared.config.max_step);
+        } else if target.checked_mul(2).is_some_and(|twice| life > twice) {
             state.step = (state.step / 2).max(shared.config.min_step);
         }
         state.last_grant = Instant::now();

@@ -162,6 +162,22 @@ fn named_errors_and_an_idempotent_schema() {
     );
     let node = Node::builder(&server.url(), "x").start().expect("node");
     assert_eq!(node.free(1), Err(LeaseError::NotCyclic("x".into())));
+    drop(node);
+    // Extreme settings are clamped, never a panic or an overflow.
+    store
+        .create_space("edge", 0, i64::MAX as u64, true)
+        .expect("created");
+    let edge = Node::builder(&server.url(), "edge")
+        .step(u64::MAX, u64::MAX)
+        .ttl(Duration::MAX)
+        .target_lease_life(Duration::MAX)
+        .sub_range(u64::MAX)
+        .cpus(usize::MAX)
+        .start()
+        .expect("node");
+    let ids: Vec<u64> = (0..3).map(|i| edge.next_id_on(i).expect("id")).collect();
+    assert_eq!(duplicates(&ids), 0);
+    assert_eq!(edge.free(ids[0]), Ok(()));
     // A server that is not there.
     let gone = Node::builder("host=/nonexistent-dir port=5432 user=postgres", "x").start();
     assert!(
