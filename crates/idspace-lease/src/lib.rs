@@ -32,7 +32,9 @@
 //! healthy. The lease size adapts: a lease used up in less than half the target life (2 s by
 //! default) doubles the step, one lasting more than twice that halves it, within the
 //! configured bounds (1000 to 2²⁰ by default). Serialisation failures and deadlocks are
-//! retried; they do not happen in the lease path itself, which takes one row lock.
+//! retried with a spread back-off (under the default READ COMMITTED isolation the lease path
+//! waits on the space's row lock instead; under SERIALIZABLE, concurrent leases of one space
+//! fail with serialisation failures, and the retries absorb them).
 //!
 //! # Monotonic spaces (the default)
 //!

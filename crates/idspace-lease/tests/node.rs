@@ -112,6 +112,8 @@ fn a_cyclic_space_leases_freed_ranges_again_and_only_those() {
         }
     }
     assert_eq!(second.len(), 900, "every returned range leased again");
+    // Oldest returned first: the second lease's range was wholly freed first.
+    assert_eq!(second[0], first[100]);
     assert_eq!(duplicates(&second), 0);
     let lease_of_kept: HashSet<u64> = first[..100].iter().copied().collect();
     assert!(
