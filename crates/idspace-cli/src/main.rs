@@ -1,5 +1,6 @@
-//! `idspace`: the lab (`bench`) and the replay driver (`replay`).
+//! `idspace`: the lab (`bench`), the replay driver (`replay`) and leased IDs (`ids`).
 
+mod ids;
 mod replay;
 
 use std::io;
@@ -46,6 +47,40 @@ enum Command {
     Replay {
         #[command(subcommand)]
         family: Family,
+    },
+    /// IDs unique across a cluster, leased from PostgreSQL: N IDs, one per line, on stdout;
+    /// or, with --create-space, a new space.
+    Ids {
+        /// The server: `postgresql://user@host:port/db` or `host=/run/postgresql user=u ...`.
+        #[arg(long)]
+        url: String,
+        /// The space to allocate from.
+        #[arg(long, requires = "count", conflicts_with = "create_space")]
+        space: Option<String>,
+        /// IDs to write.
+        #[arg(long)]
+        count: Option<u64>,
+        /// Threads allocating.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+        threads: u16,
+        /// Create a space with this name instead (IDs --min..=--max).
+        #[arg(long, requires_all = ["min", "max"])]
+        create_space: Option<String>,
+        /// The new space's smallest ID.
+        #[arg(long)]
+        min: Option<u64>,
+        /// The new space's largest ID (at most 2^63-1).
+        #[arg(long)]
+        max: Option<u64>,
+        /// The new space leases ranges freed by every ID again (default: monotonic).
+        #[arg(long)]
+        cyclic: bool,
+        /// How long a lease lasts without renewal, in milliseconds.
+        #[arg(long, default_value_t = 10_000)]
+        ttl_ms: u64,
+        /// The smallest lease, in IDs.
+        #[arg(long, default_value_t = 1000)]
+        step: u64,
     },
 }
 
@@ -118,6 +153,29 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Ids {
+            url,
+            space,
+            count,
+            threads,
+            create_space,
+            min,
+            max,
+            cyclic,
+            ttl_ms,
+            step,
+        } => ids::run(ids::Ids {
+            url,
+            space,
+            count,
+            threads: usize::from(threads),
+            create_space,
+            min,
+            max,
+            cyclic,
+            ttl: std::time::Duration::from_millis(ttl_ms),
+            step,
+        }),
         Command::Replay { family } => {
             let stdin = io::stdin().lock();
             let stdout = io::stdout().lock();

@@ -16,6 +16,7 @@ pub mod alloc;
 mod cid;
 mod context;
 mod forked;
+mod lease;
 mod machine;
 pub mod measure;
 pub mod model;
@@ -88,6 +89,7 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
         Box::new(pid::Pids),
         Box::new(cid::Cids),
         Box::new(wake::Wake),
+        Box::new(lease::Lease),
     ]
 }
 

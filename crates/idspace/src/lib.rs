@@ -11,6 +11,9 @@
 //!   baselines, and the kernel's own `rseq` mm_cid.
 //! * [`pid`]: namespaced cyclic ID allocation, the kernel's PID allocator (IDR with and without
 //!   relocking, FreeBSD's bitmap+hash) and the per-CPU range design sketched on LKML.
+//! * [`range`]: the seam between a space's directory and per-CPU ranges in front of it
+//!   ([`range::RangeSource`], [`range::SubRanges`]), which the cluster-wide lease allocator
+//!   (`idspace-lease`) feeds from leases on PostgreSQL.
 //! * [`sched`]: a task runtime with per-worker run queues whose wakeups follow the kernel's
 //!   `try_to_wake_up`, with or without the lock-free wakelist.
 //!
@@ -60,6 +63,7 @@
 
 pub mod cid;
 pub mod pid;
+pub mod range;
 pub mod sched;
 pub(crate) mod sync;
 pub(crate) mod sys;

@@ -9,6 +9,7 @@ use super::object::Pid;
 use super::space_list::{SpaceList, CAPACITY};
 use super::spaces::Taken;
 use super::{NsId, PidAllocator, PidError, MAX_LEVEL, PID_MAX_DEFAULT};
+use crate::range::RangeSource;
 use crate::sync::{lock, read, write, AtomicUsize, Mutex, MutexGuard, Ordering, RwLock};
 use crate::util::hash::BuildIntHasher;
 use crossbeam_utils::CachePadded;
@@ -144,24 +145,38 @@ impl Space {
         self.pid_max.load(Ordering::Relaxed) as u32
     }
 
-    /// Carves the next free range for `cpu`; `None` if every range is held.
-    fn carve(&self, cpu: usize) -> Option<u32> {
+    fn holder(&self, index: u32) -> Option<usize> {
+        read(&self.directory).holders.get(&index).copied()
+    }
+}
+
+/// Every range of the space is held by some CPU.
+struct NoRangeLeft;
+
+/// A space's directory is the [`RangeSource`] of its CPUs' ranges: a grant is the index of a
+/// range of [`RANGE`] IDs.
+impl RangeSource for Space {
+    type Grant = u32;
+    type Error = NoRangeLeft;
+
+    /// Carves the next free range for `cpu`, cyclically.
+    fn carve(&self, cpu: usize) -> Result<(core::ops::Range<u64>, u32), NoRangeLeft> {
         let ranges = self.pid_max().div_ceil(RANGE);
         let mut directory = write(&self.directory);
         let start = directory.cursor % ranges.max(1);
         let index = (start..ranges)
             .chain(0..start)
-            .find(|index| !directory.holders.contains_key(index))?;
+            .find(|index| !directory.holders.contains_key(index))
+            .ok_or(NoRangeLeft)?;
         directory.holders.insert(index, cpu);
         directory.cursor = index + 1;
-        Some(index)
+        let base = u64::from(index) * u64::from(RANGE);
+        Ok((base..base + u64::from(RANGE), index))
     }
 
-    fn holder(&self, index: u32) -> Option<usize> {
-        read(&self.directory).holders.get(&index).copied()
-    }
-
-    fn give_back(&self, index: u32) {
+    /// Takes range `index` back; a range's IDs are tracked by its bitmap, so the unused tail
+    /// needs no bookkeeping here.
+    fn give_back(&self, _cpu: usize, index: u32, _unused: core::ops::Range<u64>) {
         write(&self.directory).holders.remove(&index);
     }
 }
@@ -300,10 +315,10 @@ impl PerCpu {
                 state.current.remove(&ns);
                 if range.live == 0 {
                     state.ranges.remove(&(ns, index));
-                    space.give_back(index);
+                    space.give_back(cpu, index, 0..0);
                 }
             }
-            let index = space.carve(cpu)?;
+            let (_, index) = space.carve(cpu).ok()?;
             state.ranges.insert((ns, index), Range::new(index));
             state.current.insert(ns, index);
         }
@@ -317,7 +332,7 @@ impl PerCpu {
             range.clear(id);
             if range.live == 0 && state.current.get(&ns) != Some(&index) {
                 state.ranges.remove(&(ns, index));
-                space.give_back(index);
+                space.give_back(0, index, 0..0);
             }
         }
     }

@@ -1,0 +1,216 @@
+//! [`Throwaway`]: a PostgreSQL server of the system's binaries in a temporary directory, for
+//! the tests and the lab.
+//!
+//! The binaries (`initdb`, `pg_ctl`) are looked up on `PATH`, then in
+//! `/usr/lib/postgresql/*/bin` (Debian's layout; the newest version wins). The server listens
+//! only on a Unix socket inside its directory, so servers never collide on a port. `initdb`
+//! refuses to run as root: under root the server runs as `nobody`, and its directory belongs
+//! to that user.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Counts servers of this process, for unique directory names.
+static SERVERS: AtomicU32 = AtomicU32::new(0);
+
+/// How the server runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Durability {
+    /// `fsync` and `synchronous_commit` on, as a production server runs (the lab's
+    /// baselines); off makes commits cheap (the tests).
+    pub fsync: bool,
+}
+
+/// A throwaway PostgreSQL server: stopped and deleted when dropped.
+pub struct Throwaway {
+    bin: PathBuf,
+    dir: PathBuf,
+    user: Option<(u32, u32)>,
+    durability: Durability,
+}
+
+/// The directory holding `initdb` and `pg_ctl`: on `PATH` (followed through links), else the
+/// newest `/usr/lib/postgresql/*/bin`.
+pub fn find_binaries() -> Result<PathBuf, String> {
+    let on_path = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|dir| dir.join("initdb"))
+        .find(|initdb| initdb.is_file())
+        .and_then(|initdb| fs::canonicalize(initdb).ok())
+        .and_then(|initdb| initdb.parent().map(Path::to_path_buf));
+    if let Some(dir) = on_path.filter(|dir| dir.join("pg_ctl").is_file()) {
+        return Ok(dir);
+    }
+    let mut versions: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
+        .map_err(|_| "PostgreSQL not found: no initdb on PATH nor in /usr/lib/postgresql/*/bin (apt-get install postgresql)".to_string())?
+        .filter_map(|entry| entry.ok())
+        .filter_map(|entry| {
+            let version = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let bin = entry.path().join("bin");
+            (bin.join("initdb").is_file() && bin.join("pg_ctl").is_file()).then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions
+        .pop()
+        .map(|(_, bin)| bin)
+        .ok_or_else(|| "PostgreSQL not found: no initdb in /usr/lib/postgresql/*/bin".to_string())
+}
+
+/// The user the server runs as when we are root: `nobody` from /etc/passwd (65534 if absent).
+fn unprivileged() -> Option<(u32, u32)> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    let passwd = fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let nobody = passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() > 3 && fields[0] == "nobody")
+            .then(|| Some((fields[2].parse().ok()?, fields[3].parse().ok()?)))
+            .flatten()
+    });
+    Some(nobody.unwrap_or((65534, 65534)))
+}
+
+impl Throwaway {
+    /// Creates a cluster in a new temporary directory and starts it.
+    pub fn start(durability: Durability) -> Result<Throwaway, String> {
+        let bin = find_binaries()?;
+        let dir = std::env::temp_dir().join(format!(
+            "idspace-pg-{}-{}",
+            std::process::id(),
+            SERVERS.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let user = unprivileged();
+        let server = Throwaway {
+            bin,
+            dir,
+            user,
+            durability,
+        };
+        if let Some((uid, gid)) = user {
+            std::os::unix::fs::chown(&server.dir, Some(uid), Some(gid))
+                .map_err(|e| format!("chown {}: {e}", server.dir.display()))?;
+        }
+        server.run(
+            "initdb",
+            [
+                OsStr::new("-D"),
+                server.data().as_os_str(),
+                OsStr::new("-U"),
+                OsStr::new("postgres"),
+                OsStr::new("-A"),
+                OsStr::new("trust"),
+                OsStr::new("-E"),
+                OsStr::new("UTF8"),
+                OsStr::new("--no-sync"),
+            ],
+        )?;
+        server.start_again()?;
+        Ok(server)
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// Runs one of the server's binaries as the server's user; its output on failure.
+    fn run<'a>(&self, tool: &str, args: impl IntoIterator<Item = &'a OsStr>) -> Result<(), String> {
+        let mut command = Command::new(self.bin.join(tool));
+        command
+            .args(args)
+            .current_dir(&self.dir)
+            .env("LC_ALL", "C")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some((uid, gid)) = self.user {
+            command.uid(uid).gid(gid);
+        }
+        let output = command.output().map_err(|e| format!("{tool}: {e}"))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{tool} failed ({}): {}{}",
+                output.status,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ))
+        }
+    }
+
+    /// Starts the server (again, after [`stop`](Throwaway::stop)), waiting until it accepts
+    /// connections.
+    pub fn start_again(&self) -> Result<(), String> {
+        let fsync = if self.durability.fsync { "on" } else { "off" };
+        let options = format!(
+            "-k {} -c listen_addresses='' -p 5432 -c fsync={fsync} -c synchronous_commit={fsync} \
+             -c max_connections=200 -c shared_buffers=32MB",
+            self.dir.display()
+        );
+        let log = self.dir.join("server.log");
+        self.run(
+            "pg_ctl",
+            [
+                OsStr::new("-D"),
+                self.data().as_os_str(),
+                OsStr::new("-l"),
+                log.as_os_str(),
+                OsStr::new("-o"),
+                OsStr::new(&options),
+                OsStr::new("-w"),
+                OsStr::new("start"),
+            ],
+        )
+    }
+
+    /// Stops the server (fast shutdown: sessions are cut), waiting until it is down.
+    pub fn stop(&self) -> Result<(), String> {
+        self.run(
+            "pg_ctl",
+            [
+                OsStr::new("-D"),
+                self.data().as_os_str(),
+                OsStr::new("-m"),
+                OsStr::new("fast"),
+                OsStr::new("-w"),
+                OsStr::new("stop"),
+            ],
+        )
+    }
+
+    /// The connection string of the server, for [`crate::Node::builder`] and `idspace ids`.
+    pub fn url(&self) -> String {
+        format!(
+            "host={} port=5432 user=postgres dbname=postgres",
+            self.dir.display()
+        )
+    }
+}
+
+impl Drop for Throwaway {
+    fn drop(&mut self) {
+        let _ = self.run(
+            "pg_ctl",
+            [
+                OsStr::new("-D"),
+                self.data().as_os_str(),
+                OsStr::new("-m"),
+                OsStr::new("immediate"),
+                OsStr::new("-w"),
+                OsStr::new("stop"),
+            ],
+        );
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,281 @@
+//! [`Store`]: one connection to PostgreSQL, and every statement the crate sends.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use postgres::error::SqlState;
+use postgres::{Client, Config, NoTls};
+
+use crate::error::LeaseError;
+use crate::schema::{EXHAUSTED, MIGRATIONS, MIGRATION_LOCK, UNKNOWN_SPACE};
+
+/// How often a statement that failed on a serialisation failure or a deadlock is retried.
+const RETRIES: u32 = 12;
+
+/// A space's definition and where its leasing stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpaceInfo {
+    /// The space's name.
+    pub name: String,
+    /// The smallest ID.
+    pub min: u64,
+    /// The largest ID.
+    pub max: u64,
+    /// Whether freed ranges are leased again.
+    pub cyclic: bool,
+    /// The last ID ever leased fresh (`min - 1` before the first lease, `None` then if `min`
+    /// is 0).
+    pub leased_through: Option<u64>,
+}
+
+/// A lease granted by the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The lease's row.
+    pub lease: i64,
+    /// The space's epoch at the grant: the lease is ours while its row carries it.
+    pub epoch: i64,
+    /// The IDs leased, inclusive.
+    pub first: u64,
+    /// The last ID leased.
+    pub last: u64,
+}
+
+/// Parses a connection URL (`postgresql://…` or `key=value …`) into a client configuration.
+pub fn parse_url(url: &str) -> Result<Config, LeaseError> {
+    let mut config = Config::from_str(url).map_err(|e| LeaseError::BadUrl(e.to_string()))?;
+    if config.get_hosts().is_empty() {
+        return Err(LeaseError::BadUrl(format!("no host in \"{url}\"")));
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(3));
+    }
+    Ok(config)
+}
+
+/// Whether a failed statement is worth retrying as is.
+fn transient(error: &postgres::Error) -> bool {
+    matches!(
+        error.code(),
+        Some(&SqlState::T_R_SERIALIZATION_FAILURE) | Some(&SqlState::T_R_DEADLOCK_DETECTED)
+    )
+}
+
+/// Names a store error after what the caller can do about it.
+fn classify(error: postgres::Error, space: &str) -> LeaseError {
+    match error.code().map(SqlState::code) {
+        Some(UNKNOWN_SPACE) => LeaseError::UnknownSpace(space.to_string()),
+        Some(EXHAUSTED) => LeaseError::Exhausted(space.to_string()),
+        Some(code) if code == SqlState::UNIQUE_VIOLATION.code() => {
+            LeaseError::SpaceExists(space.to_string())
+        }
+        _ => LeaseError::StoreUnreachable(describe(&error)),
+    }
+}
+
+/// The error with the server's message, when the server sent one (`Display` shows only
+/// "db error").
+fn describe(error: &postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!("{} ({}): {}", db.severity(), db.code().code(), db.message()),
+        None => error.to_string(),
+    }
+}
+
+fn to_id(value: i64, what: &str) -> Result<u64, LeaseError> {
+    u64::try_from(value).map_err(|_| LeaseError::StoreUnreachable(format!("negative {what}")))
+}
+
+fn to_db(value: u64, what: &str) -> Result<i64, LeaseError> {
+    i64::try_from(value)
+        .map_err(|_| LeaseError::InvalidSpace(format!("{what} {value} is above {}", i64::MAX)))
+}
+
+/// One connection to PostgreSQL, with the schema migrated.
+pub struct Store {
+    client: Client,
+}
+
+impl Store {
+    /// Connects to `url` and creates or migrates the crate's schema.
+    pub fn connect(url: &str) -> Result<Store, LeaseError> {
+        let config = parse_url(url)?;
+        Store::connect_with(&config)
+    }
+
+    /// Connects with a parsed configuration and creates or migrates the schema.
+    pub fn connect_with(config: &Config) -> Result<Store, LeaseError> {
+        let client = config
+            .connect(NoTls)
+            .map_err(|e| LeaseError::StoreUnreachable(describe(&e)))?;
+        let mut store = Store { client };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// Runs `f` in a transaction, retrying on serialisation failures and deadlocks.
+    fn transaction<T>(
+        &mut self,
+        space: &str,
+        mut f: impl FnMut(&mut postgres::Transaction<'_>) -> Result<T, postgres::Error>,
+    ) -> Result<T, LeaseError> {
+        let mut attempt = 0;
+        loop {
+            let outcome = self.client.transaction().and_then(|mut tx| {
+                let value = f(&mut tx)?;
+                tx.commit()?;
+                Ok(value)
+            });
+            match outcome {
+                Ok(value) => return Ok(value),
+                Err(error) if transient(&error) && attempt < RETRIES => {
+                    attempt += 1;
+                    // Back off 1 ms to 64 ms, spread by the clock's low bits so that the
+                    // transactions that collided do not collide again in step.
+                    let spread = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |t| u64::from(t.subsec_nanos()) % 1000);
+                    let base = 1u64 << attempt.min(6);
+                    std::thread::sleep(Duration::from_micros(base * 1000 + spread * base));
+                }
+                Err(error) => return Err(classify(error, space)),
+            }
+        }
+    }
+
+    fn migrate(&mut self) -> Result<(), LeaseError> {
+        self.transaction("", |tx| {
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+            tx.batch_execute(
+                "CREATE TABLE IF NOT EXISTS idspace_schema (version integer NOT NULL)",
+            )?;
+            let version: i32 = tx
+                .query_one("SELECT coalesce(max(version), 0) FROM idspace_schema", &[])?
+                .get(0);
+            for (index, migration) in MIGRATIONS.iter().enumerate() {
+                let target = index as i32 + 1;
+                if target > version {
+                    tx.batch_execute(migration)?;
+                    tx.execute("INSERT INTO idspace_schema VALUES ($1)", &[&target])?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// The schema version reached.
+    pub fn schema_version(&mut self) -> Result<i32, LeaseError> {
+        self.transaction("", |tx| {
+            Ok(tx
+                .query_one("SELECT max(version) FROM idspace_schema", &[])?
+                .get(0))
+        })
+    }
+
+    /// Creates a space of IDs `[min, max]`; `cyclic` spaces lease freed ranges again.
+    pub fn create_space(
+        &mut self,
+        name: &str,
+        min: u64,
+        max: u64,
+        cyclic: bool,
+    ) -> Result<(), LeaseError> {
+        if name.is_empty() || name.len() > 200 {
+            return Err(LeaseError::InvalidSpace(format!(
+                "name \"{name}\" must have 1 to 200 bytes"
+            )));
+        }
+        if min > max {
+            return Err(LeaseError::InvalidSpace(format!(
+                "min {min} is above max {max}"
+            )));
+        }
+        let (min_db, max_db) = (to_db(min, "min")?, to_db(max, "max")?);
+        self.transaction(name, |tx| {
+            tx.execute(
+                "INSERT INTO idspace_space (name, min_id, max_id, cyclic, leased_through) \
+                 VALUES ($1, $2, $3, $4, $5)",
+                &[&name, &min_db, &max_db, &cyclic, &(min_db - 1)],
+            )
+        })
+        .map(|_| ())
+    }
+
+    /// The space called `name`.
+    pub fn space(&mut self, name: &str) -> Result<SpaceInfo, LeaseError> {
+        let row = self.transaction(name, |tx| {
+            tx.query_opt(
+                "SELECT min_id, max_id, cyclic, leased_through FROM idspace_space \
+                 WHERE name = $1",
+                &[&name],
+            )
+        })?;
+        let row = row.ok_or_else(|| LeaseError::UnknownSpace(name.to_string()))?;
+        let through: i64 = row.get(3);
+        Ok(SpaceInfo {
+            name: name.to_string(),
+            min: to_id(row.get(0), "min")?,
+            max: to_id(row.get(1), "max")?,
+            cyclic: row.get(2),
+            leased_through: u64::try_from(through).ok(),
+        })
+    }
+
+    /// Leases up to `step` IDs of `space` for `node`, for `ttl`, in one round trip; `retire`
+    /// names the node's previous lease of a monotonic space, used up, to drop.
+    pub fn lease(
+        &mut self,
+        space: &str,
+        node: &str,
+        step: u64,
+        ttl: Duration,
+        retire: Option<i64>,
+    ) -> Result<Grant, LeaseError> {
+        let step = to_db(step.max(1), "step")?;
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        let row = self.transaction(space, |tx| {
+            tx.query_one(
+                "SELECT * FROM idspace_lease($1, $2, $3, $4, $5)",
+                &[&space, &node, &step, &ttl_ms, &retire],
+            )
+        })?;
+        Ok(Grant {
+            lease: row.get(0),
+            epoch: row.get(1),
+            first: to_id(row.get(2), "first ID")?,
+            last: to_id(row.get(3), "last ID")?,
+        })
+    }
+
+    /// Extends the leases named by (row, epoch) to `ttl` from now, in one round trip; returns
+    /// the rows renewed (a lease missing was taken over: its epoch changed).
+    pub fn renew(&mut self, leases: &[(i64, i64)], ttl: Duration) -> Result<Vec<i64>, LeaseError> {
+        let ids: Vec<i64> = leases.iter().map(|&(id, _)| id).collect();
+        let epochs: Vec<i64> = leases.iter().map(|&(_, epoch)| epoch).collect();
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        let rows = self.transaction("", |tx| {
+            tx.query(
+                "UPDATE idspace_lease l \
+                 SET expires_at = now() + $3::bigint * interval '1 millisecond' \
+                 FROM unnest($1::bigint[], $2::bigint[]) AS h(id, epoch) \
+                 WHERE l.id = h.id AND l.epoch = h.epoch RETURNING l.id",
+                &[&ids, &epochs, &ttl_ms],
+            )
+        })?;
+        Ok(rows.iter().map(|row| row.get(0)).collect())
+    }
+
+    /// Returns a cyclic lease whose every ID was freed; `false` if it was not ours any more.
+    pub fn give_back(&mut self, lease: i64, epoch: i64) -> Result<bool, LeaseError> {
+        self.transaction("", |tx| {
+            Ok(tx
+                .query_one("SELECT idspace_return($1, $2)", &[&lease, &epoch])?
+                .get(0))
+        })
+    }
+
+    /// The raw client, for callers that measure PostgreSQL itself (the lab's baselines).
+    pub fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+}

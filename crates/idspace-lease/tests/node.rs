@@ -1,0 +1,239 @@
+//! One node against a real PostgreSQL: uniqueness under threads, exhausted spaces (monotonic
+//! and cyclic), cyclic reuse, named errors, the schema.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use common::{duplicates, gaps, server, space};
+use idspace_lease::{LeaseError, Node, Store};
+
+#[test]
+fn threads_of_one_node_never_get_the_same_id() {
+    let server = server();
+    space(&server, "threads", 0, u64::from(u32::MAX), false);
+    let node = Node::builder(&server.url(), "threads")
+        .step(500, 50_000)
+        .start()
+        .expect("node");
+    let ids: Vec<u64> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    (0..50_000)
+                        .map(|_| node.next_id().expect("id"))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("no panic"))
+            .collect()
+    });
+    assert_eq!(ids.len(), 200_000);
+    assert_eq!(duplicates(&ids), 0);
+    let stats = node.stats();
+    assert!(stats.step > 500, "the step grew under load: {stats:?}");
+    assert!(stats.round_trips < 100, "{stats:?}");
+    eprintln!(
+        "threads: {stats:?}, {} gaps",
+        gaps(&server, "threads", ids.len())
+    );
+}
+
+#[test]
+fn an_exhausted_monotonic_space_is_a_named_error() {
+    let server = server();
+    space(&server, "small", 10, 10_009, false);
+    let node = Node::builder(&server.url(), "small")
+        .step(1000, 1000)
+        .cpus(2)
+        .start()
+        .expect("node");
+    let mut ids = Vec::new();
+    let mut errors = 0;
+    let mut cpu = 0;
+    // Alternate CPUs until both have nothing left.
+    while errors < 2 {
+        match node.next_id_on(cpu) {
+            Ok(id) => {
+                ids.push(id);
+                errors = 0;
+            }
+            Err(error) => {
+                assert_eq!(error, LeaseError::Exhausted("small".into()));
+                errors += 1;
+            }
+        }
+        cpu += 1;
+    }
+    assert_eq!(duplicates(&ids), 0);
+    assert_eq!(ids.len(), 10_000, "every ID, once");
+    assert!(ids.iter().all(|&id| (10..=10_009).contains(&id)));
+    assert_eq!(gaps(&server, "small", ids.len()), 0);
+}
+
+#[test]
+fn a_cyclic_space_leases_freed_ranges_again_and_only_those() {
+    let server = server();
+    space(&server, "cycle", 1, 1000, true);
+    let node = Node::builder(&server.url(), "cycle")
+        .step(100, 100)
+        .sub_range(10)
+        .cpus(1)
+        .start()
+        .expect("node");
+    let first: Vec<u64> = (0..1000).map(|_| node.next_id_on(0).expect("id")).collect();
+    assert_eq!(duplicates(&first), 0);
+    assert_eq!(
+        node.next_id_on(0),
+        Err(LeaseError::Exhausted("cycle".into()))
+    );
+    // Freeing misuse is refused by name.
+    assert_eq!(node.free(5000), Err(LeaseError::NotIssued(5000)));
+    node.free(first[0]).expect("freed");
+    assert_eq!(node.free(first[0]), Err(LeaseError::NotIssued(first[0])));
+    // Free all but the first lease's last ID: only ranges wholly free come back.
+    let kept = first[99];
+    for &id in &first[1..] {
+        if id != kept {
+            node.free(id).expect("freed");
+        }
+    }
+    let started = Instant::now();
+    let mut second = Vec::new();
+    while second.len() < 900 && started.elapsed() < Duration::from_secs(10) {
+        match node.next_id_on(0) {
+            Ok(id) => second.push(id),
+            Err(LeaseError::Exhausted(_)) => std::thread::sleep(Duration::from_millis(20)),
+            Err(error) => panic!("{error:?}"),
+        }
+    }
+    assert_eq!(second.len(), 900, "every returned range leased again");
+    // Oldest returned first: the second lease's range was wholly freed first.
+    assert_eq!(second[0], first[100]);
+    assert_eq!(duplicates(&second), 0);
+    let lease_of_kept: HashSet<u64> = first[..100].iter().copied().collect();
+    assert!(
+        second.iter().all(|id| !lease_of_kept.contains(id)),
+        "a range with a live ID came back"
+    );
+}
+
+#[test]
+fn named_errors_and_an_idempotent_schema() {
+    assert!(matches!(
+        Store::connect("postgresql://[::1"),
+        Err(LeaseError::BadUrl(_))
+    ));
+    assert!(matches!(
+        Store::connect("port=notanumber"),
+        Err(LeaseError::BadUrl(_))
+    ));
+    let server = server();
+    let mut store = Store::connect(&server.url()).expect("connects");
+    // Connecting again migrates nothing twice.
+    let mut again = Store::connect(&server.url()).expect("connects again");
+    assert_eq!(again.schema_version(), Ok(1));
+    assert_eq!(
+        store.space("none"),
+        Err(LeaseError::UnknownSpace("none".into()))
+    );
+    assert!(matches!(
+        Node::builder(&server.url(), "none").start(),
+        Err(LeaseError::UnknownSpace(_))
+    ));
+    assert!(matches!(
+        store.create_space("", 1, 2, false),
+        Err(LeaseError::InvalidSpace(_))
+    ));
+    assert!(matches!(
+        store.create_space("x", 3, 2, false),
+        Err(LeaseError::InvalidSpace(_))
+    ));
+    assert!(matches!(
+        store.create_space("x", 1, u64::MAX, false),
+        Err(LeaseError::InvalidSpace(_))
+    ));
+    store.create_space("x", 1, 2, false).expect("created");
+    assert_eq!(
+        store.create_space("x", 1, 2, false),
+        Err(LeaseError::SpaceExists("x".into()))
+    );
+    let node = Node::builder(&server.url(), "x").start().expect("node");
+    assert_eq!(node.free(1), Err(LeaseError::NotCyclic("x".into())));
+    drop(node);
+    // Extreme settings are clamped, never a panic or an overflow.
+    store
+        .create_space("edge", 0, i64::MAX as u64, true)
+        .expect("created");
+    let edge = Node::builder(&server.url(), "edge")
+        .step(u64::MAX, u64::MAX)
+        .ttl(Duration::MAX)
+        .target_lease_life(Duration::MAX)
+        .sub_range(u64::MAX)
+        .cpus(usize::MAX)
+        .start()
+        .expect("node");
+    let ids: Vec<u64> = (0..3).map(|i| edge.next_id_on(i).expect("id")).collect();
+    assert_eq!(duplicates(&ids), 0);
+    assert_eq!(edge.free(ids[0]), Ok(()));
+    // A server that is not there.
+    let gone = Node::builder("host=/nonexistent-dir port=5432 user=postgres", "x").start();
+    assert!(
+        matches!(gone, Err(LeaseError::StoreUnreachable(_))),
+        "{:?}",
+        gone.err()
+    );
+}
+
+#[test]
+fn serialization_failures_are_retried() {
+    let server = server();
+    space(&server, "serial", 1, u64::from(u32::MAX), false);
+    // Every transaction serializable: concurrent leases of one space now conflict (40001)
+    // instead of waiting for the space's row lock.
+    Store::connect(&server.url())
+        .expect("connects")
+        .client()
+        .batch_execute("ALTER DATABASE postgres SET default_transaction_isolation = 'serializable'")
+        .expect("altered");
+    let grants: Vec<(u64, u64)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..6)
+            .map(|worker| {
+                let url = server.url();
+                scope.spawn(move || {
+                    let mut store = Store::connect(&url).expect("connects");
+                    (0..30)
+                        .map(|_| {
+                            let grant = store
+                                .lease(
+                                    "serial",
+                                    &format!("w{worker}"),
+                                    10,
+                                    Duration::from_secs(5),
+                                    None,
+                                )
+                                .expect("retried until granted");
+                            (grant.first, grant.last)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("no panic"))
+            .collect()
+    });
+    let mut ids: Vec<u64> = grants
+        .iter()
+        .flat_map(|&(first, last)| first..=last)
+        .collect();
+    assert_eq!(ids.len(), 6 * 30 * 10);
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 6 * 30 * 10, "overlapping leases");
+}
