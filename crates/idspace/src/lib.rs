@@ -59,6 +59,7 @@
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
 pub mod cid;
+pub mod percid;
 pub mod pid;
 pub mod sched;
 pub(crate) mod sync;

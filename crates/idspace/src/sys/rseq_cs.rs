@@ -206,6 +206,9 @@ impl Area {
     ///
     /// `word` is valid and aligned, and every store to it is made by a section indexed by
     /// `index` of `field`.
+    // The per-CID structures use array lists (push and pop); compare-and-store is the
+    // operation for lists of linked nodes and single-word slots, exercised by the tests only.
+    #[cfg_attr(not(test), allow(dead_code))]
     #[inline]
     pub(crate) unsafe fn compare_store(
         self,

@@ -152,6 +152,7 @@ pub(super) unsafe fn pop(
 ///
 /// `cs` and `index_field` point into the calling thread's registered area; `word` as
 /// `Area::compare_store` requires.
+#[cfg_attr(not(test), allow(dead_code))]
 #[inline]
 pub(super) unsafe fn compare_store(
     cs: *mut u64,
