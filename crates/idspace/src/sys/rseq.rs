@@ -204,6 +204,8 @@ pub(crate) fn feature_size() -> u64 {
     {
         // SAFETY: getauxval only reads the process's auxiliary vector (0 for an absent entry).
         let size = unsafe { libc::getauxval(AT_RSEQ_FEATURE_SIZE) };
+        // `c_ulong` is 32 bits wide on 32-bit targets.
+        #[allow(clippy::useless_conversion)]
         u64::from(size)
     }
 }
