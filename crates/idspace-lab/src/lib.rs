@@ -20,6 +20,7 @@ mod machine;
 pub mod measure;
 pub mod model;
 mod output;
+mod percid;
 mod pid;
 mod progress;
 mod report;
@@ -88,6 +89,7 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
         Box::new(pid::Pids),
         Box::new(cid::Cids),
         Box::new(wake::Wake),
+        Box::new(percid::PerCidData),
     ]
 }
 

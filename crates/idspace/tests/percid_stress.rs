@@ -63,7 +63,7 @@ extern "C" fn count_in_handler(_signal: libc::c_int) {
     let counter = HANDLER_COUNTER.load(Ordering::Acquire) as *const PerCidCounter;
     if !counter.is_null() {
         // A section inside the handler, interrupting (and aborting) one of the thread's own.
-        // SAFETY: the counter outlives every thread that can receive the signal (see below).
+        // SAFETY: the counter outlives every thread the signal is sent to (see below).
         unsafe { (*counter).add(1) };
         HANDLER_CALLS.fetch_add(1, Ordering::Relaxed);
     }
@@ -90,9 +90,8 @@ fn install_handler() {
 fn signal_and_yield_storms_abort_sections_and_lose_nothing() {
     install_handler();
     for source in rseq_sources() {
-        // Leaked so that a late signal never finds it gone; a few hundred bytes per source.
-        let counter: &'static PerCidCounter =
-            Box::leak(Box::new(PerCidCounter::with_source(source).unwrap()));
+        // Signals go only to the workers, which have all exited when the counter is dropped.
+        let counter = &PerCidCounter::with_source(source).unwrap();
         HANDLER_CALLS.store(0, Ordering::Relaxed);
         HANDLER_COUNTER.store(counter as *const _ as usize, Ordering::Release);
         let aborts_before = kernel_aborts();
@@ -147,8 +146,8 @@ fn signal_and_yield_storms_abort_sections_and_lose_nothing() {
             adds.load(Ordering::Relaxed) + HANDLER_CALLS.load(Ordering::Relaxed),
             "{source:?}"
         );
+        HANDLER_COUNTER.store(0, Ordering::Release);
     }
-    HANDLER_COUNTER.store(0, Ordering::Release);
 }
 
 /// The CPUs this thread may run on (at most 8 of them).
@@ -267,7 +266,6 @@ fn a_forked_child_keeps_counting() {
 /// while marked is one handed to two holders. At the end every object made is accounted for.
 #[test]
 fn the_pool_never_hands_one_object_to_two_holders_and_loses_none() {
-    install_handler();
     for source in all_sources() {
         let pool = PerCidPool::<usize>::with_source(source, 8).unwrap();
         let objects = 256;

@@ -23,19 +23,25 @@ mod imp {
         field: Field,
     }
 
-    /// The calling thread's fast path for `source`, if it has one.
+    /// The calling thread's fast path for `source`, if it has one. Whether the kernel fills
+    /// mm_cid is not checked again here: the structures are built only for available
+    /// sources, and the kernel's feature size does not change while the process runs.
     #[inline]
     pub(crate) fn current(source: IndexSource) -> Option<Fast> {
         let field = match source {
-            IndexSource::MmCid if mm_cid_filled() => Field::MmCid,
+            IndexSource::MmCid => Field::MmCid,
             IndexSource::CpuId => Field::CpuId,
-            _ => return None,
+            IndexSource::ThreadIds => return None,
         };
         Area::registered().map(|(area, _)| Fast { area, field })
     }
 
     pub(crate) fn available(source: IndexSource) -> bool {
-        source == IndexSource::ThreadIds || current(source).is_some()
+        match source {
+            IndexSource::ThreadIds => true,
+            IndexSource::MmCid => mm_cid_filled() && current(source).is_some(),
+            IndexSource::CpuId => current(source).is_some(),
+        }
     }
 
     pub(crate) fn registration() -> Option<Registration> {

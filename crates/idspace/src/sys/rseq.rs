@@ -136,6 +136,7 @@ impl Area {
 
     /// This thread's registered area (glibc's, or one this crate registers now if glibc did
     /// not), with who registered it; `None` if the thread has none and cannot get one.
+    #[inline]
     pub(crate) fn registered() -> Option<(Self, Registrar)> {
         match glibc_area_offset() {
             GlibcArea::Registered(offset) => {
@@ -223,6 +224,7 @@ enum GlibcArea {
 }
 
 /// What glibc says, looked up once: glibc never changes it after startup.
+#[inline]
 fn glibc_area_offset() -> GlibcArea {
     static AREA: OnceLock<GlibcArea> = OnceLock::new();
     *AREA.get_or_init(find_glibc_area)
@@ -323,6 +325,7 @@ mod own {
 }
 
 #[cfg(target_arch = "x86_64")]
+#[inline]
 fn thread_pointer() -> Option<*mut u8> {
     let tp: *mut u8;
     // On x86-64 Linux, %fs:0 holds the thread control block's own address (the TLS ABI).
@@ -334,6 +337,7 @@ fn thread_pointer() -> Option<*mut u8> {
 }
 
 #[cfg(target_arch = "aarch64")]
+#[inline]
 fn thread_pointer() -> Option<*mut u8> {
     let tp: *mut u8;
     // TPIDR_EL0 holds the thread pointer on AArch64 Linux.
