@@ -18,6 +18,7 @@ mod context;
 mod forked;
 mod machine;
 pub mod measure;
+mod mmcid;
 pub mod model;
 mod output;
 mod percid;
@@ -90,6 +91,7 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
         Box::new(cid::Cids),
         Box::new(wake::Wake),
         Box::new(percid::PerCidData),
+        Box::new(mmcid::MmCid),
     ]
 }
 

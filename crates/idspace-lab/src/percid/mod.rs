@@ -3,7 +3,7 @@
 //! atomic, thread_local shards) and an object cache (`PerCidPool` against a `Mutex<Vec>`,
 //! thread_local caches and crossbeam's `ArrayQueue`), at 1 to 256 threads, with memory.
 
-mod workloads;
+pub(crate) mod workloads;
 
 use std::time::Duration;
 

@@ -36,6 +36,12 @@ pub fn current_cpu() -> Option<u32> {
     Area::current().map(Area::cpu_id)
 }
 
+/// The kernel's `AT_RSEQ_FEATURE_SIZE`: how many bytes of the rseq area it fills (28 covers
+/// `mm_cid`; 0 before Linux 6.3, and under Miri).
+pub fn feature_size() -> u64 {
+    crate::sys::rseq::feature_size()
+}
+
 /// The number of possible CPUs (`/sys/devices/system/cpu/possible`), the bound of rule 2.
 pub fn possible_cpus() -> Option<usize> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/possible").ok()?;

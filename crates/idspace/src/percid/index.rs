@@ -103,14 +103,39 @@ mod tests {
         assert_eq!(parse_cpu_list_bound(""), None);
     }
 
-    /// IDs are compact: a thread that exits gives its ID to the next one.
+    /// Threads alive at once hold distinct IDs, and IDs are compact: after the threads exit,
+    /// a new set gets IDs below the number of threads ever alive at once (plus the other
+    /// tests' threads, which may take IDs meanwhile).
     #[test]
-    fn thread_ids_are_reused_after_exit() {
-        let first = std::thread::spawn(thread_id).join().unwrap();
-        let mine = thread_id();
-        let second = std::thread::spawn(thread_id).join().unwrap();
-        assert_ne!(first, mine);
-        // Other tests' threads may take the freed ID in between; it must at least be small.
-        assert!(second < 64, "thread ID {second} is not compact");
+    fn live_threads_hold_distinct_compact_ids() {
+        let ids = |count: usize| {
+            let barrier = std::sync::Barrier::new(count);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..count)
+                    .map(|_| {
+                        scope.spawn(|| {
+                            let id = thread_id();
+                            // Everyone holds its ID until all have one.
+                            barrier.wait();
+                            id
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap())
+                    .collect::<Vec<_>>()
+            })
+        };
+        for round in 0..2 {
+            let mut got = ids(8);
+            got.sort_unstable();
+            got.dedup();
+            assert_eq!(got.len(), 8, "round {round}: two live threads shared an ID");
+            assert!(
+                got.iter().all(|&id| id < 8 + 64),
+                "round {round}: IDs not compact: {got:?}"
+            );
+        }
     }
 }

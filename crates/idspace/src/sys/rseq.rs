@@ -59,6 +59,10 @@
 //! no area: callers fall back to code without rseq. Under Miri, which runs no foreign calls and
 //! no inline assembly, there is never an area.
 
+// Under Miri and loom the critical sections, the only users of the index fields, the
+// signature and our own registrations, are compiled out.
+#![cfg_attr(any(miri, loom), allow(dead_code))]
+
 use std::sync::OnceLock;
 
 /// `AT_RSEQ_FEATURE_SIZE` from `<linux/auxvec.h>` (the `libc` crate lacks it for glibc).
