@@ -14,6 +14,7 @@
 
 pub mod alloc;
 mod cid;
+mod compare;
 mod context;
 mod forked;
 mod machine;
@@ -39,6 +40,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+pub use compare::compare;
 pub use context::Context;
 pub use machine::Machine;
 pub use model::Section;
