@@ -108,7 +108,7 @@ impl Experiment for MmCid {
 
         // 4. Per-CID data at this machine's CPU count.
         let result = cx.measure(&column, "mm_cid counter", |_| {
-            percid::counter("rseq by mm_cid", cpus, duration / 4).map(|run| vec![run.ns])
+            percid::counter("rseq by mm_cid", cpus, 20_000_000).map(|run| vec![run.ns])
         });
         rows.push(Row::numbers(
             format!("rseq mm_cid counter, ns per increment, {cpus} threads"),
@@ -116,7 +116,7 @@ impl Experiment for MmCid {
             2,
         ));
         let result = cx.measure(&column, "mm_cid pool", |_| {
-            percid::pool("PerCidPool", cpus, duration / 4).map(|run| vec![run.ns])
+            percid::pool("PerCidPool", cpus, 2_000_000).map(|run| vec![run.ns])
         });
         rows.push(Row::numbers(
             format!("PerCidPool, ns per take+give, {cpus} threads"),

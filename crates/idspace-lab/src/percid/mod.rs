@@ -5,8 +5,6 @@
 
 pub(crate) mod workloads;
 
-use std::time::Duration;
-
 use idspace::percid::{kernel_aborts, rseq_registration, IndexSource};
 
 use crate::model::{Row, Section, Table};
@@ -27,9 +25,11 @@ impl Experiment for PerCidData {
     }
 
     fn run(&self, cx: &mut Context) -> Result<Section, String> {
-        let duration = match cx.scale {
-            Scale::Quick => Duration::from_millis(60),
-            Scale::Full => Duration::from_millis(500),
+        // Operations per cell, shared by the threads: about 60 ms (quick) or 0.5 s (full) of
+        // one thread's increments on this kind of machine.
+        let (increments, pairs) = match cx.scale {
+            Scale::Quick => (20_000_000, 2_000_000),
+            Scale::Full => (150_000_000, 15_000_000),
         };
         let repetitions = cx.repetitions();
         let steps =
@@ -47,7 +47,7 @@ impl Experiment for PerCidData {
                 &workloads::COUNTERS,
                 &format!("counter, {threads} threads"),
                 |&shape| {
-                    workloads::counter(shape, threads, duration)
+                    workloads::counter(shape, threads, increments)
                         .map(|run| vec![run.ns, run.slots as f64, run.bytes as f64])
                 },
             );
@@ -80,8 +80,8 @@ impl Experiment for PerCidData {
             id: "counter".into(),
             title: format!(
                 "Counter (ClickHouse PR #109283's shape): ns per increment per thread, and the \
-                 memory the counter holds; {} ms per cell, median of {repetitions}; {} CPUs",
-                duration.as_millis(),
+                 memory the counter holds; {increments} increments per cell, shared by the threads, \
+                 median of {repetitions}; {} CPUs",
                 cx.cpus()
             ),
             unit: "ns, x, slots, bytes".into(),
@@ -98,8 +98,7 @@ impl Experiment for PerCidData {
                 &workloads::POOLS,
                 &format!("pool, {threads} threads"),
                 |&shape| {
-                    workloads::pool(shape, threads, duration)
-                        .map(|run| vec![run.ns, run.held as f64])
+                    workloads::pool(shape, threads, pairs).map(|run| vec![run.ns, run.held as f64])
                 },
             );
             let ns = result.metric(0);
@@ -125,8 +124,8 @@ impl Experiment for PerCidData {
             title: format!(
                 "Object cache: ns per take+give pair per thread (bursts of 4 takes, then 4 gives, \
                  64-byte objects; 64 objects per slot, thread or queue), and the objects each \
-                 cache holds at the end; {} ms per cell, median of {repetitions}",
-                duration.as_millis()
+                 cache holds at the end; {pairs} pairs per cell, shared by the threads, median of \
+                 {repetitions}"
             ),
             unit: "ns, x, objects".into(),
             columns: workloads::POOLS.iter().map(|c| c.to_string()).collect(),

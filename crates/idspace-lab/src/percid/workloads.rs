@@ -4,18 +4,35 @@
 use std::cell::RefCell;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
 use idspace::percid::{IndexSource, PerCid, PerCidCounter, PerCidPool};
 use thread_local::ThreadLocal;
 
-use crate::measure::timed;
-
-/// Increments between two looks at the stop flag.
-const BATCH: u64 = 256;
+/// Runs `work(n)` on `threads` threads that start together (a barrier), each doing its share
+/// `n` of `total` operations; returns the time until the last one finished and the operations
+/// made. A fixed amount of work, rather than a time limit, keeps oversubscribed runs short:
+/// nobody waits for hundreds of spinning threads to notice a stop flag.
+fn fixed(threads: usize, total: u64, work: &(dyn Fn(u64) + Sync)) -> (Duration, u64) {
+    let per_thread = (total / threads.max(1) as u64).max(1);
+    let barrier = Barrier::new(threads + 1);
+    let start = thread::scope(|scope| {
+        for _ in 0..threads {
+            let barrier = &barrier;
+            scope.spawn(move || {
+                barrier.wait();
+                work(per_thread);
+            });
+        }
+        barrier.wait();
+        Instant::now()
+    });
+    (start.elapsed(), per_thread * threads as u64)
+}
 
 /// The counter's shapes (the table's columns).
 pub const COUNTERS: [&str; 5] = [
@@ -36,9 +53,9 @@ pub struct CounterRun {
     pub bytes: usize,
 }
 
-/// The counter `shape`, incremented by `threads` threads for `duration`; an error if the shape
+/// The counter `shape`, incremented `ops` times in all by `threads` threads; an error if the shape
 /// cannot run here or its total is not the number of increments made.
-pub fn counter(shape: &str, threads: usize, duration: Duration) -> Result<CounterRun, String> {
+pub fn counter(shape: &str, threads: usize, ops: u64) -> Result<CounterRun, String> {
     let padded = core::mem::size_of::<CachePadded<AtomicU64>>();
     let per_cid = |source| PerCidCounter::with_source(source).map_err(|e| format!("{e}"));
     match shape {
@@ -49,15 +66,10 @@ pub fn counter(shape: &str, threads: usize, duration: Duration) -> Result<Counte
                 IndexSource::CpuId
             };
             let counter = per_cid(source)?;
-            let (elapsed, total) = timed(threads, duration, &|_, stop| {
-                let mut done = 0;
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..BATCH {
-                        counter.add(1);
-                    }
-                    done += BATCH;
+            let (elapsed, total) = fixed(threads, ops, &|n| {
+                for _ in 0..n {
+                    counter.add(1);
                 }
-                done
             });
             check(counter.sum(), total)?;
             Ok(CounterRun {
@@ -69,16 +81,11 @@ pub fn counter(shape: &str, threads: usize, duration: Duration) -> Result<Counte
         "atomic per CID" => {
             let slots = PerCid::with_source(IndexSource::MmCid, |_| AtomicU64::new(0))
                 .map_err(|e| format!("{e}"))?;
-            let (elapsed, total) = timed(threads, duration, &|_, stop| {
-                let mut done = 0;
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..BATCH {
-                        // Relaxed: a statistic, summed after the joins.
-                        slots.current().fetch_add(1, Ordering::Relaxed);
-                    }
-                    done += BATCH;
+            let (elapsed, total) = fixed(threads, ops, &|n| {
+                for _ in 0..n {
+                    // Relaxed: a statistic, summed after the joins.
+                    slots.current().fetch_add(1, Ordering::Relaxed);
                 }
-                done
             });
             check(slots.iter().map(|s| s.load(Ordering::Relaxed)).sum(), total)?;
             Ok(CounterRun {
@@ -89,15 +96,10 @@ pub fn counter(shape: &str, threads: usize, duration: Duration) -> Result<Counte
         }
         "shared atomic" => {
             let shared = CachePadded::new(AtomicU64::new(0));
-            let (elapsed, total) = timed(threads, duration, &|_, stop| {
-                let mut done = 0;
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..BATCH {
-                        shared.fetch_add(1, Ordering::Relaxed);
-                    }
-                    done += BATCH;
+            let (elapsed, total) = fixed(threads, ops, &|n| {
+                for _ in 0..n {
+                    shared.fetch_add(1, Ordering::Relaxed);
                 }
-                done
             });
             check(shared.load(Ordering::Relaxed), total)?;
             Ok(CounterRun {
@@ -108,18 +110,13 @@ pub fn counter(shape: &str, threads: usize, duration: Duration) -> Result<Counte
         }
         "thread_local shards" => {
             let shards: ThreadLocal<CachePadded<AtomicU64>> = ThreadLocal::new();
-            let (elapsed, total) = timed(threads, duration, &|_, stop| {
-                let mut done = 0;
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..BATCH {
-                        // Looked up at every increment, as a counter shared by code that
-                        // does not keep the shard around would.
-                        let shard = shards.get_or(|| CachePadded::new(AtomicU64::new(0)));
-                        shard.fetch_add(1, Ordering::Relaxed);
-                    }
-                    done += BATCH;
+            let (elapsed, total) = fixed(threads, ops, &|n| {
+                for _ in 0..n {
+                    // Looked up at every increment, as a counter shared by code that
+                    // does not keep the shard around would.
+                    let shard = shards.get_or(|| CachePadded::new(AtomicU64::new(0)));
+                    shard.fetch_add(1, Ordering::Relaxed);
                 }
-                done
             });
             check(
                 shards.iter().map(|s| s.load(Ordering::Relaxed)).sum(),
@@ -172,31 +169,26 @@ pub struct PoolRun {
     pub held: usize,
 }
 
-/// The cache `shape` under `threads` threads for `duration`, each taking `BURST` objects
-/// (making one where the cache has none) and giving them back.
-pub fn pool(shape: &str, threads: usize, duration: Duration) -> Result<PoolRun, String> {
+/// The cache `shape` under `threads` threads making `pairs` take/give pairs in all, in bursts
+/// of `BURST` takes (making an object where the cache has none) and as many gives.
+pub fn pool(shape: &str, threads: usize, pairs: u64) -> Result<PoolRun, String> {
     let make = || Box::new([0u64; 8]);
     let run = |take: &(dyn Fn() -> Box<Object> + Sync), give: &(dyn Fn(Box<Object>) + Sync)| {
-        timed(threads, duration, &|_, stop| {
-            let mut pairs = 0;
+        fixed(threads, pairs, &|n| {
             let mut burst = Vec::with_capacity(BURST);
-            while !stop.load(Ordering::Relaxed) {
-                for _ in 0..16 {
-                    for _ in 0..BURST {
-                        let mut object = take();
-                        object[0] += 1;
-                        burst.push(object);
-                    }
-                    for object in burst.drain(..) {
-                        give(black_box(object));
-                    }
+            for _ in 0..n.div_ceil(BURST as u64) {
+                for _ in 0..BURST {
+                    let mut object = take();
+                    object[0] += 1;
+                    burst.push(object);
                 }
-                pairs += 16 * BURST as u64;
+                for object in burst.drain(..) {
+                    give(black_box(object));
+                }
             }
-            pairs
         })
     };
-    let ((elapsed, pairs), held) = match shape {
+    let ((elapsed, _), held) = match shape {
         "PerCidPool" => {
             let pool = PerCidPool::<Object>::with_source(IndexSource::best(), CACHE)
                 .map_err(|e| format!("{e}"))?;
@@ -233,8 +225,13 @@ pub fn pool(shape: &str, threads: usize, duration: Duration) -> Result<PoolRun, 
         }
         other => return Err(format!("unknown pool shape {other}")),
     };
+    // Each thread rounds its share up to whole bursts.
+    let made = (pairs / threads.max(1) as u64)
+        .max(1)
+        .div_ceil(BURST as u64)
+        * BURST as u64;
     Ok(PoolRun {
-        ns: per_increment(elapsed, threads, pairs),
+        ns: per_increment(elapsed, threads, made * threads as u64),
         held,
     })
 }
@@ -251,7 +248,7 @@ mod tests {
     #[test]
     fn every_shape_runs_and_counts_exactly() {
         for shape in COUNTERS {
-            match counter(shape, 3, Duration::from_millis(5)) {
+            match counter(shape, 3, 30_000) {
                 Ok(run) => assert!(run.ns > 0.0 && run.slots > 0 && run.bytes > 0, "{shape}"),
                 // Only the rseq shapes may be missing (no rseq here).
                 Err(error) => assert!(
@@ -261,7 +258,7 @@ mod tests {
             }
         }
         for shape in POOLS {
-            let run = pool(shape, 3, Duration::from_millis(5)).unwrap();
+            let run = pool(shape, 3, 30_000).unwrap();
             assert!(run.ns > 0.0, "{shape}");
             assert!(
                 run.held <= 3 * BURST,
