@@ -83,7 +83,7 @@ mod imp {
 
         /// Pushes `item` onto the current index's list with a section.
         #[inline]
-        pub(crate) fn push(&self, lists: &[CachePadded<List>], item: usize) -> Pushed {
+        pub(crate) fn push(&self, lists: &[CachePadded<List>], item: *mut ()) -> Pushed {
             loop {
                 let index = self.area.index(self.field);
                 let Some(list) = lists.get(index as usize) else {
@@ -99,7 +99,8 @@ mod imp {
                         list.len.as_ptr(),
                         list.items.as_ptr().cast_mut().cast(),
                         list.items.len(),
-                        item,
+                        // The assembly moves the pointer as a word; `pop` turns it back.
+                        item as usize,
                     )
                 };
                 match outcome {
@@ -129,7 +130,8 @@ mod imp {
                     )
                 };
                 match outcome {
-                    Outcome::Committed(item) => return Popped::Item(item),
+                    // The word a committed `push` stored, from a pointer the pool owns.
+                    Outcome::Committed(item) => return Popped::Item(item as *mut ()),
                     Outcome::Refused => return Popped::Empty,
                     Outcome::Aborted | Outcome::Moved => continue,
                 }
@@ -175,7 +177,7 @@ mod imp {
             match *self {}
         }
 
-        pub(crate) fn push(&self, _lists: &[CachePadded<List>], _item: usize) -> Pushed {
+        pub(crate) fn push(&self, _lists: &[CachePadded<List>], _item: *mut ()) -> Pushed {
             match *self {}
         }
 

@@ -1,10 +1,10 @@
-//! One slot's bounded list of a [`PerCidPool`](super::PerCidPool): items (as addresses) in an
+//! One slot's bounded list of a [`PerCidPool`](super::PerCidPool): items (type-erased pointers) in an
 //! array under a length, the shape tcmalloc's per-CPU caches have, so that a push or a pop
 //! commits with one store of the length.
 
-use crate::sync::{AtomicUsize, Mutex};
+use crate::sync::{AtomicPtr, AtomicUsize, Mutex};
 
-/// A bounded list of item addresses.
+/// A bounded list of items, type-erased pointers that the pool owns.
 ///
 /// Under an rseq source only critical sections indexed by this slot's index touch `len` and
 /// `items`; under thread IDs only holders of `lock` do. The words are atomics so that both kinds
@@ -13,7 +13,7 @@ pub(crate) struct List {
     /// How many of `items` hold items, at most `items.len()`.
     pub(crate) len: AtomicUsize,
     /// The items, `items[..len]`; the cells above `len` hold nothing that matters.
-    pub(crate) items: Box<[AtomicUsize]>,
+    pub(crate) items: Box<[AtomicPtr<()>]>,
     /// Serialises the thread-ID fallback, where several threads share a slot.
     pub(crate) lock: Mutex<()>,
 }
@@ -23,7 +23,9 @@ impl List {
     pub(crate) fn new(capacity: usize) -> List {
         List {
             len: AtomicUsize::new(0),
-            items: (0..capacity).map(|_| AtomicUsize::new(0)).collect(),
+            items: (0..capacity)
+                .map(|_| AtomicPtr::new(core::ptr::null_mut()))
+                .collect(),
             lock: Mutex::new(()),
         }
     }
@@ -45,7 +47,7 @@ pub(crate) enum Pushed {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Popped {
     /// An item, now the caller's.
-    Item(usize),
+    Item(*mut ()),
     /// The list is empty.
     Empty,
     /// The thread has no slot.

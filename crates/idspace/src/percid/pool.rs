@@ -35,14 +35,17 @@ const DEFAULT_CAPACITY: usize = 64;
 pub struct PerCidPool<T> {
     source: IndexSource,
     lists: Box<[CachePadded<List>]>,
-    /// Addresses of objects that spilled, or were given by threads without a slot.
-    shared: Mutex<Vec<usize>>,
-    /// The lists and `shared` own `Box<T>`s, by address.
+    /// Objects that spilled, or were given by threads without a slot.
+    shared: Mutex<Vec<*mut ()>>,
+    /// The lists and `shared` own `Box<T>`s, as type-erased pointers.
     owns: PhantomData<Box<T>>,
 }
 
-// SAFETY: the pool owns its objects (as `Box<T>` would) and moves them between threads; shared
-// access never gives out `&T`, only whole objects to one holder each, so `T: Send` suffices.
+// SAFETY: the pool owns its objects (as `Box<T>` would) through its raw pointers, so it may move
+// to another thread with them when `T: Send`.
+unsafe impl<T: Send> Send for PerCidPool<T> {}
+// SAFETY: shared access moves objects between threads but never gives out `&T`, only whole
+// objects to one holder each, so `T: Send` suffices.
 unsafe impl<T: Send> Sync for PerCidPool<T> {}
 
 impl<T> PerCidPool<T> {
@@ -92,14 +95,14 @@ impl<T> PerCidPool<T> {
     /// An object from the pool, if it has one at hand: from the current slot's list, else a
     /// batch from the shared list (the rest of which goes onto the slot's list).
     pub fn take(&self) -> Option<Box<T>> {
-        let address = match self.pop_local() {
-            Popped::Item(address) => Some(address),
+        let object = match self.pop_local() {
+            Popped::Item(object) => Some(object),
             Popped::Empty => self.refill(),
             Popped::NoSlot => lock(&self.shared).pop(),
         }?;
-        // SAFETY: every address on a list came from `Box::into_raw` in `give`, and a pop hands
+        // SAFETY: every pointer on a list came from `Box::into_raw` in `give`, and a pop hands
         // each to exactly one caller (a committed section or a locked list), which now owns it.
-        Some(unsafe { Box::from_raw(address as *mut T) })
+        Some(unsafe { Box::from_raw(object.cast::<T>()) })
     }
 
     /// An object from the pool, or `make()` if it has none at hand.
@@ -110,11 +113,11 @@ impl<T> PerCidPool<T> {
     /// Puts `object` into the pool: onto the current slot's list, spilling half of a full list
     /// to the shared list.
     pub fn give(&self, object: Box<T>) {
-        let address = Box::into_raw(object) as usize;
-        match self.push_local(address) {
+        let object = Box::into_raw(object).cast::<()>();
+        match self.push_local(object) {
             Pushed::Done => {}
-            Pushed::Full => self.spill(address),
-            Pushed::NoSlot => lock(&self.shared).push(address),
+            Pushed::Full => self.spill(object),
+            Pushed::NoSlot => lock(&self.shared).push(object),
         }
     }
 
@@ -130,10 +133,10 @@ impl<T> PerCidPool<T> {
         local + lock(&self.shared).len()
     }
 
-    /// Moves up to half a list from the shared list: one address for the caller, the rest
+    /// Moves up to half a list from the shared list: one object for the caller, the rest
     /// onto the current slot's list (back to the shared list if that fills meanwhile).
-    fn refill(&self) -> Option<usize> {
-        let batch: Vec<usize> = {
+    fn refill(&self) -> Option<*mut ()> {
+        let batch: Vec<*mut ()> = {
             let mut shared = lock(&self.shared);
             let keep = shared.len().saturating_sub(self.capacity() / 2 + 1);
             shared.split_off(keep)
@@ -141,9 +144,9 @@ impl<T> PerCidPool<T> {
         let mut batch = batch.into_iter();
         let first = batch.next()?;
         let mut left = Vec::new();
-        for address in batch {
-            if self.push_local(address) != Pushed::Done {
-                left.push(address);
+        for object in batch {
+            if self.push_local(object) != Pushed::Done {
+                left.push(object);
             }
         }
         if !left.is_empty() {
@@ -152,19 +155,19 @@ impl<T> PerCidPool<T> {
         Some(first)
     }
 
-    /// Moves half of the current slot's full list, and `address`, to the shared list.
-    fn spill(&self, address: usize) {
-        let mut moving = vec![address];
+    /// Moves half of the current slot's full list, and `object`, to the shared list.
+    fn spill(&self, object: *mut ()) {
+        let mut moving = vec![object];
         for _ in 0..self.capacity().div_ceil(2) {
             match self.pop_local() {
-                Popped::Item(address) => moving.push(address),
+                Popped::Item(object) => moving.push(object),
                 Popped::Empty | Popped::NoSlot => break,
             }
         }
         lock(&self.shared).extend(moving);
     }
 
-    fn push_local(&self, address: usize) -> Pushed {
+    fn push_local(&self, object: *mut ()) -> Pushed {
         if self.source == IndexSource::ThreadIds {
             let list = &self.lists[index::thread_id() % self.lists.len()];
             let _held = lock(&list.lock);
@@ -173,12 +176,12 @@ impl<T> PerCidPool<T> {
             if len == list.items.len() {
                 return Pushed::Full;
             }
-            list.items[len].store(address, Ordering::Relaxed);
+            list.items[len].store(object, Ordering::Relaxed);
             list.len.store(len + 1, Ordering::Relaxed);
             return Pushed::Done;
         }
         match fast::current(self.source) {
-            Some(fast) => fast.push(&self.lists, address),
+            Some(fast) => fast.push(&self.lists, object),
             None => Pushed::NoSlot,
         }
     }
@@ -218,10 +221,10 @@ impl<T> Drop for PerCidPool<T> {
                 .iter()
                 .map(|item| item.load(Ordering::Relaxed))
         });
-        for address in on_lists.chain(shared) {
-            // SAFETY: each address on a list is an object the pool owns, from `Box::into_raw`,
+        for object in on_lists.chain(shared) {
+            // SAFETY: each pointer on a list is an object the pool owns, from `Box::into_raw`,
             // on exactly one list; the pool is going away, so it is dropped exactly once.
-            drop(unsafe { Box::from_raw(address as *mut T) });
+            drop(unsafe { Box::from_raw(object.cast::<T>()) });
         }
     }
 }
