@@ -11,7 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use idspace::percid::{
-    kernel_aborts, rseq_registration, IndexSource, PerCidCounter, PerCidPool, Registration,
+    kernel_aborts_on_this_thread, rseq_registration, IndexSource, PerCidCounter, PerCidPool,
+    Registration,
 };
 
 /// The rseq sources this thread can use (the stress is about sections; the thread-ID fallback
@@ -55,6 +56,10 @@ fn totals_are_exact_with_256_threads() {
     }
 }
 
+/// Held by each test that sends signals: the handler is process-wide, so two storms at once
+/// would feed each other's counters (and one could free a counter the other's handler uses).
+static STORMS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The counter the signal handler adds to, and how often it ran.
 static HANDLER_COUNTER: AtomicUsize = AtomicUsize::new(0);
 static HANDLER_CALLS: AtomicU64 = AtomicU64::new(0);
@@ -84,69 +89,127 @@ fn install_handler() {
     }
 }
 
-/// Threads count while one thread sends them signals and others yield: sections are aborted
-/// (the abort counter grows), and still every add, the handlers' too, is counted exactly once.
+/// Runs `work(worker, stop)` on `workers` threads while this thread sends them SIGUSR1 (and
+/// half of them yield in their loops, as `work` decides), until the kernel has aborted sections
+/// on the workers themselves and at least 2000 signals went out (or 20 s passed). Returns the
+/// aborts counted on the workers.
+fn storm(workers: usize, work: &(dyn Fn(usize, &AtomicBool) + Sync)) -> u64 {
+    install_handler();
+    let stop = AtomicBool::new(false);
+    let aborts: Vec<AtomicU64> = (0..workers).map(|_| AtomicU64::new(0)).collect();
+    let pthreads = std::sync::Mutex::new(Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    thread::scope(|scope| {
+        for worker in 0..workers {
+            let (stop, aborts, pthreads) = (&stop, &aborts, &pthreads);
+            scope.spawn(move || {
+                // SAFETY: pthread_self has no preconditions.
+                pthreads
+                    .lock()
+                    .unwrap()
+                    .push(unsafe { libc::pthread_self() });
+                let before = kernel_aborts_on_this_thread();
+                while !stop.load(Ordering::Relaxed) {
+                    work(worker, stop);
+                    aborts[worker]
+                        .store(kernel_aborts_on_this_thread() - before, Ordering::Relaxed);
+                }
+            });
+        }
+        while pthreads.lock().unwrap().len() < workers {
+            thread::yield_now();
+        }
+        let pthreads = pthreads.lock().unwrap().clone();
+        let seen = || {
+            aborts
+                .iter()
+                .map(|a| a.load(Ordering::Relaxed))
+                .sum::<u64>()
+        };
+        let mut sent = 0u64;
+        while (seen() == 0 || sent < 2_000) && Instant::now() < deadline {
+            for &thread in &pthreads {
+                // SAFETY: the threads run until `stop` is raised, after the last signal.
+                unsafe { libc::pthread_kill(thread, libc::SIGUSR1) };
+                sent += 1;
+            }
+            thread::yield_now();
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    aborts.iter().map(|a| a.load(Ordering::Relaxed)).sum()
+}
+
+/// Threads count while one thread sends them signals (whose handler counts too, with sections
+/// of its own) and half of them yield: sections on the counting threads are aborted, and still
+/// every add, the handlers' too, is counted exactly once.
 #[test]
 fn signal_and_yield_storms_abort_sections_and_lose_nothing() {
-    install_handler();
+    let _storm = STORMS.lock().unwrap_or_else(|p| p.into_inner());
     for source in rseq_sources() {
         // Signals go only to the workers, which have all exited when the counter is dropped.
         let counter = &PerCidCounter::with_source(source).unwrap();
         HANDLER_CALLS.store(0, Ordering::Relaxed);
         HANDLER_COUNTER.store(counter as *const _ as usize, Ordering::Release);
-        let aborts_before = kernel_aborts();
-        let stop = AtomicBool::new(false);
         let adds = AtomicU64::new(0);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let pthreads = std::sync::Mutex::new(Vec::new());
-        thread::scope(|scope| {
-            for worker in 0..8 {
-                let (stop, adds, pthreads) = (&stop, &adds, &pthreads);
-                scope.spawn(move || {
-                    // SAFETY: pthread_self has no preconditions.
-                    pthreads
-                        .lock()
-                        .unwrap()
-                        .push(unsafe { libc::pthread_self() });
-                    let mut mine = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        counter.add(1);
-                        mine += 1;
-                        if worker % 2 == 0 && mine % 64 == 0 {
-                            thread::yield_now();
-                        }
-                    }
-                    adds.fetch_add(mine, Ordering::Relaxed);
-                });
+        let aborts = storm(8, &|worker, _| {
+            for _ in 0..64 {
+                counter.add(1);
             }
-            while pthreads.lock().unwrap().len() < 8 {
+            adds.fetch_add(64, Ordering::Relaxed);
+            if worker % 2 == 0 {
                 thread::yield_now();
             }
-            let pthreads = pthreads.lock().unwrap().clone();
-            let mut sent = 0u64;
-            while (kernel_aborts() == aborts_before || sent < 2_000) && Instant::now() < deadline {
-                for &thread in &pthreads {
-                    // SAFETY: the threads run until `stop` is raised, after the last signal.
-                    unsafe { libc::pthread_kill(thread, libc::SIGUSR1) };
-                    sent += 1;
-                }
-                thread::yield_now();
-            }
-            stop.store(true, Ordering::Relaxed);
         });
-        let aborts = kernel_aborts() - aborts_before;
+        HANDLER_COUNTER.store(0, Ordering::Release);
         eprintln!(
-            "{source:?}: {aborts} sections aborted, {} signals handled",
+            "{source:?}: {aborts} sections aborted on the counting threads, {} signals handled",
             HANDLER_CALLS.load(Ordering::Relaxed)
         );
         assert!(aborts > 0, "{source:?}: no section was ever aborted");
-        // Handlers may still run for signals in flight until the threads exit; they have now.
         assert_eq!(
             counter.sum(),
             adds.load(Ordering::Relaxed) + HANDLER_CALLS.load(Ordering::Relaxed),
             "{source:?}"
         );
-        HANDLER_COUNTER.store(0, Ordering::Release);
+    }
+}
+
+/// The pool's push and pop sections under the same storm: aborted, and still every object is
+/// held by one holder at a time and none is lost.
+#[test]
+fn pool_sections_abort_under_signals_and_keep_every_object_once() {
+    let _storm = STORMS.lock().unwrap_or_else(|p| p.into_inner());
+    for source in rseq_sources() {
+        let pool = PerCidPool::<usize>::with_source(source, 4).unwrap();
+        let objects = 64;
+        let held: Vec<AtomicBool> = (0..objects).map(|_| AtomicBool::new(false)).collect();
+        for id in 0..objects {
+            pool.give(Box::new(id));
+        }
+        let aborts = storm(8, &|worker, _| {
+            let mut mine = Vec::new();
+            for _ in 0..3 {
+                if let Some(object) = pool.take() {
+                    assert!(
+                        !held[*object].swap(true, Ordering::Relaxed),
+                        "object {} twice",
+                        *object
+                    );
+                    mine.push(object);
+                }
+            }
+            for object in mine {
+                held[*object].store(false, Ordering::Relaxed);
+                pool.give(object);
+            }
+            if worker % 2 == 0 {
+                thread::yield_now();
+            }
+        });
+        eprintln!("{source:?}: {aborts} pool sections aborted");
+        assert!(aborts > 0, "{source:?}: no pool section was ever aborted");
+        assert_eq!(pool.held(), objects, "{source:?}: objects lost");
     }
 }
 

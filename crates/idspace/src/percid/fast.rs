@@ -55,6 +55,10 @@ mod imp {
         rseq_cs::aborts()
     }
 
+    pub(crate) fn thread_aborts() -> u64 {
+        rseq_cs::thread_aborts()
+    }
+
     impl Fast {
         /// The thread's index now (it may change at any moment; sections check it again).
         #[inline]
@@ -168,6 +172,10 @@ mod imp {
         0
     }
 
+    pub(crate) fn thread_aborts() -> u64 {
+        0
+    }
+
     impl Fast {
         pub(crate) fn index(&self) -> usize {
             match *self {}
@@ -187,4 +195,4 @@ mod imp {
     }
 }
 
-pub(crate) use imp::{aborts, available, current, registration};
+pub(crate) use imp::{aborts, available, current, registration, thread_aborts};

@@ -104,3 +104,10 @@ pub fn rseq_registration() -> Option<Registration> {
 pub fn kernel_aborts() -> u64 {
     fast::aborts()
 }
+
+/// How many rseq critical sections the kernel has aborted on the calling thread so far: the
+/// per-thread part of [`kernel_aborts`], for tests that must tell their own threads' aborts
+/// from those of code running beside them.
+pub fn kernel_aborts_on_this_thread() -> u64 {
+    fast::thread_aborts()
+}

@@ -71,11 +71,21 @@ const REFUSED: u32 = 3;
 /// Sections the kernel aborted, process-wide, since start.
 static ABORTS: AtomicU64 = AtomicU64::new(0);
 
+std::thread_local! {
+    /// Sections the kernel aborted on this thread.
+    static THREAD_ABORTS: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+}
+
 /// How many critical sections the kernel has aborted in this process (preemption, migration or
 /// a signal inside a section). Only the abort path counts, so a non-zero count proves that it
 /// ran.
 pub(crate) fn aborts() -> u64 {
     ABORTS.load(Ordering::Relaxed)
+}
+
+/// How many critical sections the kernel has aborted on the calling thread.
+pub(crate) fn thread_aborts() -> u64 {
+    THREAD_ABORTS.with(core::cell::Cell::get)
 }
 
 /// How one critical section ended.
@@ -97,6 +107,8 @@ fn outcome<T>(status: u32, value: T) -> Outcome<T> {
         ABORTED => {
             // Relaxed: a statistic, read after the threads that counted it are joined.
             ABORTS.fetch_add(1, Ordering::Relaxed);
+            // A const-initialised cell without destructor: usable even during thread teardown.
+            THREAD_ABORTS.with(|count| count.set(count.get() + 1));
             Outcome::Aborted
         }
         MOVED => Outcome::Moved,
