@@ -141,81 +141,77 @@ pub fn churn(width: usize, waves: usize) -> Result<Footprint, String> {
     })
 }
 
-/// The kernel selftest's compaction check: one thread pinned to each allowed CPU reads its
-/// mm_cid; all but the one with the largest exit; the survivor polls until its mm_cid reads 0.
-/// Returns the time that took, `None` if it did not within `limit`, or an error if the test
-/// cannot run here (no mm_cid, one CPU, or no thread got a CID above 0).
-pub fn compaction(cpus: &[usize], limit: Duration) -> Result<Option<Duration>, String> {
+/// Compaction, after the kernel selftest's shape: one thread on each allowed CPU, each pinned,
+/// runs a while; then all exit but one, and that survivor polls until its mm_cid reads 0. The
+/// survivor is the calling thread (pinned to the first CPU meanwhile, its affinity restored
+/// after), so that no other thread of the process holds on to a CID: with the caller kept
+/// waiting beside the others, 2 users would stay on a 2-CPU machine and a CID of 1 would be
+/// within the optimum. Between polls the survivor sleeps, as in the selftest, or (`running`)
+/// spins, so that the kernel's tick finds it on the CPU (before the rewrite, compaction ran from
+/// the tick). Returns the survivor's mm_cid right after the others exit and the time until it
+/// read 0 (zero if it was 0 already; `None` if not within `limit`), or an error if the test
+/// cannot run here.
+pub fn compaction(
+    cpus: &[usize],
+    limit: Duration,
+    running: bool,
+) -> Result<(u32, Option<Duration>), String> {
     if !rseq::available() {
         return Err("rseq mm_cid is not available here".into());
     }
     if cpus.len() < 2 {
         return Err("compaction needs at least 2 allowed CPUs".into());
     }
-    let cids: Mutex<Vec<(usize, u32)>> = Mutex::new(Vec::new());
-    let survivor = AtomicU32::new(u32::MAX);
-    let decided = AtomicBool::new(false);
-    let result: Mutex<Option<Result<Option<Duration>, String>>> = Mutex::new(None);
+    let saved = affinity().ok_or("cannot read this thread's affinity")?;
+    pin(cpus[0]);
     thread::scope(|scope| {
-        for (me, &cpu) in cpus.iter().enumerate() {
-            let (cids, survivor, decided, result) = (&cids, &survivor, &decided, &result);
+        for &cpu in &cpus[1..] {
             scope.spawn(move || {
                 pin(cpu);
-                // Let every thread run on its CPU for a while, as the selftest does.
-                thread::sleep(Duration::from_millis(50));
-                let cid = rseq::current_mm_cid().unwrap_or(0);
-                cids.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push((me, cid));
-                while cids.lock().unwrap_or_else(|p| p.into_inner()).len() < cpus.len() {
-                    thread::sleep(Duration::from_millis(1));
+                let spin = Instant::now();
+                while spin.elapsed() < Duration::from_millis(50) {
+                    std::hint::black_box(rseq::current_mm_cid());
                 }
-                if me == 0 {
-                    let all = cids.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                    let &(winner, top) = all
-                        .iter()
-                        .max_by_key(|&&(_, cid)| cid)
-                        .expect("one per CPU");
-                    if top == 0 {
-                        *result.lock().unwrap_or_else(|p| p.into_inner()) =
-                            Some(Err("no thread had a CID above 0".into()));
-                    }
-                    survivor.store(
-                        if top == 0 {
-                            u32::MAX - 1
-                        } else {
-                            winner as u32
-                        },
-                        Ordering::Relaxed,
-                    );
-                    decided.store(true, Ordering::Release);
-                }
-                // Acquire pairs with the Release above.
-                while !decided.load(Ordering::Acquire) {
-                    thread::sleep(Duration::from_millis(1));
-                }
-                if survivor.load(Ordering::Relaxed) != me as u32 {
-                    return;
-                }
-                // Every other thread of the test is gone or going; time the survivor's CID.
-                let start = Instant::now();
-                let outcome = loop {
-                    if rseq::current_mm_cid() == Some(0) {
-                        break Some(start.elapsed());
-                    }
-                    if start.elapsed() > limit {
-                        break None;
-                    }
-                    thread::sleep(Duration::from_millis(5));
-                };
-                *result.lock().unwrap_or_else(|p| p.into_inner()) = Some(Ok(outcome));
             });
         }
+        thread::sleep(Duration::from_millis(50));
     });
-    result
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .unwrap_or_else(|| Err("the survivor reported nothing".into()))
+    let start = Instant::now();
+    let first = rseq::current_mm_cid().unwrap_or(0);
+    let outcome = loop {
+        if rseq::current_mm_cid() == Some(0) {
+            break Some(start.elapsed());
+        }
+        if start.elapsed() > limit {
+            break None;
+        }
+        if running {
+            let spin = Instant::now();
+            while spin.elapsed() < Duration::from_millis(5) {
+                std::hint::spin_loop();
+            }
+        } else {
+            thread::sleep(Duration::from_millis(5));
+        }
+    };
+    set_affinity(&saved);
+    Ok((first, outcome))
+}
+
+/// The calling thread's affinity.
+fn affinity() -> Option<libc::cpu_set_t> {
+    // SAFETY: an all-zero cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+    // SAFETY: a valid set of the size passed, for the calling thread.
+    let got = unsafe { libc::sched_getaffinity(0, core::mem::size_of_val(&set), &mut set) };
+    (got == 0).then_some(set)
+}
+
+/// Sets the calling thread's affinity to `set`.
+fn set_affinity(set: &libc::cpu_set_t) {
+    // SAFETY: a valid set of the size passed, for the calling thread. A refusal leaves the
+    // affinity as it was, which the callers survive (they measure CIDs, not placement).
+    unsafe { libc::sched_setaffinity(0, core::mem::size_of_val(set), set) };
 }
 
 /// Pins the calling thread to `cpu`.
@@ -224,9 +220,7 @@ fn pin(cpu: usize) {
     let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
     // SAFETY: `cpu` came from the allowed set, below CPU_SETSIZE.
     unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: a valid set of the size passed, for the calling thread. A refusal leaves the
-    // thread unpinned, which the test survives (it measures the CID, not the placement).
-    unsafe { libc::sched_setaffinity(0, core::mem::size_of_val(&set), &set) };
+    set_affinity(&set);
 }
 
 /// The CPUs this process may run on.
