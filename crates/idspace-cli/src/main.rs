@@ -41,6 +41,10 @@ enum Command {
         /// List the experiments (those named, or all) and exit.
         #[arg(long)]
         list: bool,
+        /// Run nothing: lay two results.json files side by side (e.g. two kernels), with
+        /// ratios, as Markdown on stdout.
+        #[arg(long, num_args = 2, value_names = ["A", "B"], conflicts_with = "list")]
+        compare: Option<Vec<PathBuf>>,
     },
     /// Drive a design from JSON lines on stdin; one JSON answer per line on stdout.
     #[command(after_help = "`idspace replay FAMILY --help` shows the family's protocol.")]
@@ -125,7 +129,20 @@ fn main() -> ExitCode {
             full,
             out,
             list,
+            compare,
         } => {
+            if let Some(files) = compare {
+                return match lab::compare(&files[0], &files[1]) {
+                    Ok(text) => {
+                        print!("{text}");
+                        ExitCode::SUCCESS
+                    }
+                    Err(error) => {
+                        eprintln!("idspace bench: {error}");
+                        ExitCode::from(2)
+                    }
+                };
+            }
             if list {
                 return match lab::select(&experiments) {
                     Ok(selected) => {

@@ -14,13 +14,16 @@
 
 pub mod alloc;
 mod cid;
+mod compare;
 mod context;
 mod forked;
 mod lease;
 mod machine;
 pub mod measure;
+mod mmcid;
 pub mod model;
 mod output;
+mod percid;
 mod pid;
 mod progress;
 mod report;
@@ -38,6 +41,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+pub use compare::compare;
 pub use context::Context;
 pub use machine::Machine;
 pub use model::Section;
@@ -89,6 +93,8 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
         Box::new(pid::Pids),
         Box::new(cid::Cids),
         Box::new(wake::Wake),
+        Box::new(percid::PerCidData),
+        Box::new(mmcid::MmCid),
         Box::new(lease::Lease),
     ]
 }

@@ -6,9 +6,11 @@
 //! `mm_cid` only when everything says it is real:
 //!
 //! * the kernel fills the field: its `AT_RSEQ_FEATURE_SIZE` covers `mm_cid` (Linux 6.3 and later);
-//! * the C library registered an area: it exports `__rseq_offset`, and `__rseq_size` covers at
-//!   least the original 20 bytes of fields (both looked up at run time, so that a C library
-//!   without them means `None`, not a link error);
+//! * the thread has an area: glibc registered one (it exports `__rseq_offset`, and `__rseq_size`
+//!   covers at least the original 20 bytes of fields; both looked up at run time, so that a C
+//!   library without them means `None`, not a link error), or glibc exports the symbols but
+//!   registered nothing (`__rseq_size` 0, e.g. `GLIBC_TUNABLES=glibc.pthread.rseq=0`) and the
+//!   crate registered an area of its own for the thread, as [`percid`](crate::percid) needs;
 //! * registration worked for this thread: its `cpu_id` is not negative;
 //! * the architecture's thread pointer is known (x86-64, AArch64).
 //!
@@ -34,6 +36,12 @@ pub fn current_mm_cid() -> Option<u32> {
 #[inline]
 pub fn current_cpu() -> Option<u32> {
     Area::current().map(Area::cpu_id)
+}
+
+/// The kernel's `AT_RSEQ_FEATURE_SIZE`: how many bytes of the rseq area it fills (28 covers
+/// `mm_cid`; 0 before Linux 6.3, and under Miri).
+pub fn feature_size() -> u64 {
+    crate::sys::rseq::feature_size()
 }
 
 /// The number of possible CPUs (`/sys/devices/system/cpu/possible`), the bound of rule 2.

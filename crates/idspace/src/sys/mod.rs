@@ -5,3 +5,11 @@
 #[cfg(not(loom))]
 pub(crate) mod futex;
 pub(crate) mod rseq;
+/// Critical sections exist only where there is assembly for them and a real kernel to abort
+/// them.
+#[cfg(all(
+    not(miri),
+    not(loom),
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub(crate) mod rseq_cs;

@@ -37,12 +37,31 @@
 //!
 //! # What this code does with it
 //!
-//! It only reads, and never writes any field of the area: not even `rseq_cs`, the one field
-//! user space may write. Every read is volatile, because the kernel may change the kernel's
-//! fields between any two instructions of the thread (as a signal handler could), and every
-//! read is made by the thread that owns the area: [`Area`] is neither `Send` nor `Sync`. The
-//! kernel's stores happen while that thread is inside the kernel, so they never race with its
-//! own reads. Under Miri, which runs no foreign calls and no inline assembly, there is no area.
+//! The readers ([`Area::cpu_id`], [`Area::mm_cid`]) only read. Every read is volatile, because
+//! the kernel may change the kernel's fields between any two instructions of the thread (as a
+//! signal handler could), and every read is made by the thread that owns the area: [`Area`] is
+//! neither `Send` nor `Sync`. The kernel's stores happen while that thread is inside the
+//! kernel, so they never race with its own reads.
+//!
+//! The critical sections (`sys::rseq_cs`) write one field: `rseq_cs`, the one user space
+//! owns, to arm a section. Nothing here ever writes `cpu_id_start`, `cpu_id`, `node_id` or
+//! `mm_cid`: tcmalloc's cache in `cpu_id_start` broke on Linux 6.19, and Linux 7.1 kills a
+//! process that writes the kernel's fields.
+//!
+//! # Registration
+//!
+//! glibc's area is used whenever glibc registered one. When it did not (its
+//! `glibc.pthread.rseq` tunable is off, so `__rseq_size` is 0), each thread registers an area
+//! of its own with the `rseq` system call the first time it asks, with the signature glibc
+//! would have used; that area lives in the thread's static TLS block, which outlives every
+//! return of the thread to user space (the C library frees it only after the kernel reports
+//! the thread gone). A registration the kernel refuses is remembered, and the thread then has
+//! no area: callers fall back to code without rseq. Under Miri, which runs no foreign calls and
+//! no inline assembly, there is never an area.
+
+// Under Miri and loom the critical sections, the only users of the index fields, the
+// signature and our own registrations, are compiled out.
+#![cfg_attr(any(miri, loom), allow(dead_code))]
 
 use std::sync::OnceLock;
 
@@ -50,29 +69,87 @@ use std::sync::OnceLock;
 #[cfg(not(miri))]
 const AT_RSEQ_FEATURE_SIZE: libc::c_ulong = 27;
 /// The end of `mm_cid`: a feature size below this means the kernel does not fill it.
-#[cfg(not(miri))]
-const MM_CID_END: libc::c_ulong = 28;
+const MM_CID_END: u64 = 28;
 /// The original rseq fields (`cpu_id_start`, `cpu_id`, `rseq_cs`, `flags`), the least size
 /// glibc publishes for a registered area.
 #[cfg(not(miri))]
 const ORIGINAL_FIELDS: u32 = 20;
-const CPU_ID_OFFSET: usize = 4;
-const MM_CID_OFFSET: usize = 24;
+/// The size of the original `struct rseq`, the length our own registrations pass.
+#[cfg(not(miri))]
+const ORIGINAL_SIZE: u32 = 32;
+/// The signature that must precede every abort handler, the value glibc registers with
+/// (`RSEQ_SIG` of its `<sys/rseq.h>`): the kernel refuses to jump to a handler without it.
+#[cfg(target_arch = "x86_64")]
+pub(crate) const SIGNATURE: u32 = 0x5305_3053;
+/// The signature that must precede every abort handler (`BRK #0x45E0`, glibc's AArch64
+/// `RSEQ_SIG`).
+#[cfg(target_arch = "aarch64")]
+pub(crate) const SIGNATURE: u32 = 0xd428_bc00;
+/// Elsewhere no critical sections exist; registrations still need some signature.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub(crate) const SIGNATURE: u32 = 0x5305_3053;
+pub(crate) const CPU_ID_OFFSET: usize = 4;
+pub(crate) const RSEQ_CS_OFFSET: usize = 8;
+pub(crate) const MM_CID_OFFSET: usize = 24;
 
-/// The calling thread's registered rseq area, in which the kernel maintains `mm_cid`.
+/// Which index a thread is known by: the CPU it runs on, or its concurrency ID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Field {
+    /// The kernel's `cpu_id`.
+    CpuId,
+    /// The kernel's `mm_cid`.
+    MmCid,
+}
+
+impl Field {
+    /// The field's offset in the area.
+    pub(crate) fn offset(self) -> usize {
+        match self {
+            Field::CpuId => CPU_ID_OFFSET,
+            Field::MmCid => MM_CID_OFFSET,
+        }
+    }
+}
+
+/// Who registered the calling thread's area.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Registrar {
+    /// glibc, at thread start.
+    Glibc,
+    /// This crate, because glibc did not.
+    Own,
+}
+
+/// The calling thread's registered rseq area.
 ///
-/// Made only by [`Area::current`], for the calling thread; the raw pointer keeps it on that
-/// thread (neither `Send` nor `Sync`), where the area lives as long as the thread.
+/// Made only by [`Area::registered`] (or [`Area::current`]) for the calling thread; the raw
+/// pointer keeps it on that thread (neither `Send` nor `Sync`), where the area lives as long
+/// as the thread.
 #[derive(Clone, Copy)]
-pub(crate) struct Area(*const u8);
+pub(crate) struct Area(*mut u8);
 
 impl Area {
-    /// This thread's area, or `None` unless the kernel fills `mm_cid`, glibc registered an area
-    /// and the registration worked for this thread.
+    /// This thread's area, or `None` unless the kernel fills `mm_cid`, an area is registered
+    /// and the registration worked for this thread. The reader of `cid::rseq` uses this one.
     pub(crate) fn current() -> Option<Self> {
-        let offset = area_offset()?;
-        let area = Self(thread_pointer()?.wrapping_offset(offset));
-        (area.read_u32(CPU_ID_OFFSET) as i32 >= 0).then_some(area)
+        if !mm_cid_filled() {
+            return None;
+        }
+        Self::registered().map(|(area, _)| area)
+    }
+
+    /// This thread's registered area (glibc's, or one this crate registers now if glibc did
+    /// not), with who registered it; `None` if the thread has none and cannot get one.
+    #[inline]
+    pub(crate) fn registered() -> Option<(Self, Registrar)> {
+        match glibc_area_offset() {
+            GlibcArea::Registered(offset) => {
+                let area = Self(thread_pointer()?.wrapping_offset(offset));
+                (area.read_u32(CPU_ID_OFFSET) as i32 >= 0).then_some((area, Registrar::Glibc))
+            }
+            GlibcArea::NotRegistered => own::area().map(|area| (Self(area), Registrar::Own)),
+            GlibcArea::Unknown => None,
+        }
     }
 
     /// The CPU the thread is running on (the kernel's `cpu_id`).
@@ -87,37 +164,83 @@ impl Area {
         self.read_u32(MM_CID_OFFSET)
     }
 
+    /// The index `field` names.
+    #[inline]
+    pub(crate) fn index(self, field: Field) -> u32 {
+        self.read_u32(field.offset())
+    }
+
+    /// The address of the index field `field` (read inside critical sections).
+    #[inline]
+    pub(crate) fn index_field(self, field: Field) -> *const u32 {
+        self.0.wrapping_add(field.offset()).cast()
+    }
+
+    /// The address of the `rseq_cs` field, the one field user space writes.
+    #[inline]
+    pub(crate) fn rseq_cs_field(self) -> *mut u64 {
+        self.0.wrapping_add(RSEQ_CS_OFFSET).cast()
+    }
+
     /// Reads the kernel-owned `u32` field at `offset`.
     #[inline]
     fn read_u32(self, offset: usize) -> u32 {
         debug_assert!(offset == CPU_ID_OFFSET || offset == MM_CID_OFFSET);
-        // `current` found this thread's registered area (at least 32 bytes, 32-byte aligned),
-        // and `Area` never leaves the thread, which is alive while it runs this code.
+        // `registered` found this thread's registered area (at least 32 bytes, 32-byte
+        // aligned), and `Area` never leaves the thread, which is alive while it runs this code.
         // SAFETY: both offsets name aligned u32 fields inside the area; the read is volatile
         // because the kernel stores them whenever the thread enters and leaves the kernel.
         unsafe { self.0.add(offset).cast::<u32>().read_volatile() }
     }
 }
 
-/// The offset of the rseq area from the thread pointer, if the area holds `mm_cid`; looked up
-/// once, as glibc never changes it after startup.
-fn area_offset() -> Option<isize> {
-    static OFFSET: OnceLock<Option<isize>> = OnceLock::new();
-    *OFFSET.get_or_init(find_area_offset)
+/// Whether the kernel fills `mm_cid` in registered areas: its `AT_RSEQ_FEATURE_SIZE` covers
+/// the field (Linux 6.3 and later). Looked up once.
+pub(crate) fn mm_cid_filled() -> bool {
+    static FILLED: OnceLock<bool> = OnceLock::new();
+    *FILLED.get_or_init(|| feature_size() >= MM_CID_END)
+}
+
+/// The kernel's `AT_RSEQ_FEATURE_SIZE` (0 where absent, and under Miri).
+pub(crate) fn feature_size() -> u64 {
+    #[cfg(miri)]
+    return 0;
+    #[cfg(not(miri))]
+    {
+        // SAFETY: getauxval only reads the process's auxiliary vector (0 for an absent entry).
+        let size = unsafe { libc::getauxval(AT_RSEQ_FEATURE_SIZE) };
+        // `c_ulong` is 32 bits wide on 32-bit targets.
+        #[allow(clippy::useless_conversion)]
+        u64::from(size)
+    }
+}
+
+/// What glibc says about its own areas.
+#[derive(Clone, Copy)]
+enum GlibcArea {
+    /// Registered for every thread, at this offset from the thread pointer.
+    Registered(isize),
+    /// glibc exports the symbols but registered nothing (size 0): we may register our own.
+    NotRegistered,
+    /// No symbols (another C library, a glibc before 2.35), or Miri: we cannot know whether
+    /// something else registered an area, so we do not try.
+    Unknown,
+}
+
+/// What glibc says, looked up once: glibc never changes it after startup.
+#[inline]
+fn glibc_area_offset() -> GlibcArea {
+    static AREA: OnceLock<GlibcArea> = OnceLock::new();
+    *AREA.get_or_init(find_glibc_area)
 }
 
 #[cfg(miri)]
-fn find_area_offset() -> Option<isize> {
-    None
+fn find_glibc_area() -> GlibcArea {
+    GlibcArea::Unknown
 }
 
 #[cfg(not(miri))]
-fn find_area_offset() -> Option<isize> {
-    // SAFETY: getauxval only reads the process's auxiliary vector (0 for an absent entry).
-    let feature_size = unsafe { libc::getauxval(AT_RSEQ_FEATURE_SIZE) };
-    if feature_size < MM_CID_END {
-        return None;
-    }
+fn find_glibc_area() -> GlibcArea {
     // SAFETY: dlsym with the default handle and NUL-terminated names; null means absent.
     let (offset, size) = unsafe {
         (
@@ -126,18 +249,89 @@ fn find_area_offset() -> Option<isize> {
         )
     };
     if offset.is_null() || size.is_null() {
-        return None;
+        return GlibcArea::Unknown;
     }
     // glibc defines `__rseq_offset` as a `const ptrdiff_t` and `__rseq_size` as a `const
     // unsigned int`, both written during startup and never again.
     // SAFETY: so both non-null pointers are valid, aligned, unchanging objects of those types.
     let (offset, size) = unsafe { (offset.cast::<isize>().read(), size.cast::<u32>().read()) };
-    (size >= ORIGINAL_FIELDS).then_some(offset)
+    if size == 0 {
+        GlibcArea::NotRegistered
+    } else if size >= ORIGINAL_FIELDS {
+        GlibcArea::Registered(offset)
+    } else {
+        GlibcArea::Unknown
+    }
+}
+
+/// Areas this crate registers, one per thread, where glibc did not.
+#[cfg(not(miri))]
+mod own {
+    use std::cell::{Cell, UnsafeCell};
+
+    /// The original 32-byte `struct rseq`, aligned as the kernel requires. `cpu_id` starts
+    /// negative (`RSEQ_CPU_ID_UNINITIALIZED`) until the kernel fills it.
+    #[repr(C, align(32))]
+    struct RawArea(UnsafeCell<[u32; 8]>);
+
+    /// Not yet tried, registered, or refused by the kernel.
+    #[derive(Clone, Copy, PartialEq)]
+    enum State {
+        Untried,
+        Registered,
+        Refused,
+    }
+
+    // Both have const initialisers and no destructor, so they live in the thread's static TLS
+    // block for the thread's whole life, with no lazy setup and no teardown before exit.
+    std::thread_local! {
+        static AREA: RawArea = const { RawArea(UnsafeCell::new([0, u32::MAX, 0, 0, 0, 0, 0, 0])) };
+        static STATE: Cell<State> = const { Cell::new(State::Untried) };
+    }
+
+    /// The calling thread's own area, registering it on first use; `None` if the kernel
+    /// refused (no rseq, or an area registered by someone we cannot see).
+    pub(super) fn area() -> Option<*mut u8> {
+        let state = STATE.with(Cell::get);
+        let area = AREA.with(|area| area.0.get().cast::<u8>());
+        match state {
+            State::Registered => return Some(area),
+            State::Refused => return None,
+            State::Untried => {}
+        }
+        // SAFETY: `area` is this thread's 32-byte, 32-byte aligned TLS block, alive until the
+        // thread has exited (after which the kernel no longer writes it); flags 0 registers.
+        let done = unsafe {
+            libc::syscall(
+                libc::SYS_rseq,
+                area,
+                super::ORIGINAL_SIZE,
+                0,
+                super::SIGNATURE,
+            )
+        };
+        let state = if done == 0 {
+            State::Registered
+        } else {
+            State::Refused
+        };
+        STATE.with(|cell| cell.set(state));
+        (state == State::Registered).then_some(area)
+    }
+}
+
+#[cfg(miri)]
+mod own {
+    /// Under Miri no area can be registered.
+    pub(super) fn area() -> Option<*mut u8> {
+        None
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
-fn thread_pointer() -> Option<*const u8> {
-    let tp: *const u8;
+#[inline]
+fn thread_pointer() -> Option<*mut u8> {
+    let tp: *mut u8;
     // On x86-64 Linux, %fs:0 holds the thread control block's own address (the TLS ABI).
     // SAFETY: reading it has no side effects.
     unsafe {
@@ -147,8 +341,9 @@ fn thread_pointer() -> Option<*const u8> {
 }
 
 #[cfg(target_arch = "aarch64")]
-fn thread_pointer() -> Option<*const u8> {
-    let tp: *const u8;
+#[inline]
+fn thread_pointer() -> Option<*mut u8> {
+    let tp: *mut u8;
     // TPIDR_EL0 holds the thread pointer on AArch64 Linux.
     // SAFETY: reading it has no side effects.
     unsafe {
@@ -158,7 +353,7 @@ fn thread_pointer() -> Option<*const u8> {
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn thread_pointer() -> Option<*const u8> {
+fn thread_pointer() -> Option<*mut u8> {
     None
 }
 

@@ -1,0 +1,269 @@
+//! The percid experiment's workloads: a counter and an object cache, each hammered by a number
+//! of threads for a while, in every shape the experiment compares.
+
+use std::cell::RefCell;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::CachePadded;
+use idspace::percid::{IndexSource, PerCid, PerCidCounter, PerCidPool};
+use thread_local::ThreadLocal;
+
+/// Runs `work(n)` on `threads` threads that start together (a barrier), each doing its share
+/// `n` of `total` operations; returns the time until the last one finished and the operations
+/// made. A fixed amount of work, rather than a time limit, keeps oversubscribed runs short:
+/// nobody waits for hundreds of spinning threads to notice a stop flag.
+fn fixed(threads: usize, total: u64, work: &(dyn Fn(u64) + Sync)) -> (Duration, u64) {
+    let per_thread = (total / threads.max(1) as u64).max(1);
+    let barrier = Barrier::new(threads + 1);
+    let start = thread::scope(|scope| {
+        for _ in 0..threads {
+            let barrier = &barrier;
+            scope.spawn(move || {
+                barrier.wait();
+                work(per_thread);
+            });
+        }
+        barrier.wait();
+        Instant::now()
+    });
+    (start.elapsed(), per_thread * threads as u64)
+}
+
+/// The counter's shapes (the table's columns).
+pub const COUNTERS: [&str; 5] = [
+    "rseq by mm_cid",
+    "rseq by cpu_id",
+    "atomic per CID",
+    "shared atomic",
+    "thread_local shards",
+];
+
+/// What one counter run measured.
+pub struct CounterRun {
+    /// Nanoseconds per increment, per thread (elapsed × threads ÷ increments).
+    pub ns: f64,
+    /// Slots the counter holds at the end.
+    pub slots: usize,
+    /// Bytes those slots take.
+    pub bytes: usize,
+}
+
+/// The counter `shape`, incremented `ops` times in all by `threads` threads; an error if the shape
+/// cannot run here or its total is not the number of increments made.
+pub fn counter(shape: &str, threads: usize, ops: u64) -> Result<CounterRun, String> {
+    let padded = core::mem::size_of::<CachePadded<AtomicU64>>();
+    let per_cid = |source| PerCidCounter::with_source(source).map_err(|e| format!("{e}"));
+    match shape {
+        "rseq by mm_cid" | "rseq by cpu_id" => {
+            let source = if shape == "rseq by mm_cid" {
+                IndexSource::MmCid
+            } else {
+                IndexSource::CpuId
+            };
+            let counter = per_cid(source)?;
+            let (elapsed, total) = fixed(threads, ops, &|n| {
+                for _ in 0..n {
+                    counter.add(1);
+                }
+            });
+            check(counter.sum(), total)?;
+            Ok(CounterRun {
+                ns: per_increment(elapsed, threads, total),
+                slots: counter.slots(),
+                bytes: counter.slot_bytes(),
+            })
+        }
+        "atomic per CID" => {
+            let slots = PerCid::with_source(IndexSource::MmCid, |_| AtomicU64::new(0))
+                .map_err(|e| format!("{e}"))?;
+            let (elapsed, total) = fixed(threads, ops, &|n| {
+                for _ in 0..n {
+                    // Relaxed: a statistic, summed after the joins.
+                    slots.current().fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            check(slots.iter().map(|s| s.load(Ordering::Relaxed)).sum(), total)?;
+            Ok(CounterRun {
+                ns: per_increment(elapsed, threads, total),
+                slots: slots.len(),
+                bytes: slots.len() * padded,
+            })
+        }
+        "shared atomic" => {
+            let shared = CachePadded::new(AtomicU64::new(0));
+            let (elapsed, total) = fixed(threads, ops, &|n| {
+                for _ in 0..n {
+                    shared.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            check(shared.load(Ordering::Relaxed), total)?;
+            Ok(CounterRun {
+                ns: per_increment(elapsed, threads, total),
+                slots: 1,
+                bytes: padded,
+            })
+        }
+        "thread_local shards" => {
+            let shards: ThreadLocal<CachePadded<AtomicU64>> = ThreadLocal::new();
+            let (elapsed, total) = fixed(threads, ops, &|n| {
+                for _ in 0..n {
+                    // Looked up at every increment, as a counter shared by code that
+                    // does not keep the shard around would.
+                    let shard = shards.get_or(|| CachePadded::new(AtomicU64::new(0)));
+                    shard.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            check(
+                shards.iter().map(|s| s.load(Ordering::Relaxed)).sum(),
+                total,
+            )?;
+            let slots = shards.iter().count();
+            Ok(CounterRun {
+                ns: per_increment(elapsed, threads, total),
+                slots,
+                bytes: slots * padded,
+            })
+        }
+        other => Err(format!("unknown counter shape {other}")),
+    }
+}
+
+fn check(counted: u64, made: u64) -> Result<(), String> {
+    if counted == made {
+        Ok(())
+    } else {
+        Err(format!("the counter lost increments: {counted} of {made}"))
+    }
+}
+
+fn per_increment(elapsed: Duration, threads: usize, total: u64) -> f64 {
+    elapsed.as_nanos() as f64 * threads as f64 / total.max(1) as f64
+}
+
+/// The object caches' shapes (the table's columns).
+pub const POOLS: [&str; 4] = [
+    "PerCidPool",
+    "Mutex<Vec>",
+    "thread_local caches",
+    "crossbeam ArrayQueue",
+];
+
+/// The object every cache holds: a cache line's worth of bytes.
+type Object = [u64; 8];
+
+/// Objects a thread takes before it gives them back (a burst of allocations, then frees).
+const BURST: usize = 4;
+/// What a per-slot, per-thread or bounded cache keeps.
+const CACHE: usize = 64;
+
+/// What one pool run measured.
+pub struct PoolRun {
+    /// Nanoseconds per take/give pair, per thread.
+    pub ns: f64,
+    /// Objects the cache holds at the end (its memory, in objects).
+    pub held: usize,
+}
+
+/// The cache `shape` under `threads` threads making `pairs` take/give pairs in all, in bursts
+/// of `BURST` takes (making an object where the cache has none) and as many gives.
+pub fn pool(shape: &str, threads: usize, pairs: u64) -> Result<PoolRun, String> {
+    let make = || Box::new([0u64; 8]);
+    let run = |take: &(dyn Fn() -> Box<Object> + Sync), give: &(dyn Fn(Box<Object>) + Sync)| {
+        fixed(threads, pairs, &|n| {
+            let mut burst = Vec::with_capacity(BURST);
+            for _ in 0..n.div_ceil(BURST as u64) {
+                for _ in 0..BURST {
+                    let mut object = take();
+                    object[0] += 1;
+                    burst.push(object);
+                }
+                for object in burst.drain(..) {
+                    give(black_box(object));
+                }
+            }
+        })
+    };
+    let ((elapsed, _), held) = match shape {
+        "PerCidPool" => {
+            let pool = PerCidPool::<Object>::with_source(IndexSource::best(), CACHE)
+                .map_err(|e| format!("{e}"))?;
+            let result = run(&|| pool.take().unwrap_or_else(make), &|o| pool.give(o));
+            (result, pool.held())
+        }
+        "Mutex<Vec>" => {
+            let pool: Mutex<Vec<Box<Object>>> = Mutex::new(Vec::new());
+            let lock = || pool.lock().unwrap_or_else(|p| p.into_inner());
+            let result = run(&|| lock().pop().unwrap_or_else(make), &|o| lock().push(o));
+            let held = lock().len();
+            (result, held)
+        }
+        "thread_local caches" => {
+            let mut caches: ThreadLocal<RefCell<Vec<Box<Object>>>> = ThreadLocal::new();
+            let cache = || caches.get_or(|| RefCell::new(Vec::with_capacity(CACHE)));
+            let result = run(&|| cache().borrow_mut().pop().unwrap_or_else(make), &|o| {
+                let mut cache = cache().borrow_mut();
+                if cache.len() < CACHE {
+                    cache.push(o);
+                }
+            });
+            let held = caches.iter_mut().map(|c| c.get_mut().len()).sum();
+            (result, held)
+        }
+        "crossbeam ArrayQueue" => {
+            // Bounded like the other caches: the per-CID pool's total room.
+            let queue: ArrayQueue<Box<Object>> = ArrayQueue::new(CACHE * idspace_slots());
+            let result = run(&|| queue.pop().unwrap_or_else(make), &|o| {
+                // A full queue drops the object, as a full thread_local cache does.
+                let _ = queue.push(o);
+            });
+            (result, queue.len())
+        }
+        other => return Err(format!("unknown pool shape {other}")),
+    };
+    // Each thread rounds its share up to whole bursts.
+    let made = (pairs / threads.max(1) as u64)
+        .max(1)
+        .div_ceil(BURST as u64)
+        * BURST as u64;
+    Ok(PoolRun {
+        ns: per_increment(elapsed, threads, made * threads as u64),
+        held,
+    })
+}
+
+/// The slots a per-CID structure has here (the possible CPUs).
+fn idspace_slots() -> usize {
+    PerCidCounter::new().slots()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shape_runs_and_counts_exactly() {
+        for shape in COUNTERS {
+            match counter(shape, 3, 30_000) {
+                Ok(run) => assert!(run.ns > 0.0 && run.slots > 0 && run.bytes > 0, "{shape}"),
+                // Only the rseq shapes may be missing (no rseq here).
+                Err(error) => assert!(
+                    !idspace::percid::IndexSource::CpuId.available(),
+                    "{shape}: {error}"
+                ),
+            }
+        }
+        for shape in POOLS {
+            let run = pool(shape, 3, 30_000).unwrap();
+            assert!(run.ns > 0.0, "{shape}");
+            assert!(
+                run.held <= 3 * BURST,
+                "{shape}: more objects held than ever taken at once"
+            );
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! Per-CID data: counters, slots and object caches indexed by the running thread's
+//! concurrency ID, so that memory follows the CPUs, not the threads.
+//!
+//! A concurrency ID (see [`cid`](crate::cid)) is unique among the threads of the process that
+//! run at one instant, and below the number of possible CPUs. Data with one slot per ID is
+//! then as small as per-CPU data and, written only by the one thread holding the ID at a time,
+//! needs no atomic read-modify-write, as long as the write cannot be torn apart by the thread
+//! losing its ID half-way. Restartable sequences (rseq) give exactly that: a short section of
+//! loads and stores, ended by one commit store, that the kernel aborts if the thread is
+//! preempted, migrated or signalled inside it.
+//!
+//! * [`PerCidCounter`]: `add(n)` and `sum()`; the fast path is a plain add committed by an rseq
+//!   section (no `lock` prefix).
+//! * [`PerCid<T>`]: one cache-padded `T` for every possible index.
+//! * [`PerCidPool<T>`]: a per-index object cache (the shape of tcmalloc's per-CPU caches):
+//!   push and pop on the current index's bounded list are rseq sections; a full list spills
+//!   half to a shared list, an empty one refills from it.
+//!
+//! # Index sources
+//!
+//! Each structure is built for one [`IndexSource`], chosen at construction and visible with
+//! `source()`:
+//!
+//! * [`IndexSource::MmCid`], the kernel's concurrency ID (Linux 6.3 and later): the default
+//!   where the kernel fills it, the most compact;
+//! * [`IndexSource::CpuId`], the CPU the thread runs on;
+//! * [`IndexSource::ThreadIds`], the fallback without rseq: small per-thread IDs (reused after
+//!   a thread exits), folded onto the slots, with atomic read-modify-writes or a slot lock,
+//!   since two threads may share a slot.
+//!
+//! The rseq sources need an rseq area for the calling thread: glibc's, or one this crate
+//! registers when glibc did not ([`rseq_registration`]). A thread that has none still works
+//! (its operations go to a shared atomic or the shared list), so nothing is lost or doubled.
+//! Under Miri and loom only [`IndexSource::ThreadIds`] exists.
+
+mod counter;
+mod error;
+mod fast;
+mod index;
+mod list;
+mod pool;
+mod slots;
+
+pub use counter::PerCidCounter;
+pub use error::PerCidError;
+pub use pool::PerCidPool;
+pub use slots::PerCid;
+
+/// Where a per-CID structure takes the calling thread's index from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IndexSource {
+    /// The kernel's `mm_cid` through rseq, compared inside every critical section.
+    MmCid,
+    /// The kernel's `cpu_id` through rseq, compared inside every critical section.
+    CpuId,
+    /// Compact per-thread IDs, without rseq: atomic operations or a slot lock.
+    ThreadIds,
+}
+
+impl IndexSource {
+    /// The source's name in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IndexSource::MmCid => "rseq mm_cid",
+            IndexSource::CpuId => "rseq cpu_id",
+            IndexSource::ThreadIds => "thread IDs",
+        }
+    }
+
+    /// The best source the calling thread has: mm_cid, else cpu_id, else thread IDs.
+    pub fn best() -> IndexSource {
+        [IndexSource::MmCid, IndexSource::CpuId]
+            .into_iter()
+            .find(|source| source.available())
+            .unwrap_or(IndexSource::ThreadIds)
+    }
+
+    /// Whether the calling thread can use this source (thread IDs always).
+    pub fn available(self) -> bool {
+        fast::available(self)
+    }
+}
+
+/// Who registered the calling thread's rseq area.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Registration {
+    /// glibc, as it does for every thread since 2.35.
+    Glibc,
+    /// This crate, because glibc did not (e.g. `GLIBC_TUNABLES=glibc.pthread.rseq=0`).
+    Own,
+}
+
+/// Who registered the calling thread's rseq area, registering one now if glibc did not;
+/// `None` if the thread has no area (no rseq in the kernel, an unknown C library, Miri).
+pub fn rseq_registration() -> Option<Registration> {
+    fast::registration()
+}
+
+/// How many rseq critical sections the kernel has aborted in this process so far (a thread
+/// preempted, migrated or signalled inside one). Each abort is retried, so this counts work
+/// redone, not work lost; tests use it to prove the abort path runs.
+pub fn kernel_aborts() -> u64 {
+    fast::aborts()
+}
+
+/// How many rseq critical sections the kernel has aborted on the calling thread so far: the
+/// per-thread part of [`kernel_aborts`], for tests that must tell their own threads' aborts
+/// from those of code running beside them.
+pub fn kernel_aborts_on_this_thread() -> u64 {
+    fast::thread_aborts()
+}

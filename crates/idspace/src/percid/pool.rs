@@ -1,0 +1,241 @@
+//! An object cache with one bounded list per concurrency ID and a shared list behind them.
+
+use core::marker::PhantomData;
+
+use crossbeam_utils::CachePadded;
+
+use super::list::{List, Popped, Pushed};
+use super::{fast, index, IndexSource, PerCidError};
+use crate::sync::{lock, Mutex, Ordering};
+
+/// Items a slot's list holds unless told otherwise.
+const DEFAULT_CAPACITY: usize = 64;
+
+/// A cache of boxed objects (the shape of tcmalloc's per-CPU caches and librseq's per-CPU
+/// pools): [`give`](Self::give) puts an object on the calling thread's slot's list,
+/// [`take`](Self::take) takes one from it.
+///
+/// Under an rseq source, a push or a pop is one critical section on the current index's list:
+/// the item moves in or out and one store of the list's length commits it; a thread that loses
+/// its index half-way is sent back to the start by the kernel, so an object is never handed to
+/// two holders and never lost. A full list spills half of itself to a shared list (under a
+/// lock), an empty one refills from it, so each slot holds at most `capacity` objects. Under
+/// thread IDs the lists are the same, each under its own lock.
+///
+/// Objects on the lists are dropped with the pool.
+///
+/// ```
+/// use idspace::percid::PerCidPool;
+///
+/// let pool = PerCidPool::new();
+/// let buffer = pool.take_or_else(|| Vec::<u8>::with_capacity(4096));
+/// pool.give(buffer);
+/// assert_eq!(pool.take().map(|b| b.capacity()), Some(4096));
+/// ```
+pub struct PerCidPool<T> {
+    source: IndexSource,
+    lists: Box<[CachePadded<List>]>,
+    /// Objects that spilled, or were given by threads without a slot.
+    shared: Mutex<Vec<*mut ()>>,
+    /// The lists and `shared` own `Box<T>`s, as type-erased pointers.
+    owns: PhantomData<Box<T>>,
+}
+
+// SAFETY: the pool owns its objects (as `Box<T>` would) through its raw pointers, so it may move
+// to another thread with them when `T: Send`.
+unsafe impl<T: Send> Send for PerCidPool<T> {}
+// SAFETY: shared access moves objects between threads but never gives out `&T`, only whole
+// objects to one holder each, so `T: Send` suffices.
+unsafe impl<T: Send> Sync for PerCidPool<T> {}
+
+impl<T> PerCidPool<T> {
+    /// A pool on the best source the calling thread has, with room for 64 objects per slot.
+    pub fn new() -> PerCidPool<T> {
+        PerCidPool::build(IndexSource::best(), DEFAULT_CAPACITY)
+    }
+
+    /// A pool on `source` with room for `capacity` objects per slot; an error if the source is
+    /// not available to the calling thread or the capacity is 0.
+    pub fn with_source(source: IndexSource, capacity: usize) -> Result<PerCidPool<T>, PerCidError> {
+        if capacity == 0 {
+            return Err(PerCidError::ZeroCapacity);
+        }
+        if !source.available() {
+            return Err(PerCidError::Unavailable(source));
+        }
+        Ok(PerCidPool::build(source, capacity))
+    }
+
+    fn build(source: IndexSource, capacity: usize) -> PerCidPool<T> {
+        PerCidPool {
+            source,
+            lists: (0..index::slot_count())
+                .map(|_| CachePadded::new(List::new(capacity)))
+                .collect(),
+            shared: Mutex::new(Vec::new()),
+            owns: PhantomData,
+        }
+    }
+
+    /// Where the pool takes the calling thread's index from.
+    pub fn source(&self) -> IndexSource {
+        self.source
+    }
+
+    /// The number of slots (the possible CPUs).
+    pub fn slots(&self) -> usize {
+        self.lists.len()
+    }
+
+    /// The most objects one slot's list holds.
+    pub fn capacity(&self) -> usize {
+        self.lists[0].items.len()
+    }
+
+    /// An object from the pool, if it has one at hand: from the current slot's list, else a
+    /// batch from the shared list (the rest of which goes onto the slot's list).
+    pub fn take(&self) -> Option<Box<T>> {
+        let object = match self.pop_local() {
+            Popped::Item(object) => Some(object),
+            Popped::Empty => self.refill(),
+            Popped::NoSlot => lock(&self.shared).pop(),
+        }?;
+        // SAFETY: every pointer on a list came from `Box::into_raw` in `give`, and a pop hands
+        // each to exactly one caller (a committed section or a locked list), which now owns it.
+        Some(unsafe { Box::from_raw(object.cast::<T>()) })
+    }
+
+    /// An object from the pool, or `make()` if it has none at hand.
+    pub fn take_or_else(&self, make: impl FnOnce() -> T) -> Box<T> {
+        self.take().unwrap_or_else(|| Box::new(make()))
+    }
+
+    /// Puts `object` into the pool: onto the current slot's list, spilling half of a full list
+    /// to the shared list.
+    pub fn give(&self, object: Box<T>) {
+        let object = Box::into_raw(object).cast::<()>();
+        match self.push_local(object) {
+            Pushed::Done => {}
+            Pushed::Full => self.spill(object),
+            Pushed::NoSlot => lock(&self.shared).push(object),
+        }
+    }
+
+    /// How many objects the pool holds now (on the lists and the shared list); exact only when
+    /// no other thread takes or gives.
+    pub fn held(&self) -> usize {
+        let local: usize = self
+            .lists
+            .iter()
+            // Relaxed: a snapshot of each length, no other memory read through it.
+            .map(|list| list.len.load(Ordering::Relaxed))
+            .sum();
+        local + lock(&self.shared).len()
+    }
+
+    /// Moves up to half a list from the shared list: one object for the caller, the rest
+    /// onto the current slot's list (back to the shared list if that fills meanwhile).
+    fn refill(&self) -> Option<*mut ()> {
+        let batch: Vec<*mut ()> = {
+            let mut shared = lock(&self.shared);
+            let keep = shared.len().saturating_sub(self.capacity() / 2 + 1);
+            shared.split_off(keep)
+        };
+        let mut batch = batch.into_iter();
+        let first = batch.next()?;
+        let mut left = Vec::new();
+        for object in batch {
+            if self.push_local(object) != Pushed::Done {
+                left.push(object);
+            }
+        }
+        if !left.is_empty() {
+            lock(&self.shared).extend(left);
+        }
+        Some(first)
+    }
+
+    /// Moves half of the current slot's full list, and `object`, to the shared list.
+    fn spill(&self, object: *mut ()) {
+        let mut moving = vec![object];
+        for _ in 0..self.capacity().div_ceil(2) {
+            match self.pop_local() {
+                Popped::Item(object) => moving.push(object),
+                Popped::Empty | Popped::NoSlot => break,
+            }
+        }
+        lock(&self.shared).extend(moving);
+    }
+
+    fn push_local(&self, object: *mut ()) -> Pushed {
+        if self.source == IndexSource::ThreadIds {
+            let list = &self.lists[index::thread_id() % self.lists.len()];
+            let _held = lock(&list.lock);
+            // Relaxed throughout: the list lock orders every access to the list.
+            let len = list.len.load(Ordering::Relaxed);
+            if len == list.items.len() {
+                return Pushed::Full;
+            }
+            list.items[len].store(object, Ordering::Relaxed);
+            list.len.store(len + 1, Ordering::Relaxed);
+            return Pushed::Done;
+        }
+        match fast::current(self.source) {
+            Some(fast) => fast.push(&self.lists, object),
+            None => Pushed::NoSlot,
+        }
+    }
+
+    fn pop_local(&self) -> Popped {
+        if self.source == IndexSource::ThreadIds {
+            let list = &self.lists[index::thread_id() % self.lists.len()];
+            let _held = lock(&list.lock);
+            // Relaxed throughout: the list lock orders every access to the list.
+            let len = list.len.load(Ordering::Relaxed);
+            if len == 0 {
+                return Popped::Empty;
+            }
+            list.len.store(len - 1, Ordering::Relaxed);
+            return Popped::Item(list.items[len - 1].load(Ordering::Relaxed));
+        }
+        match fast::current(self.source) {
+            Some(fast) => fast.pop(&self.lists),
+            None => Popped::NoSlot,
+        }
+    }
+}
+
+impl<T> Default for PerCidPool<T> {
+    fn default() -> Self {
+        PerCidPool::new()
+    }
+}
+
+impl<T> Drop for PerCidPool<T> {
+    fn drop(&mut self) {
+        let shared = core::mem::take(&mut *lock(&self.shared));
+        let on_lists = self.lists.iter().flat_map(|list| {
+            // Relaxed: `&mut self` means no other thread touches the lists any more.
+            let len = list.len.load(Ordering::Relaxed);
+            list.items[..len]
+                .iter()
+                .map(|item| item.load(Ordering::Relaxed))
+        });
+        for object in on_lists.chain(shared) {
+            // SAFETY: each pointer on a list is an object the pool owns, from `Box::into_raw`,
+            // on exactly one list; the pool is going away, so it is dropped exactly once.
+            drop(unsafe { Box::from_raw(object.cast::<T>()) });
+        }
+    }
+}
+
+impl<T> core::fmt::Debug for PerCidPool<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PerCidPool")
+            .field("source", &self.source)
+            .field("slots", &self.lists.len())
+            .field("capacity", &self.capacity())
+            .field("held", &self.held())
+            .finish()
+    }
+}

@@ -1,0 +1,102 @@
+//! General data with one cache-padded slot per possible index.
+
+use crossbeam_utils::CachePadded;
+
+use super::{fast, index, IndexSource, PerCidError};
+
+/// One cache-padded `T` for every index the source can give (as many as the possible CPUs,
+/// never one per thread).
+///
+/// [`current`](Self::current) picks the calling thread's slot. The thread may lose its index
+/// right after (preemption), and another thread may then be given the same slot, so a slot is
+/// shared data: `T` does its own synchronisation (atomics, a lock), and the index only keeps
+/// threads that run at the same time apart, so that they rarely contend.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use idspace::percid::PerCid;
+///
+/// let hits = PerCid::new(|_| AtomicUsize::new(0));
+/// hits.current().fetch_add(1, Ordering::Relaxed);
+/// assert_eq!(hits.iter().map(|h| h.load(Ordering::Relaxed)).sum::<usize>(), 1);
+/// ```
+pub struct PerCid<T> {
+    source: IndexSource,
+    slots: Box<[CachePadded<T>]>,
+}
+
+impl<T> PerCid<T> {
+    /// Slots made by `init(index)`, on the best source the calling thread has.
+    pub fn new(init: impl FnMut(usize) -> T) -> PerCid<T> {
+        PerCid::build(IndexSource::best(), init)
+    }
+
+    /// Slots made by `init(index)`, on `source`; [`PerCidError::Unavailable`] if the calling
+    /// thread cannot use it.
+    pub fn with_source(
+        source: IndexSource,
+        init: impl FnMut(usize) -> T,
+    ) -> Result<PerCid<T>, PerCidError> {
+        if !source.available() {
+            return Err(PerCidError::Unavailable(source));
+        }
+        Ok(PerCid::build(source, init))
+    }
+
+    fn build(source: IndexSource, mut init: impl FnMut(usize) -> T) -> PerCid<T> {
+        PerCid {
+            source,
+            slots: (0..index::slot_count())
+                .map(|i| CachePadded::new(init(i)))
+                .collect(),
+        }
+    }
+
+    /// Where the slots take the calling thread's index from.
+    pub fn source(&self) -> IndexSource {
+        self.source
+    }
+
+    /// The calling thread's index now, folded onto the slots.
+    pub fn current_index(&self) -> usize {
+        let index = match fast::current(self.source) {
+            Some(fast) => fast.index(),
+            None => index::thread_id(),
+        };
+        index % self.slots.len()
+    }
+
+    /// The calling thread's slot.
+    pub fn current(&self) -> &T {
+        &self.slots[self.current_index()]
+    }
+
+    /// The slot of `index`, if there is one.
+    pub fn get(&self, index: usize) -> Option<&T> {
+        self.slots.get(index).map(|slot| &**slot)
+    }
+
+    /// The number of slots.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether there are no slots (never: there is at least one CPU).
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Every slot, in index order.
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
+        self.slots.iter().map(|slot| &**slot)
+    }
+}
+
+impl<T: core::fmt::Debug> core::fmt::Debug for PerCid<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PerCid")
+            .field("source", &self.source)
+            .field("slots", &self.slots)
+            .finish()
+    }
+}
