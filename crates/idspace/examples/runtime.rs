@@ -26,15 +26,18 @@ struct Counting {
 }
 
 impl Hooks for Counting {
+    /// Tasks carry nothing of their own here: the counts are runtime-wide.
+    type Data = ();
+
     fn created(&self, _task: TaskId, _worker: Option<usize>) {
         self.created.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn switched_in(&self, _task: TaskId, _worker: usize) {
+    fn switched_in(&self, _task: TaskId, _data: &(), _worker: usize) {
         self.switched_in.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn exited(&self, _task: TaskId, _worker: Option<usize>, how: Exit) {
+    fn exited(&self, _task: TaskId, _data: &(), _worker: Option<usize>, how: Exit) {
         let counter = match how {
             Exit::Completed => &self.completed,
             Exit::Panicked => &self.panicked,

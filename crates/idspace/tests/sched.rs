@@ -258,25 +258,60 @@ struct Recorder {
     created: AtomicU64,
     switched_in: AtomicU64,
     switched_out: AtomicU64,
-    exits: Mutex<Vec<(TaskId, Exit)>>,
+    /// Each task's ID, how it ended, and its own switch count from its data.
+    exits: Mutex<Vec<(TaskId, Exit, u64)>>,
     workers: AtomicU64,
+    /// Hooks that saw data not made for their task, or a switch-out without a switch-in.
+    mismatches: AtomicU64,
+}
+
+/// What each task carries: its own ID, as `created` saw it, and its switch-ins and -outs.
+struct Carried {
+    task: TaskId,
+    switched_in: AtomicU64,
+    switched_out: AtomicU64,
+}
+
+impl Recorder {
+    fn check(&self, ok: bool) {
+        if !ok {
+            self.mismatches.fetch_add(1, Ordering::SeqCst);
+        }
+    }
 }
 
 impl Hooks for Recorder {
+    type Data = Carried;
+
     fn worker_started(&self, _worker: usize) {
         self.workers.fetch_add(1, Ordering::SeqCst);
     }
-    fn created(&self, _task: TaskId, _worker: Option<usize>) {
+    fn created(&self, task: TaskId, _worker: Option<usize>) -> Carried {
         self.created.fetch_add(1, Ordering::SeqCst);
+        Carried {
+            task,
+            switched_in: AtomicU64::new(0),
+            switched_out: AtomicU64::new(0),
+        }
     }
-    fn switched_in(&self, _task: TaskId, _worker: usize) {
+    fn switched_in(&self, task: TaskId, data: &Carried, _worker: usize) {
         self.switched_in.fetch_add(1, Ordering::SeqCst);
+        self.check(data.task == task);
+        // Switch-ins and -outs of one task alternate: the next switch-in waits for the last
+        // switch-out.
+        let ins = data.switched_in.fetch_add(1, Ordering::Relaxed);
+        self.check(ins == data.switched_out.load(Ordering::Relaxed));
     }
-    fn switched_out(&self, _task: TaskId, _worker: usize) {
+    fn switched_out(&self, task: TaskId, data: &Carried, _worker: usize) {
         self.switched_out.fetch_add(1, Ordering::SeqCst);
+        self.check(data.task == task);
+        let outs = data.switched_out.fetch_add(1, Ordering::Relaxed);
+        self.check(outs + 1 == data.switched_in.load(Ordering::Relaxed));
     }
-    fn exited(&self, task: TaskId, _worker: Option<usize>, how: Exit) {
-        self.exits.lock().unwrap().push((task, how));
+    fn exited(&self, task: TaskId, data: &Carried, _worker: Option<usize>, how: Exit) {
+        self.check(data.task == task);
+        let switches = data.switched_in.load(Ordering::Relaxed);
+        self.exits.lock().unwrap().push((task, how, switches));
     }
 }
 
@@ -305,9 +340,11 @@ fn hooks_see_every_life_cycle_point() {
     assert_eq!(recorder.switched_in.load(Ordering::SeqCst), 3);
     assert_eq!(recorder.switched_out.load(Ordering::SeqCst), 3);
     let mut exits = recorder.exits.lock().unwrap().clone();
-    exits.sort_by_key(|(id, _)| *id);
+    exits.sort_by_key(|(id, _, _)| *id);
+    // Each task's own data counted its own switches.
     assert_eq!(
         exits,
-        vec![(ok_id, Exit::Completed), (bad_id, Exit::Panicked)]
+        vec![(ok_id, Exit::Completed, 2), (bad_id, Exit::Panicked, 1)]
     );
+    assert_eq!(recorder.mismatches.load(Ordering::SeqCst), 0);
 }

@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::hooks::{Exit, Hooks, TaskId};
+use super::hooks::{Exit, Hooks, NoHooks, TaskId};
 use super::join::{JoinHandle, JoinSlot};
 use super::stats::{Counters, Stats};
 use super::task::{Schedule, Task};
@@ -93,13 +93,23 @@ impl fmt::Display for BuildError {
 
 impl std::error::Error for BuildError {}
 
-/// Configures and starts a [`Runtime`].
-#[derive(Clone)]
-pub struct Builder {
+/// Configures and starts a [`Runtime`] whose tasks carry the data of hooks `H`.
+pub struct Builder<H: Hooks = NoHooks> {
     workers: usize,
     policy: Policy,
     poll: Duration,
-    hooks: Option<Arc<dyn Hooks>>,
+    hooks: Arc<H>,
+}
+
+impl<H: Hooks> Clone for Builder<H> {
+    fn clone(&self) -> Self {
+        Builder {
+            workers: self.workers,
+            policy: self.policy,
+            poll: self.poll,
+            hooks: Arc::clone(&self.hooks),
+        }
+    }
 }
 
 impl Default for Builder {
@@ -108,28 +118,30 @@ impl Default for Builder {
     }
 }
 
-impl fmt::Debug for Builder {
+impl<H: Hooks> fmt::Debug for Builder<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
             .field("workers", &self.workers)
             .field("policy", &self.policy)
             .field("poll", &self.poll)
-            .field("hooks", &self.hooks.is_some())
+            .field("hooks", &std::any::type_name::<H>())
             .finish()
     }
 }
 
 impl Builder {
-    /// One worker per available CPU, the `wakelist` policy, 50 µs of idle polling.
+    /// One worker per available CPU, the `wakelist` policy, 50 µs of idle polling, no hooks.
     pub fn new() -> Self {
         Builder {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             policy: Policy::Wakelist,
             poll: Duration::from_micros(50),
-            hooks: None,
+            hooks: Arc::new(NoHooks),
         }
     }
+}
 
+impl<H: Hooks> Builder<H> {
     /// The number of workers (1 to [`MAX_WORKERS`]).
     pub fn workers(mut self, workers: usize) -> Self {
         self.workers = workers;
@@ -149,14 +161,19 @@ impl Builder {
         self
     }
 
-    /// Life-cycle hooks called at task creation, switch-in, switch-out and exit.
-    pub fn hooks(mut self, hooks: Arc<dyn Hooks>) -> Self {
-        self.hooks = Some(hooks);
-        self
+    /// Life-cycle hooks called at task creation, switch-in, switch-out and exit; every task of
+    /// the runtime then carries the hooks' [`Data`](Hooks::Data).
+    pub fn hooks<K: Hooks>(self, hooks: Arc<K>) -> Builder<K> {
+        Builder {
+            workers: self.workers,
+            policy: self.policy,
+            poll: self.poll,
+            hooks,
+        }
     }
 
     /// Starts the workers.
-    pub fn build(self) -> Result<Runtime, BuildError> {
+    pub fn build(self) -> Result<Runtime<H>, BuildError> {
         if self.workers == 0 || self.workers > MAX_WORKERS {
             return Err(BuildError::Workers(self.workers));
         }
@@ -181,15 +198,15 @@ impl Builder {
     }
 }
 
-impl Builder {
+impl<H: Hooks> Builder<H> {
     /// The shared state of a runtime with this configuration, without its worker threads.
-    fn shared(self) -> Arc<Shared> {
+    fn shared(self) -> Arc<Shared<H>> {
         Arc::new(Shared {
             workers: (0..self.workers).map(|_| Worker::new()).collect(),
             external: CachePadded::new(Counters::default()),
             policy: self.policy,
             poll: PollBudget(self.poll),
-            hooks: self.hooks.unwrap_or_else(|| Arc::new(NoHooks)),
+            hooks: self.hooks,
             shutdown: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             next_worker: AtomicUsize::new(0),
@@ -198,7 +215,10 @@ impl Builder {
 }
 
 #[cfg(not(loom))]
-fn spawn_worker(index: usize, shared: Arc<Shared>) -> Result<thread::JoinHandle<()>, String> {
+fn spawn_worker<H: Hooks>(
+    index: usize,
+    shared: Arc<Shared<H>>,
+) -> Result<thread::JoinHandle<()>, String> {
     thread::Builder::new()
         .name(format!("idspace-worker-{index}"))
         .spawn(move || worker::run(shared, index))
@@ -206,39 +226,38 @@ fn spawn_worker(index: usize, shared: Arc<Shared>) -> Result<thread::JoinHandle<
 }
 
 #[cfg(loom)]
-fn spawn_worker(index: usize, shared: Arc<Shared>) -> Result<thread::JoinHandle<()>, String> {
+fn spawn_worker<H: Hooks>(
+    index: usize,
+    shared: Arc<Shared<H>>,
+) -> Result<thread::JoinHandle<()>, String> {
     Ok(thread::spawn(move || worker::run(shared, index)))
 }
 
-struct NoHooks;
-
-impl Hooks for NoHooks {}
-
 /// One of a runtime's tasks, as queues and wakers hold it: its scheduler is the runtime's
 /// shared state.
-pub(crate) type TaskRef = sync::Arc<Task<Arc<Shared>>>;
+pub(crate) type TaskRef<H> = sync::Arc<Task<Arc<Shared<H>>>>;
 
 /// What the workers, the tasks and the handles share.
-pub(crate) struct Shared {
-    workers: Box<[Worker]>,
+pub(crate) struct Shared<H: Hooks> {
+    workers: Box<[Worker<H>]>,
     /// Counters for wakeups made by threads that are not workers.
     external: CachePadded<Counters>,
     policy: Policy,
     poll: PollBudget,
-    hooks: Arc<dyn Hooks>,
+    hooks: Arc<H>,
     shutdown: AtomicBool,
     next_id: AtomicU64,
     /// Round-robin start for tasks spawned from outside the runtime.
     next_worker: AtomicUsize,
 }
 
-impl Shared {
-    pub(crate) fn worker(&self, index: usize) -> &Worker {
+impl<H: Hooks> Shared<H> {
+    pub(crate) fn worker(&self, index: usize) -> &Worker<H> {
         &self.workers[index]
     }
 
-    pub(crate) fn hooks(&self) -> &dyn Hooks {
-        &*self.hooks
+    pub(crate) fn hooks(&self) -> &H {
+        &self.hooks
     }
 
     pub(crate) fn poll_budget(&self) -> PollBudget {
@@ -259,11 +278,11 @@ impl Shared {
     }
 
     /// Cancels a task that could not be queued (or was left queued) at shutdown.
-    pub(crate) fn cancel(&self, task: TaskRef, here: Option<usize>) {
-        let id = task.id();
-        Task::cancel(task);
+    pub(crate) fn cancel(&self, task: TaskRef<H>, here: Option<usize>) {
+        Task::cancel(&task);
         self.counters(here).cancelled.add(1);
-        self.hooks.exited(id, here, Exit::Cancelled);
+        self.hooks
+            .exited(task.id(), task.data(), here, Exit::Cancelled);
     }
 
     /// Chooses the worker a woken task goes to (`select_task_rq_fair`): its last worker if that
@@ -289,13 +308,13 @@ impl Shared {
 
     /// `try_to_wake_up` after the task's state was claimed (it is `QUEUED` and ours): choose a
     /// target and get the task onto it by the runtime's policy.
-    fn wake(&self, task: TaskRef) {
+    fn wake(&self, task: TaskRef<H>) {
         let here = worker::current(self);
         let target = self.select_target(task.last_worker(), here);
         self.queue(task, target, here);
     }
 
-    fn queue(&self, task: TaskRef, target: usize, here: Option<usize>) {
+    fn queue(&self, task: TaskRef<H>, target: usize, here: Option<usize>) {
         let counters = self.counters(here);
         let worker = &self.workers[target];
         if here == Some(target) {
@@ -343,9 +362,9 @@ impl Shared {
             self.next_worker.fetch_add(1, Ordering::Relaxed) % self.workers.len()
         });
         let slot = JoinSlot::new();
-        let task = Task::spawned(Arc::clone(self), id, home, future, Arc::clone(&slot));
+        let data = self.hooks.created(id, here);
+        let task = Task::spawned(Arc::clone(self), id, home, data, future, Arc::clone(&slot));
         self.counters(here).spawned.add(1);
-        self.hooks.created(id, here);
         // A new task is placed like a woken one (`wake_up_new_task`).
         let target = self.select_target(home, here);
         self.queue(task, target, here);
@@ -363,24 +382,34 @@ impl Shared {
 }
 
 /// What tasks ask of the runtime. A task holds its runtime's `Arc<Shared>` as its scheduler.
-impl Schedule for Arc<Shared> {
-    fn schedule(&self, task: TaskRef) {
+impl<H: Hooks> Schedule for Arc<Shared<H>> {
+    type Data = H::Data;
+
+    fn schedule(&self, task: TaskRef<H>) {
         self.wake(task);
     }
 
     fn abandoned(&self, task: &Task<Self>) {
-        self.hooks.exited(task.id(), None, Exit::Cancelled);
+        self.hooks
+            .exited(task.id(), task.data(), None, Exit::Cancelled);
     }
 }
 
 /// A cheap, clonable handle that spawns onto a runtime, from inside its tasks or from any
 /// thread.
-#[derive(Clone)]
-pub struct Handle {
-    shared: Arc<Shared>,
+pub struct Handle<H: Hooks = NoHooks> {
+    shared: Arc<Shared<H>>,
 }
 
-impl fmt::Debug for Handle {
+impl<H: Hooks> Clone for Handle<H> {
+    fn clone(&self) -> Self {
+        Handle {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<H: Hooks> fmt::Debug for Handle<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Handle")
             .field("workers", &self.shared.workers.len())
@@ -389,7 +418,7 @@ impl fmt::Debug for Handle {
     }
 }
 
-impl Handle {
+impl<H: Hooks> Handle<H> {
     /// Spawns `future` as a new task. After shutdown the task is cancelled at once and its
     /// handle reports [`JoinError::Cancelled`](super::JoinError::Cancelled).
     pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
@@ -448,13 +477,13 @@ impl Handle {
 /// # Ok(())
 /// # }
 /// ```
-pub struct Runtime {
-    handle: Handle,
+pub struct Runtime<H: Hooks = NoHooks> {
+    handle: Handle<H>,
     threads: Vec<thread::JoinHandle<()>>,
     cancelled: usize,
 }
 
-impl fmt::Debug for Runtime {
+impl<H: Hooks> fmt::Debug for Runtime<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Runtime")
             .field("handle", &self.handle)
@@ -467,9 +496,11 @@ impl Runtime {
     pub fn new(workers: usize, policy: Policy) -> Result<Runtime, BuildError> {
         Builder::new().workers(workers).policy(policy).build()
     }
+}
 
+impl<H: Hooks> Runtime<H> {
     /// A handle for spawning.
-    pub fn handle(&self) -> &Handle {
+    pub fn handle(&self) -> &Handle<H> {
         &self.handle
     }
 
@@ -522,7 +553,7 @@ impl Runtime {
     }
 }
 
-impl Drop for Runtime {
+impl<H: Hooks> Drop for Runtime<H> {
     fn drop(&mut self) {
         self.shutdown();
     }
@@ -533,11 +564,12 @@ mod tests {
     use super::*;
 
     /// A task for `shared` that nothing runs: the workers have no threads.
-    fn idle_task(shared: &Arc<Shared>, home: usize) -> TaskRef {
+    fn idle_task(shared: &Arc<Shared<NoHooks>>, home: usize) -> TaskRef<NoHooks> {
         Task::spawned(
             Arc::clone(shared),
             TaskId(1),
             home,
+            (),
             async {},
             JoinSlot::<()>::new(),
         )
