@@ -63,6 +63,7 @@
 
 pub mod cid;
 pub mod pid;
+pub mod process;
 pub mod range;
 pub mod sched;
 pub(crate) mod sync;
