@@ -42,7 +42,7 @@ impl ProcessError {
             ProcessError::UnknownNs => "unknown_ns",
             ProcessError::NsDead => "ns_dead",
             ProcessError::TooDeep => "too_deep",
-            ProcessError::TooManyNamespaces => "too_many_namespaces",
+            ProcessError::TooManyNamespaces => "too_many_ns",
             ProcessError::Invalid => "invalid",
             ProcessError::Full => "full",
             ProcessError::Exists => "exists",
