@@ -70,6 +70,7 @@
 mod hooks;
 mod idle;
 mod join;
+mod registry;
 mod runtime;
 mod stats;
 mod task;
@@ -82,5 +83,5 @@ pub mod protocol {
 
 pub use hooks::{Exit, Hooks, NoHooks, TaskId};
 pub use join::{JoinError, JoinHandle};
-pub use runtime::{BuildError, Builder, Handle, Policy, Runtime, MAX_WORKERS};
+pub use runtime::{spawn, BuildError, Builder, Handle, NoRuntime, Policy, Runtime, MAX_WORKERS};
 pub use stats::Stats;

@@ -1,13 +1,19 @@
 //! The runtime: workers, spawning, the wakeup path (`try_to_wake_up`) and shutdown.
 
+use std::any::Any;
+use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
+use std::panic::{self, AssertUnwindSafe};
+use std::pin::pin;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use super::hooks::{Exit, Hooks, NoHooks, TaskId};
 use super::join::{JoinHandle, JoinSlot};
+use super::registry::Registry;
 use super::stats::{Counters, Stats};
 use super::task::{Schedule, Task};
 use super::worker::{self, PollBudget, Worker};
@@ -207,6 +213,7 @@ impl<H: Hooks> Builder<H> {
             policy: self.policy,
             poll: PollBudget(self.poll),
             hooks: self.hooks,
+            registry: Registry::new(),
             shutdown: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             next_worker: AtomicUsize::new(0),
@@ -245,6 +252,8 @@ pub(crate) struct Shared<H: Hooks> {
     policy: Policy,
     poll: PollBudget,
     hooks: Arc<H>,
+    /// Every live task, for shutdown.
+    registry: Registry<H>,
     shutdown: AtomicBool,
     next_id: AtomicU64,
     /// Round-robin start for tasks spawned from outside the runtime.
@@ -281,8 +290,13 @@ impl<H: Hooks> Shared<H> {
     pub(crate) fn cancel(&self, task: TaskRef<H>, here: Option<usize>) {
         Task::cancel(&task);
         self.counters(here).cancelled.add(1);
-        self.hooks
-            .exited(task.id(), task.data(), here, Exit::Cancelled);
+        self.exited(&task, here, Exit::Cancelled);
+    }
+
+    /// A task ended: it leaves the registry and the exit hook runs.
+    pub(crate) fn exited(&self, task: &Task<Arc<Self>>, here: Option<usize>, how: Exit) {
+        self.registry.remove(task.id());
+        self.hooks.exited(task.id(), task.data(), here, how);
     }
 
     /// Chooses the worker a woken task goes to (`select_task_rq_fair`): its last worker if that
@@ -364,6 +378,7 @@ impl<H: Hooks> Shared<H> {
         let slot = JoinSlot::new();
         let data = self.hooks.created(id, here);
         let task = Task::spawned(Arc::clone(self), id, home, data, future, Arc::clone(&slot));
+        self.registry.insert(&task);
         self.counters(here).spawned.add(1);
         // A new task is placed like a woken one (`wake_up_new_task`).
         let target = self.select_target(home, here);
@@ -390,8 +405,71 @@ impl<H: Hooks> Schedule for Arc<Shared<H>> {
     }
 
     fn abandoned(&self, task: &Task<Self>) {
-        self.hooks
-            .exited(task.id(), task.data(), None, Exit::Cancelled);
+        self.exited(task, None, Exit::Cancelled);
+    }
+}
+
+sync::thread_local! {
+    /// The runtime the current thread works for: set on its workers, and on a thread inside
+    /// [`Runtime::block_on`]. Type-erased, as the runtime is generic over its hooks.
+    static ENTERED: RefCell<Option<Arc<dyn Any + Send + Sync>>> = RefCell::new(None);
+}
+
+/// Makes `shared` the current thread's runtime until the guard drops (then the previous one).
+pub(crate) fn enter<H: Hooks>(shared: Arc<Shared<H>>) -> Entered {
+    let shared: Arc<dyn Any + Send + Sync> = shared;
+    Entered(ENTERED.with(|entered| entered.borrow_mut().replace(shared)))
+}
+
+/// Restores the previous runtime of the thread when dropped.
+pub(crate) struct Entered(Option<Arc<dyn Any + Send + Sync>>);
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        let previous = self.0.take();
+        ENTERED.with(|entered| *entered.borrow_mut() = previous);
+    }
+}
+
+/// Why [`Handle::current`] or [`spawn`] found no runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoRuntime;
+
+impl fmt::Display for NoRuntime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "not inside a runtime of this kind: call from one of its tasks or its block_on"
+        )
+    }
+}
+
+impl std::error::Error for NoRuntime {}
+
+/// Spawns `future` onto the runtime (without hooks) that runs the calling code: from inside its
+/// tasks or its [`Runtime::block_on`]. Within a runtime with hooks, use
+/// [`Handle::current`] with the hooks' type.
+///
+/// # Errors
+/// [`NoRuntime`] when the caller is not inside such a runtime.
+pub fn spawn<F>(future: F) -> Result<JoinHandle<F::Output>, NoRuntime>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    Handle::<NoHooks>::current().map(|handle| handle.spawn(future))
+}
+
+/// Wakes the thread blocked in [`Runtime::block_on`].
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
     }
 }
 
@@ -419,6 +497,19 @@ impl<H: Hooks> fmt::Debug for Handle<H> {
 }
 
 impl<H: Hooks> Handle<H> {
+    /// The handle of the runtime running the calling code (from inside one of its tasks, or
+    /// inside its [`Runtime::block_on`]).
+    ///
+    /// # Errors
+    /// [`NoRuntime`] outside a runtime, or inside one whose hooks are not `H`.
+    pub fn current() -> Result<Handle<H>, NoRuntime> {
+        ENTERED
+            .with(|entered| entered.borrow().clone())
+            .and_then(|shared| shared.downcast::<Shared<H>>().ok())
+            .map(|shared| Handle { shared })
+            .ok_or(NoRuntime)
+    }
+
     /// Spawns `future` as a new task. After shutdown the task is cancelled at once and its
     /// handle reports [`JoinError::Cancelled`](super::JoinError::Cancelled).
     pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
@@ -513,14 +604,27 @@ impl<H: Hooks> Runtime<H> {
         self.handle.spawn(future)
     }
 
-    /// Runs `future` as a task and blocks the calling thread until it finishes. Call it from
-    /// outside the runtime.
-    pub fn block_on<F>(&self, future: F) -> Result<F::Output, super::JoinError>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.spawn(future).join()
+    /// Runs `future` on the calling thread, parking it while the future waits, until it
+    /// finishes; the future may borrow from the caller and need not be `Send`. Inside it,
+    /// [`Handle::current`] and [`spawn`] reach this runtime, and awaiting the runtime's tasks
+    /// works as anywhere. The future is not one of the runtime's tasks (no hooks see it). Call
+    /// it from outside the runtime: a worker blocked here cannot run the tasks it waits for.
+    ///
+    /// # Errors
+    /// [`JoinError::Panicked`](super::JoinError::Panicked) if the future panicked.
+    pub fn block_on<F: Future>(&self, future: F) -> Result<F::Output, super::JoinError> {
+        let _entered = enter(Arc::clone(&self.handle.shared));
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        let mut future = pin!(future);
+        loop {
+            match panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx))) {
+                Ok(Poll::Ready(output)) => return Ok(output),
+                // A wakeup before the park leaves its token: the park returns at once.
+                Ok(Poll::Pending) => std::thread::park(),
+                Err(payload) => return Err(super::JoinError::Panicked(payload)),
+            }
+        }
     }
 
     /// Counters of how wakeups travelled so far.
@@ -529,8 +633,10 @@ impl<H: Hooks> Runtime<H> {
     }
 
     /// Stops the workers (each finishes the poll it is in), then cancels every task still
-    /// queued; wakeups from then on cancel their task instead of queueing it. Returns how many
-    /// tasks were cancelled here. Idempotent; dropping the runtime does it too.
+    /// queued and every task asleep (their futures are dropped and their handles report
+    /// [`JoinError::Cancelled`](super::JoinError::Cancelled), even while something still holds
+    /// their wakers); wakeups and spawns from then on cancel their task instead of queueing it.
+    /// Returns how many tasks were cancelled here. Idempotent; dropping the runtime does it too.
     pub fn shutdown(&mut self) -> usize {
         let shared = &self.handle.shared;
         // Published like work: `notify` below fences before reading each idle word.
@@ -545,6 +651,14 @@ impl<H: Hooks> Runtime<H> {
         }
         for worker in shared.workers.iter() {
             for task in worker.close() {
+                shared.cancel(task, None);
+                self.cancelled += 1;
+            }
+        }
+        // The sleepers: claimed as a wakeup claims them (so a racing waker or a task that just
+        // ended is left alone), then cancelled as a wakeup onto a closed queue would be.
+        for task in shared.registry.drain() {
+            if task.claim_wakeup() {
                 shared.cancel(task, None);
                 self.cancelled += 1;
             }

@@ -323,7 +323,7 @@ impl<S: Schedule> Task<S> {
 
     /// The waker's half of `try_to_wake_up`: returns whether this wakeup claimed the right (and
     /// the duty) to queue the task.
-    fn claim_wakeup(&self) -> bool {
+    pub(crate) fn claim_wakeup(&self) -> bool {
         let mut state = self.state.load(Ordering::Relaxed);
         loop {
             let next = match state {

@@ -189,6 +189,7 @@ pub(crate) struct PollBudget(pub(crate) Duration);
 /// The worker thread's body.
 pub(crate) fn run<H: Hooks>(shared: Arc<Shared<H>>, index: usize) {
     CURRENT.with(|current| current.set((Arc::as_ptr(&shared) as usize, index)));
+    let entered = super::runtime::enter(Arc::clone(&shared));
     shared.hooks().worker_started(index);
     let worker = shared.worker(index);
     loop {
@@ -202,6 +203,7 @@ pub(crate) fn run<H: Hooks>(shared: Arc<Shared<H>>, index: usize) {
         idle(&shared, worker);
     }
     shared.hooks().worker_stopped(index);
+    drop(entered);
     CURRENT.with(|current| current.set((0, 0)));
 }
 
@@ -220,7 +222,7 @@ fn run_task<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, index: usize, task
                 shared.cancel(task, Some(index));
             }
         }
-        Polled::Exited(task, how) => hooks.exited(task.id(), task.data(), Some(index), how),
+        Polled::Exited(task, how) => shared.exited(&task, Some(index), how),
     }
 }
 
