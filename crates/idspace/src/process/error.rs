@@ -33,6 +33,8 @@ pub enum ProcessError {
     BadImage(String),
     /// The CPU count is outside what the CID designs support (`1..=64`).
     BadCpuCount(usize),
+    /// Called outside a task of a process (of a runtime with these designs).
+    NotInProcess,
 }
 
 impl ProcessError {
@@ -51,6 +53,7 @@ impl ProcessError {
             ProcessError::NotFound => "not_found",
             ProcessError::BadImage(_) => "bad_image",
             ProcessError::BadCpuCount(_) => "bad_cpu_count",
+            ProcessError::NotInProcess => "not_in_process",
         }
     }
 
@@ -90,6 +93,9 @@ impl fmt::Display for ProcessError {
             ProcessError::UnknownThread => write!(f, "no live thread has this TID"),
             ProcessError::NotFound => write!(f, "the process has no timer with this ID"),
             ProcessError::BadImage(why) => write!(f, "bad checkpoint image: {why}"),
+            ProcessError::NotInProcess => {
+                write!(f, "not inside a task of a process of a runtime with these designs")
+            }
             ProcessError::BadCpuCount(cpus) => {
                 write!(f, "processes need 1 to 64 CPUs for their CID spaces, not {cpus}")
             }

@@ -38,6 +38,13 @@
 //! * A namespace is freed once it is dead and holds no IDs and no child namespaces; the model
 //!   then forgets it (its number answers as dead), and its own memory
 //!   ([`Processes::model_bytes`]) returns to where it was before the namespace was made.
+//! * In the task runtime, [`ProcessHooks`] make tasks threads: each carries its [`Thread`] as
+//!   its per-task data ([`TaskIds`]); [`Runtime::spawn_process`](crate::sched::Runtime) starts
+//!   a process, [`spawn_thread`] adds a thread to the caller's, and [`current`] gives the
+//!   running task's TID and PID in its own namespace and the root, and its CID. At each
+//!   switch-in the task takes a CID from its process's space with the worker as the CPU
+//!   (`mm_cid_switch_to`), and gives it back at switch-out; its exit, however it ended
+//!   (completed, panicked, cancelled), is the thread's exit.
 //! * [`Processes::checkpoint`] gives an [`Image`] (serde-serialisable); [`Processes::restore`]
 //!   recreates it: leader first, then ascending by root-level ID, then the timers through
 //!   restore mode, then the timer cursor.
@@ -71,10 +78,12 @@ mod design;
 mod error;
 mod image;
 mod processes;
+mod runtime;
 mod thread;
 
 pub use design::{CidDesign, PidDesign, TableDesign};
 pub use error::ProcessError;
 pub use image::{Image, ThreadImage};
 pub use processes::{Exited, Processes, Restored};
+pub use runtime::{current, spawn_thread, spawn_thread_in, Current, ProcessHooks, TaskIds};
 pub use thread::{Process, Thread};

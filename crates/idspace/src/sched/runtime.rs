@@ -363,7 +363,8 @@ impl<H: Hooks> Shared<H> {
         }
     }
 
-    fn spawn<F>(self: &Arc<Self>, future: F) -> JoinHandle<F::Output>
+    /// Spawns `future` with the data the hooks' `created` makes, or with `data` if given.
+    fn spawn<F>(self: &Arc<Self>, data: Option<H::Data>, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
@@ -376,7 +377,7 @@ impl<H: Hooks> Shared<H> {
             self.next_worker.fetch_add(1, Ordering::Relaxed) % self.workers.len()
         });
         let slot = JoinSlot::new();
-        let data = self.hooks.created(id, here);
+        let data = data.unwrap_or_else(|| self.hooks.created(id, here));
         let task = Task::spawned(Arc::clone(self), id, home, data, future, Arc::clone(&slot));
         self.registry.insert(&task);
         self.counters(here).spawned.add(1);
@@ -517,7 +518,23 @@ impl<H: Hooks> Handle<H> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.shared.spawn(future)
+        self.shared.spawn(None, future)
+    }
+
+    /// Spawns `future` as a new task carrying `data` (the hooks' `created` is not called for
+    /// it): for callers that know more about the new task than the hooks can, such as the
+    /// process it belongs to.
+    pub fn spawn_with<F>(&self, data: H::Data, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.shared.spawn(Some(data), future)
+    }
+
+    /// The runtime's hooks.
+    pub fn hooks(&self) -> &H {
+        self.shared.hooks()
     }
 
     /// The runtime's wakeup policy.
