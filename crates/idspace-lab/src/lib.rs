@@ -22,6 +22,7 @@ pub mod measure;
 pub mod model;
 mod output;
 mod pid;
+mod process;
 mod progress;
 mod report;
 mod stats;
@@ -90,6 +91,7 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
         Box::new(cid::Cids),
         Box::new(wake::Wake),
         Box::new(lease::Lease),
+        Box::new(process::Process),
     ]
 }
 
