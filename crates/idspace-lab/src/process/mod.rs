@@ -21,8 +21,10 @@ use crate::{Context, Experiment, Scale};
 /// The experiment.
 pub struct Process;
 
-/// The workers of the runtime runs.
-const WORKERS: usize = 2;
+/// The workers of the ping-pong runs: one, so that every wakeup is local and no worker parks;
+/// the time per switch is then the runtime's own path with the hooks, not wakeup latency
+/// (which on a shared 2-core machine varies by tens of microseconds between runs).
+const WORKERS: usize = 1;
 
 /// Hooks whose tasks carry data and touch it at every switch, without any IDs: the cost of
 /// per-task data alone.
@@ -265,8 +267,9 @@ impl Experiment for Process {
         ];
         let mut notes = std::mem::take(&mut cx.notes);
         notes.push(
-            "Per switch: wall time over switch-ins, so it includes the wakeup. \"data only\" \
-             carries a word per task and stores it at every switch (the per-task data path \
+            "Per switch: wall time over switch-ins on one worker (every wakeup local, no \
+             parking), so it is the runtime's own path plus the hooks. \"data only\" carries a \
+             word per task and stores it at every switch (the per-task data path \
              without IDs); the CID columns make each pair one process (leader and a thread, PIDs \
              from percpu) taking its CID at every switch-in. Not yet measured here: tglx's \
              thread pool through the runtime, and the kernel's own timer restore path."
