@@ -13,6 +13,8 @@ use idspace::process::{CidDesign, PidDesign, ProcessHooks, Processes, TableDesig
 use idspace::sched::{Builder, Exit, Hooks, Policy, TaskId};
 use idspace::table::{Radix, ScaledHash};
 
+mod pool;
+
 use crate::measure::names;
 use crate::model::{Row, Section, Table};
 use crate::wake::workloads::{ping_pong, Task};
@@ -25,6 +27,9 @@ pub struct Process;
 /// the time per switch is then the runtime's own path with the hooks, not wakeup latency
 /// (which on a shared 2-core machine varies by tens of microseconds between runs).
 const WORKERS: usize = 1;
+
+/// The workers of the pool runs that are not oversubscribed: the seed's 2.
+const WORKERS_POOL: usize = 2;
 
 /// Hooks whose tasks carry data and touch it at every switch, without any IDs: the cost of
 /// per-task data alone.
@@ -171,6 +176,31 @@ fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// A column of the pool table.
+#[derive(Clone, Copy)]
+struct PoolCandidate(&'static str);
+
+impl crate::measure::Candidate for PoolCandidate {
+    fn name(&self) -> &str {
+        self.0
+    }
+}
+
+fn pool_run(
+    candidate: &PoolCandidate,
+    shape: pool::Shape,
+    workers: usize,
+) -> Result<Vec<f64>, String> {
+    let elapsed = match candidate.0 {
+        "rework" => pool::runtime::<Rework>(shape, workers),
+        "bitmap" => pool::runtime::<BitmapCids>(shape, workers),
+        "lazy" => pool::runtime::<LazyCids>(shape, workers),
+        _ => pool::kernel(shape),
+    }?;
+    let threads = (shape.pools * shape.threads) as f64 * shape.iterations as f64;
+    Ok(vec![threads / elapsed.as_secs_f64()])
+}
+
 #[derive(Clone, Copy)]
 struct Designs(&'static str, fn() -> Result<Vec<f64>, String>);
 
@@ -208,8 +238,64 @@ impl Experiment for Process {
             ),
             Designs("idr-once + radix", checkpoint_restore::<IdrOnce, Radix<()>>),
         ];
-        cx.progress
-            .set_total((cx.repetitions() * (switches.len() + crs.len())) as u64);
+        let pool_candidates = [
+            PoolCandidate("rework"),
+            PoolCandidate("bitmap"),
+            PoolCandidate("lazy"),
+            PoolCandidate("kernel"),
+        ];
+        let factor = match cx.scale {
+            Scale::Quick => 1,
+            Scale::Full => 5,
+        };
+        let oversubscribed = (4 * cx.cpus()).clamp(4, 64);
+        let pool_runs: Vec<(pool::Shape, usize)> = [(8, 8, 40 * factor), (32, 32, 4 * factor)]
+            .into_iter()
+            .flat_map(|(pools, threads, iterations)| {
+                [WORKERS_POOL, oversubscribed].map(|workers| {
+                    (
+                        pool::Shape {
+                            pools,
+                            threads,
+                            iterations,
+                        },
+                        workers,
+                    )
+                })
+            })
+            .collect();
+        cx.progress.set_total(
+            (cx.repetitions()
+                * (switches.len() + crs.len() + pool_runs.len() * pool_candidates.len()))
+                as u64,
+        );
+        let mut pool_rows = Vec::new();
+        for &(shape, workers) in &pool_runs {
+            let label = format!(
+                "{}x{} on {workers} workers{}",
+                shape.pools,
+                shape.threads,
+                cx.oversubscribed(workers)
+            );
+            let result = cx.measure(&pool_candidates, &format!("pool {label}"), |c| {
+                pool_run(c, shape, workers)
+            });
+            let rate = result.metric(0);
+            let ratio = |other: &str| {
+                rate.get("rework")
+                    .zip(rate.get(other))
+                    .map(|(rework, other)| rework / other)
+            };
+            pool_rows.push(Row::numbers(
+                format!("{label}: threads/s"),
+                rate.cells().to_vec(),
+                0,
+            ));
+            pool_rows.push(Row::ratios(
+                format!("{label}: rework ÷ bitmap, rework ÷ lazy, rework ÷ kernel"),
+                vec![ratio("bitmap"), ratio("lazy"), ratio("kernel"), None],
+            ));
+        }
         let label = format!("ping-pong, {pairs} pairs x {rounds} round trips, {WORKERS} workers");
         let per_switch = cx.measure(&switches, &label, |candidate| {
             let elapsed = match candidate {
@@ -237,6 +323,18 @@ impl Experiment for Process {
             |c| (c.1)(),
         );
         let tables = vec![
+            Table {
+                id: "pool".into(),
+                title: format!(
+                    "tglx's thread create/teardown pool through the runtime, each pool a process \
+                     (PIDs from percpu, CIDs from each design), and with the kernel's pthreads \
+                     (median of {})",
+                    cx.repetitions()
+                ),
+                unit: "threads/s".into(),
+                columns: names(&pool_candidates),
+                rows: pool_rows,
+            },
             Table {
                 id: "switch".into(),
                 title: format!(
@@ -271,8 +369,10 @@ impl Experiment for Process {
              parking), so it is the runtime's own path plus the hooks. \"data only\" carries a \
              word per task and stores it at every switch (the per-task data path \
              without IDs); the CID columns make each pair one process (leader and a thread, PIDs \
-             from percpu) taking its CID at every switch-in. Not yet measured here: tglx's \
-             thread pool through the runtime, and the kernel's own timer restore path."
+             from percpu) taking its CID at every switch-in. Pool: the ratio rows' columns \
+             are rework ÷ bitmap, rework ÷ lazy and rework ÷ kernel, in that order. Not yet \
+             measured here: the kernel's own timer restore path \
+             (`PR_TIMER_CREATE_RESTORE_IDS`)."
                 .to_string(),
         );
         Ok(Section {
