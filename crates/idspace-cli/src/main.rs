@@ -119,6 +119,16 @@ enum Family {
         #[arg(long, value_enum)]
         design: replay::pid::PidDesign,
     },
+    /// Processes: namespaces, thread groups, zombies, timers, checkpoint and restore.
+    #[command(after_help = replay::help(replay::process::PROTOCOL))]
+    Process {
+        /// Which PID design allocates the threads' IDs.
+        #[arg(long, value_enum)]
+        pid_design: replay::pid::PidDesign,
+        /// Which table design holds the processes' timers.
+        #[arg(long, value_enum)]
+        table_design: replay::table::TableDesign,
+    },
 }
 
 fn main() -> ExitCode {
@@ -203,6 +213,14 @@ fn main() -> ExitCode {
                 Family::Pid { design } => {
                     replay::run(&mut replay::pid::PidReplay::new(design), stdin, stdout)
                 }
+                Family::Process {
+                    pid_design,
+                    table_design,
+                } => replay::run(
+                    &mut replay::process::ProcessReplay::new(pid_design, table_design),
+                    stdin,
+                    stdout,
+                ),
                 Family::Cid { design, cpus } => {
                     match replay::cid::CidReplay::new(design, usize::from(cpus)) {
                         Ok(mut replayer) => replay::run(&mut replayer, stdin, stdout),

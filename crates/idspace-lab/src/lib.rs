@@ -25,6 +25,7 @@ pub mod model;
 mod output;
 mod percid;
 mod pid;
+mod process;
 mod progress;
 mod report;
 mod stats;
@@ -96,6 +97,7 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
         Box::new(percid::PerCidData),
         Box::new(mmcid::MmCid),
         Box::new(lease::Lease),
+        Box::new(process::Process),
     ]
 }
 

@@ -68,6 +68,7 @@
 pub mod cid;
 pub mod percid;
 pub mod pid;
+pub mod process;
 pub mod range;
 pub mod sched;
 pub(crate) mod sync;

@@ -11,7 +11,7 @@ use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use idspace::sched::{BuildError, Builder, Exit, Hooks, JoinError, Policy, Runtime, TaskId};
-use sched_util::{yield_now, Bell};
+use sched_util::{join_within, yield_now, Bell};
 
 fn runtimes(workers: usize) -> impl Iterator<Item = Runtime> {
     Policy::ALL
@@ -24,6 +24,60 @@ fn block_on_returns_the_output_under_every_policy() {
     for runtime in runtimes(2) {
         assert_eq!(runtime.block_on(async { 6 * 7 }).unwrap(), 42);
     }
+}
+
+#[test]
+fn block_on_takes_borrowing_non_send_futures_and_reports_panics() {
+    let runtime = Runtime::new(2, Policy::Wakelist).unwrap();
+    let local = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let mut borrowed = vec![1u64, 2, 3];
+    let sum = runtime
+        .block_on(async {
+            // Awaits a task of the runtime while holding a non-Send Rc and a borrow.
+            let child = idspace::sched::spawn(async { 10u64 })
+                .unwrap()
+                .await
+                .unwrap();
+            local.set(child);
+            borrowed.push(child);
+            borrowed.iter().sum::<u64>()
+        })
+        .unwrap();
+    assert_eq!((sum, local.get()), (16, 10));
+    let failed = runtime.block_on(async { panic!("in block_on") });
+    assert_eq!(failed.unwrap_err().panic_message(), Some("in block_on"));
+}
+
+#[test]
+fn handle_current_and_spawn_reach_the_runtime_running_the_code() {
+    use idspace::sched::{Handle, NoRuntime};
+    assert_eq!(
+        Handle::<idspace::sched::NoHooks>::current().unwrap_err(),
+        NoRuntime
+    );
+    assert!(idspace::sched::spawn(async {}).is_err());
+    let runtime = Runtime::new(2, Policy::Wakelist).unwrap();
+    let (workers, grandchild) = runtime
+        .spawn(async {
+            let handle = Handle::<idspace::sched::NoHooks>::current().unwrap();
+            let grandchild = idspace::sched::spawn(async { 7 }).unwrap().await.unwrap();
+            (handle.workers(), grandchild)
+        })
+        .join()
+        .unwrap();
+    assert_eq!((workers, grandchild), (2, 7));
+    // A runtime with other hooks is not found under this type.
+    let recorder = Arc::new(Recorder::default());
+    let hooked = Builder::new().workers(1).hooks(recorder).build().unwrap();
+    let found = hooked.block_on(async {
+        (
+            Handle::<idspace::sched::NoHooks>::current().is_err(),
+            Handle::<Recorder>::current().is_ok(),
+        )
+    });
+    assert_eq!(found.unwrap(), (true, true));
+    // The thread is outside any runtime again.
+    assert!(idspace::sched::spawn(async {}).is_err());
 }
 
 #[test]
@@ -154,6 +208,52 @@ fn a_future_whose_drop_panics_does_not_stop_a_worker() {
     assert_eq!(runtime.block_on(async { 5 }).unwrap(), 5);
 }
 
+/// A task asleep with its waker held elsewhere (here, by the test, which never wakes it) is
+/// cancelled by shutdown and by dropping the runtime: its future is dropped and its join
+/// resolves, rather than blocking forever once the runtime is gone.
+#[test]
+fn shutdown_and_drop_cancel_sleepers_whose_wakers_live_on() {
+    for drop_it in [false, true] {
+        for mut runtime in runtimes(2) {
+            let parked: Arc<Mutex<Vec<Waker>>> = Arc::default();
+            let asleep = Bell::new();
+            let dropped = Arc::new(AtomicUsize::new(0));
+            struct Flag(Arc<AtomicUsize>);
+            impl Drop for Flag {
+                fn drop(&mut self) {
+                    self.0.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            let sleeper = {
+                let (parked, asleep) = (parked.clone(), asleep.clone());
+                let flag = Flag(dropped.clone());
+                runtime.spawn(async move {
+                    let _flag = flag;
+                    poll_fn(|cx| {
+                        parked.lock().unwrap().push(cx.waker().clone());
+                        asleep.ring();
+                        Poll::<()>::Pending
+                    })
+                    .await
+                })
+            };
+            while asleep.rung() == 0 {
+                std::thread::yield_now();
+            }
+            if drop_it {
+                drop(runtime);
+            } else {
+                assert_eq!(runtime.shutdown(), 1);
+            }
+            let outcome = join_within(sleeper, Duration::from_secs(10), "the sleeper");
+            assert!(matches!(outcome, Err(JoinError::Cancelled)));
+            assert_eq!(dropped.load(Ordering::SeqCst), 1, "its future was dropped");
+            // The waker still held is harmless now.
+            parked.lock().unwrap().drain(..).for_each(Waker::wake);
+        }
+    }
+}
+
 #[test]
 fn shutdown_cancels_sleeping_and_queued_tasks_and_later_wakeups() {
     for mut runtime in runtimes(2) {
@@ -258,25 +358,60 @@ struct Recorder {
     created: AtomicU64,
     switched_in: AtomicU64,
     switched_out: AtomicU64,
-    exits: Mutex<Vec<(TaskId, Exit)>>,
+    /// Each task's ID, how it ended, and its own switch count from its data.
+    exits: Mutex<Vec<(TaskId, Exit, u64)>>,
     workers: AtomicU64,
+    /// Hooks that saw data not made for their task, or a switch-out without a switch-in.
+    mismatches: AtomicU64,
+}
+
+/// What each task carries: its own ID, as `created` saw it, and its switch-ins and -outs.
+struct Carried {
+    task: TaskId,
+    switched_in: AtomicU64,
+    switched_out: AtomicU64,
+}
+
+impl Recorder {
+    fn check(&self, ok: bool) {
+        if !ok {
+            self.mismatches.fetch_add(1, Ordering::SeqCst);
+        }
+    }
 }
 
 impl Hooks for Recorder {
+    type Data = Carried;
+
     fn worker_started(&self, _worker: usize) {
         self.workers.fetch_add(1, Ordering::SeqCst);
     }
-    fn created(&self, _task: TaskId, _worker: Option<usize>) {
+    fn created(&self, task: TaskId, _worker: Option<usize>) -> Carried {
         self.created.fetch_add(1, Ordering::SeqCst);
+        Carried {
+            task,
+            switched_in: AtomicU64::new(0),
+            switched_out: AtomicU64::new(0),
+        }
     }
-    fn switched_in(&self, _task: TaskId, _worker: usize) {
+    fn switched_in(&self, task: TaskId, data: &Carried, _worker: usize) {
         self.switched_in.fetch_add(1, Ordering::SeqCst);
+        self.check(data.task == task);
+        // Switch-ins and -outs of one task alternate: the next switch-in waits for the last
+        // switch-out.
+        let ins = data.switched_in.fetch_add(1, Ordering::Relaxed);
+        self.check(ins == data.switched_out.load(Ordering::Relaxed));
     }
-    fn switched_out(&self, _task: TaskId, _worker: usize) {
+    fn switched_out(&self, task: TaskId, data: &Carried, _worker: usize) {
         self.switched_out.fetch_add(1, Ordering::SeqCst);
+        self.check(data.task == task);
+        let outs = data.switched_out.fetch_add(1, Ordering::Relaxed);
+        self.check(outs + 1 == data.switched_in.load(Ordering::Relaxed));
     }
-    fn exited(&self, task: TaskId, _worker: Option<usize>, how: Exit) {
-        self.exits.lock().unwrap().push((task, how));
+    fn exited(&self, task: TaskId, data: &Carried, _worker: Option<usize>, how: Exit) {
+        self.check(data.task == task);
+        let switches = data.switched_in.load(Ordering::Relaxed);
+        self.exits.lock().unwrap().push((task, how, switches));
     }
 }
 
@@ -305,9 +440,11 @@ fn hooks_see_every_life_cycle_point() {
     assert_eq!(recorder.switched_in.load(Ordering::SeqCst), 3);
     assert_eq!(recorder.switched_out.load(Ordering::SeqCst), 3);
     let mut exits = recorder.exits.lock().unwrap().clone();
-    exits.sort_by_key(|(id, _)| *id);
+    exits.sort_by_key(|(id, _, _)| *id);
+    // Each task's own data counted its own switches.
     assert_eq!(
         exits,
-        vec![(ok_id, Exit::Completed), (bad_id, Exit::Panicked)]
+        vec![(ok_id, Exit::Completed, 2), (bad_id, Exit::Panicked, 1)]
     );
+    assert_eq!(recorder.mismatches.load(Ordering::SeqCst), 0);
 }

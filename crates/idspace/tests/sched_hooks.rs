@@ -1,13 +1,13 @@
 //! The runtime's life-cycle hooks used the way the other modules will use them: every task gets
-//! a PID from `idspace::pid` when it is created and gives it back when it exits, and each worker
-//! runs one task at a time between its switch-in and switch-out.
+//! a PID from `idspace::pid` when it is created, carries it in its own hook data (no map) and
+//! gives it back when it exits, and each worker runs one task at a time between its switch-in
+//! and switch-out.
 
 #![cfg(not(loom))]
 
 mod sched_util;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 use std::time::Duration;
@@ -24,10 +24,19 @@ const ROUNDS: u64 = if cfg!(miri) { 3 } else { 10 };
 
 struct PidHooks {
     pids: PerCpu,
-    live: Mutex<HashMap<TaskId, u32>>,
-    /// The task each worker is running, if any.
-    running: Vec<Mutex<Option<TaskId>>>,
+    /// Tasks whose PID is held.
+    live: AtomicUsize,
+    /// The task each worker is running (its ID), or 0.
+    running: Vec<AtomicU64>,
     violations: AtomicUsize,
+}
+
+/// What each task carries from its creation to its exit: no map, the runtime hands it over.
+struct TaskPid {
+    task: TaskId,
+    pid: u32,
+    /// Set when its PID was given back, so a second exit shows.
+    freed: AtomicBool,
 }
 
 impl PidHooks {
@@ -35,46 +44,51 @@ impl PidHooks {
     fn slot(worker: Option<usize>) -> usize {
         worker.unwrap_or(WORKERS)
     }
+
+    fn check(&self, ok: bool) {
+        if !ok {
+            self.violations.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether `data`'s PID still names it in the allocator.
+    fn holds(&self, data: &TaskPid) -> bool {
+        let found = self.pids.lookup(ROOT, data.pid).ok().flatten();
+        found.is_some_and(|pid| pid.ids() == [data.pid]) && !data.freed.load(Ordering::SeqCst)
+    }
 }
 
 impl Hooks for PidHooks {
-    fn created(&self, task: TaskId, worker: Option<usize>) {
+    type Data = TaskPid;
+
+    fn created(&self, task: TaskId, worker: Option<usize>) -> TaskPid {
         let pid = self
             .pids
             .alloc(ROOT, &[], Self::slot(worker))
             .expect("a PID for every task");
-        let previous = self.live.lock().unwrap().insert(task, pid.ids()[0]);
-        if previous.is_some() {
-            self.violations.fetch_add(1, Ordering::SeqCst);
+        self.live.fetch_add(1, Ordering::SeqCst);
+        TaskPid {
+            task,
+            pid: pid.ids()[0],
+            freed: AtomicBool::new(false),
         }
     }
 
-    fn switched_in(&self, task: TaskId, worker: usize) {
-        if self.running[worker].lock().unwrap().replace(task).is_some() {
-            self.violations.fetch_add(1, Ordering::SeqCst);
-        }
-        if !self.live.lock().unwrap().contains_key(&task) {
-            self.violations.fetch_add(1, Ordering::SeqCst);
-        }
+    fn switched_in(&self, task: TaskId, data: &TaskPid, worker: usize) {
+        self.check(self.running[worker].swap(task.0, Ordering::SeqCst) == 0);
+        self.check(data.task == task && self.holds(data));
     }
 
-    fn switched_out(&self, task: TaskId, worker: usize) {
-        if self.running[worker].lock().unwrap().take() != Some(task) {
-            self.violations.fetch_add(1, Ordering::SeqCst);
-        }
+    fn switched_out(&self, task: TaskId, data: &TaskPid, worker: usize) {
+        self.check(self.running[worker].swap(0, Ordering::SeqCst) == task.0);
+        self.check(data.task == task && self.holds(data));
     }
 
-    fn exited(&self, task: TaskId, worker: Option<usize>, _how: Exit) {
-        match self.live.lock().unwrap().remove(&task) {
-            Some(pid) => {
-                if self.pids.free(ROOT, pid, Self::slot(worker)).is_err() {
-                    self.violations.fetch_add(1, Ordering::SeqCst);
-                }
-            }
-            None => {
-                self.violations.fetch_add(1, Ordering::SeqCst);
-            }
-        }
+    fn exited(&self, task: TaskId, data: &TaskPid, worker: Option<usize>, _how: Exit) {
+        self.check(data.task == task && self.holds(data));
+        self.check(!data.freed.swap(true, Ordering::SeqCst));
+        self.check(self.pids.free(ROOT, data.pid, Self::slot(worker)).is_ok());
+        self.live.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -88,8 +102,8 @@ fn every_task_holds_a_pid_from_creation_to_exit() {
         assert_eq!(init.ids(), vec![1]);
         let hooks = Arc::new(PidHooks {
             pids,
-            live: Mutex::default(),
-            running: (0..WORKERS).map(|_| Mutex::default()).collect(),
+            live: AtomicUsize::new(0),
+            running: (0..WORKERS).map(|_| AtomicU64::new(0)).collect(),
             violations: AtomicUsize::new(0),
         });
         let mut runtime = Builder::new()
@@ -123,7 +137,10 @@ fn every_task_holds_a_pid_from_creation_to_exit() {
             join_within(task, Duration::from_secs(60), policy.name()).unwrap();
         }
         // A task that panics and one left asleep at shutdown exit too.
-        assert!(runtime.block_on(async { panic!("exit by panic") }).is_err());
+        assert!(runtime
+            .spawn(async { panic!("exit by panic") })
+            .join()
+            .is_err());
         // The sleeper leaves its waker with the test and waits for a wakeup that never comes.
         let parked: Arc<Mutex<Vec<Waker>>> = Arc::default();
         let asleep = Bell::new();
@@ -138,13 +155,15 @@ fn every_task_holds_a_pid_from_creation_to_exit() {
         while asleep.rung() == 0 {
             std::thread::yield_now();
         }
+        // Shutdown cancels it although its waker lives on.
         runtime.shutdown();
-        // Its last waker goes: it can never run again, so it exits as cancelled.
-        parked.lock().unwrap().clear();
         assert!(matches!(sleeper.join(), Err(JoinError::Cancelled)));
+        parked.lock().unwrap().clear();
         assert_eq!(hooks.violations.load(Ordering::SeqCst), 0, "{policy}");
-        let live = hooks.live.lock().unwrap();
-        assert!(live.is_empty(), "{policy}: tasks never exited: {live:?}");
+        let live = hooks.live.load(Ordering::SeqCst);
+        assert_eq!(live, 0, "{policy}: tasks never exited");
+        // Every PID went back: only init's is left.
+        assert!(hooks.pids.lookup(ROOT, 2).unwrap().is_none());
         assert_eq!(runtime.stats().spawned, TASKS as u64 * (1 + ROUNDS) + 2);
     }
 }

@@ -2,7 +2,7 @@
 //! stdout, in order.
 //!
 //! Each family's protocol, its table of operations and answers, is in a text file beside its
-//! module (`table.txt`, `pid.txt`, `cid.txt`), included both in the module's docs and in
+//! module (`table.txt`, `pid.txt`, `cid.txt`, `process.txt`), included both in the module's docs and in
 //! `idspace replay FAMILY --help`, so the two cannot drift. The framing they share
 //! (`framing.txt`, also in every family's `--help`):
 //!
@@ -19,6 +19,7 @@ pub mod field;
 pub mod json;
 pub mod lines;
 pub mod pid;
+pub mod process;
 pub mod table;
 
 use std::fmt;

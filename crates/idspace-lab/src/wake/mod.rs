@@ -4,8 +4,8 @@
 //! one run.
 
 mod kernel;
-mod primitives;
-mod workloads;
+pub(crate) mod primitives;
+pub(crate) mod workloads;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -59,11 +59,18 @@
 //!   until something outside wakes it or breaks the cycle.
 //! * [`Hooks`] make the life-cycle points explicit (create, switch-in, switch-out, exit): the
 //!   kernel's `sched_fork`, `prepare_task_switch`, `finish_task_switch` and `do_exit`, where the
-//!   other modules' IDs attach.
+//!   other modules' IDs attach. Each task carries the hooks' own [`Hooks::Data`] in its header,
+//!   as a `task_struct` carries its `pid` and `mm_cid`, and the hooks receive it by reference:
+//!   the runtime is generic over its hooks, so no lookup, allocation or indirect call is added
+//!   to a switch (with [`NoHooks`] the hooks compile away). Switch-out runs before the task's
+//!   state leaves running, so one task's switch hooks never overlap across workers (the kernel's
+//!   `on_cpu` rule).
+//!
 
 mod hooks;
 mod idle;
 mod join;
+mod registry;
 mod runtime;
 mod stats;
 mod task;
@@ -74,7 +81,7 @@ pub mod protocol {
     #![doc = include_str!("PROTOCOL.md")]
 }
 
-pub use hooks::{Exit, Hooks, TaskId};
+pub use hooks::{Exit, Hooks, NoHooks, TaskId};
 pub use join::{JoinError, JoinHandle};
-pub use runtime::{BuildError, Builder, Handle, Policy, Runtime, MAX_WORKERS};
+pub use runtime::{spawn, BuildError, Builder, Handle, NoRuntime, Policy, Runtime, MAX_WORKERS};
 pub use stats::Stats;

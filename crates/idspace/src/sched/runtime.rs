@@ -1,13 +1,19 @@
 //! The runtime: workers, spawning, the wakeup path (`try_to_wake_up`) and shutdown.
 
+use std::any::Any;
+use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
+use std::panic::{self, AssertUnwindSafe};
+use std::pin::pin;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use super::hooks::{Exit, Hooks, TaskId};
+use super::hooks::{Exit, Hooks, NoHooks, TaskId};
 use super::join::{JoinHandle, JoinSlot};
+use super::registry::Registry;
 use super::stats::{Counters, Stats};
 use super::task::{Schedule, Task};
 use super::worker::{self, PollBudget, Worker};
@@ -93,13 +99,23 @@ impl fmt::Display for BuildError {
 
 impl std::error::Error for BuildError {}
 
-/// Configures and starts a [`Runtime`].
-#[derive(Clone)]
-pub struct Builder {
+/// Configures and starts a [`Runtime`] whose tasks carry the data of hooks `H`.
+pub struct Builder<H: Hooks = NoHooks> {
     workers: usize,
     policy: Policy,
     poll: Duration,
-    hooks: Option<Arc<dyn Hooks>>,
+    hooks: Arc<H>,
+}
+
+impl<H: Hooks> Clone for Builder<H> {
+    fn clone(&self) -> Self {
+        Builder {
+            workers: self.workers,
+            policy: self.policy,
+            poll: self.poll,
+            hooks: Arc::clone(&self.hooks),
+        }
+    }
 }
 
 impl Default for Builder {
@@ -108,28 +124,30 @@ impl Default for Builder {
     }
 }
 
-impl fmt::Debug for Builder {
+impl<H: Hooks> fmt::Debug for Builder<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
             .field("workers", &self.workers)
             .field("policy", &self.policy)
             .field("poll", &self.poll)
-            .field("hooks", &self.hooks.is_some())
+            .field("hooks", &std::any::type_name::<H>())
             .finish()
     }
 }
 
 impl Builder {
-    /// One worker per available CPU, the `wakelist` policy, 50 µs of idle polling.
+    /// One worker per available CPU, the `wakelist` policy, 50 µs of idle polling, no hooks.
     pub fn new() -> Self {
         Builder {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             policy: Policy::Wakelist,
             poll: Duration::from_micros(50),
-            hooks: None,
+            hooks: Arc::new(NoHooks),
         }
     }
+}
 
+impl<H: Hooks> Builder<H> {
     /// The number of workers (1 to [`MAX_WORKERS`]).
     pub fn workers(mut self, workers: usize) -> Self {
         self.workers = workers;
@@ -149,14 +167,19 @@ impl Builder {
         self
     }
 
-    /// Life-cycle hooks called at task creation, switch-in, switch-out and exit.
-    pub fn hooks(mut self, hooks: Arc<dyn Hooks>) -> Self {
-        self.hooks = Some(hooks);
-        self
+    /// Life-cycle hooks called at task creation, switch-in, switch-out and exit; every task of
+    /// the runtime then carries the hooks' [`Data`](Hooks::Data).
+    pub fn hooks<K: Hooks>(self, hooks: Arc<K>) -> Builder<K> {
+        Builder {
+            workers: self.workers,
+            policy: self.policy,
+            poll: self.poll,
+            hooks,
+        }
     }
 
     /// Starts the workers.
-    pub fn build(self) -> Result<Runtime, BuildError> {
+    pub fn build(self) -> Result<Runtime<H>, BuildError> {
         if self.workers == 0 || self.workers > MAX_WORKERS {
             return Err(BuildError::Workers(self.workers));
         }
@@ -181,15 +204,16 @@ impl Builder {
     }
 }
 
-impl Builder {
+impl<H: Hooks> Builder<H> {
     /// The shared state of a runtime with this configuration, without its worker threads.
-    fn shared(self) -> Arc<Shared> {
+    fn shared(self) -> Arc<Shared<H>> {
         Arc::new(Shared {
             workers: (0..self.workers).map(|_| Worker::new()).collect(),
             external: CachePadded::new(Counters::default()),
             policy: self.policy,
             poll: PollBudget(self.poll),
-            hooks: self.hooks.unwrap_or_else(|| Arc::new(NoHooks)),
+            hooks: self.hooks,
+            registry: Registry::new(),
             shutdown: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             next_worker: AtomicUsize::new(0),
@@ -198,7 +222,10 @@ impl Builder {
 }
 
 #[cfg(not(loom))]
-fn spawn_worker(index: usize, shared: Arc<Shared>) -> Result<thread::JoinHandle<()>, String> {
+fn spawn_worker<H: Hooks>(
+    index: usize,
+    shared: Arc<Shared<H>>,
+) -> Result<thread::JoinHandle<()>, String> {
     thread::Builder::new()
         .name(format!("idspace-worker-{index}"))
         .spawn(move || worker::run(shared, index))
@@ -206,39 +233,40 @@ fn spawn_worker(index: usize, shared: Arc<Shared>) -> Result<thread::JoinHandle<
 }
 
 #[cfg(loom)]
-fn spawn_worker(index: usize, shared: Arc<Shared>) -> Result<thread::JoinHandle<()>, String> {
+fn spawn_worker<H: Hooks>(
+    index: usize,
+    shared: Arc<Shared<H>>,
+) -> Result<thread::JoinHandle<()>, String> {
     Ok(thread::spawn(move || worker::run(shared, index)))
 }
 
-struct NoHooks;
-
-impl Hooks for NoHooks {}
-
 /// One of a runtime's tasks, as queues and wakers hold it: its scheduler is the runtime's
 /// shared state.
-pub(crate) type TaskRef = sync::Arc<Task<Arc<Shared>>>;
+pub(crate) type TaskRef<H> = sync::Arc<Task<Arc<Shared<H>>>>;
 
 /// What the workers, the tasks and the handles share.
-pub(crate) struct Shared {
-    workers: Box<[Worker]>,
+pub(crate) struct Shared<H: Hooks> {
+    workers: Box<[Worker<H>]>,
     /// Counters for wakeups made by threads that are not workers.
     external: CachePadded<Counters>,
     policy: Policy,
     poll: PollBudget,
-    hooks: Arc<dyn Hooks>,
+    hooks: Arc<H>,
+    /// Every live task, for shutdown.
+    registry: Registry<H>,
     shutdown: AtomicBool,
     next_id: AtomicU64,
     /// Round-robin start for tasks spawned from outside the runtime.
     next_worker: AtomicUsize,
 }
 
-impl Shared {
-    pub(crate) fn worker(&self, index: usize) -> &Worker {
+impl<H: Hooks> Shared<H> {
+    pub(crate) fn worker(&self, index: usize) -> &Worker<H> {
         &self.workers[index]
     }
 
-    pub(crate) fn hooks(&self) -> &dyn Hooks {
-        &*self.hooks
+    pub(crate) fn hooks(&self) -> &H {
+        &self.hooks
     }
 
     pub(crate) fn poll_budget(&self) -> PollBudget {
@@ -259,11 +287,16 @@ impl Shared {
     }
 
     /// Cancels a task that could not be queued (or was left queued) at shutdown.
-    pub(crate) fn cancel(&self, task: TaskRef, here: Option<usize>) {
-        let id = task.id();
-        Task::cancel(task);
+    pub(crate) fn cancel(&self, task: TaskRef<H>, here: Option<usize>) {
+        Task::cancel(&task);
         self.counters(here).cancelled.add(1);
-        self.hooks.exited(id, here, Exit::Cancelled);
+        self.exited(&task, here, Exit::Cancelled);
+    }
+
+    /// A task ended: it leaves the registry and the exit hook runs.
+    pub(crate) fn exited(&self, task: &Task<Arc<Self>>, here: Option<usize>, how: Exit) {
+        self.registry.remove(task.id());
+        self.hooks.exited(task.id(), task.data(), here, how);
     }
 
     /// Chooses the worker a woken task goes to (`select_task_rq_fair`): its last worker if that
@@ -289,13 +322,13 @@ impl Shared {
 
     /// `try_to_wake_up` after the task's state was claimed (it is `QUEUED` and ours): choose a
     /// target and get the task onto it by the runtime's policy.
-    fn wake(&self, task: TaskRef) {
+    fn wake(&self, task: TaskRef<H>) {
         let here = worker::current(self);
         let target = self.select_target(task.last_worker(), here);
         self.queue(task, target, here);
     }
 
-    fn queue(&self, task: TaskRef, target: usize, here: Option<usize>) {
+    fn queue(&self, task: TaskRef<H>, target: usize, here: Option<usize>) {
         let counters = self.counters(here);
         let worker = &self.workers[target];
         if here == Some(target) {
@@ -330,7 +363,8 @@ impl Shared {
         }
     }
 
-    fn spawn<F>(self: &Arc<Self>, future: F) -> JoinHandle<F::Output>
+    /// Spawns `future` with the data the hooks' `created` makes, or with `data` if given.
+    fn spawn<F>(self: &Arc<Self>, data: Option<H::Data>, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
@@ -343,9 +377,10 @@ impl Shared {
             self.next_worker.fetch_add(1, Ordering::Relaxed) % self.workers.len()
         });
         let slot = JoinSlot::new();
-        let task = Task::spawned(Arc::clone(self), id, home, future, Arc::clone(&slot));
+        let data = data.unwrap_or_else(|| self.hooks.created(id, here));
+        let task = Task::spawned(Arc::clone(self), id, home, data, future, Arc::clone(&slot));
+        self.registry.insert(&task);
         self.counters(here).spawned.add(1);
-        self.hooks.created(id, here);
         // A new task is placed like a woken one (`wake_up_new_task`).
         let target = self.select_target(home, here);
         self.queue(task, target, here);
@@ -363,24 +398,97 @@ impl Shared {
 }
 
 /// What tasks ask of the runtime. A task holds its runtime's `Arc<Shared>` as its scheduler.
-impl Schedule for Arc<Shared> {
-    fn schedule(&self, task: TaskRef) {
+impl<H: Hooks> Schedule for Arc<Shared<H>> {
+    type Data = H::Data;
+
+    fn schedule(&self, task: TaskRef<H>) {
         self.wake(task);
     }
 
     fn abandoned(&self, task: &Task<Self>) {
-        self.hooks.exited(task.id(), None, Exit::Cancelled);
+        self.exited(task, None, Exit::Cancelled);
+    }
+}
+
+sync::thread_local! {
+    /// The runtime the current thread works for: set on its workers, and on a thread inside
+    /// [`Runtime::block_on`]. Type-erased, as the runtime is generic over its hooks.
+    static ENTERED: RefCell<Option<Arc<dyn Any + Send + Sync>>> = RefCell::new(None);
+}
+
+/// Makes `shared` the current thread's runtime until the guard drops (then the previous one).
+pub(crate) fn enter<H: Hooks>(shared: Arc<Shared<H>>) -> Entered {
+    let shared: Arc<dyn Any + Send + Sync> = shared;
+    Entered(ENTERED.with(|entered| entered.borrow_mut().replace(shared)))
+}
+
+/// Restores the previous runtime of the thread when dropped.
+pub(crate) struct Entered(Option<Arc<dyn Any + Send + Sync>>);
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        let previous = self.0.take();
+        ENTERED.with(|entered| *entered.borrow_mut() = previous);
+    }
+}
+
+/// Why [`Handle::current`] or [`spawn`] found no runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoRuntime;
+
+impl fmt::Display for NoRuntime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "not inside a runtime of this kind: call from one of its tasks or its block_on"
+        )
+    }
+}
+
+impl std::error::Error for NoRuntime {}
+
+/// Spawns `future` onto the runtime (without hooks) that runs the calling code: from inside its
+/// tasks or its [`Runtime::block_on`]. Within a runtime with hooks, use
+/// [`Handle::current`] with the hooks' type.
+///
+/// # Errors
+/// [`NoRuntime`] when the caller is not inside such a runtime.
+pub fn spawn<F>(future: F) -> Result<JoinHandle<F::Output>, NoRuntime>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    Handle::<NoHooks>::current().map(|handle| handle.spawn(future))
+}
+
+/// Wakes the thread blocked in [`Runtime::block_on`].
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
     }
 }
 
 /// A cheap, clonable handle that spawns onto a runtime, from inside its tasks or from any
 /// thread.
-#[derive(Clone)]
-pub struct Handle {
-    shared: Arc<Shared>,
+pub struct Handle<H: Hooks = NoHooks> {
+    shared: Arc<Shared<H>>,
 }
 
-impl fmt::Debug for Handle {
+impl<H: Hooks> Clone for Handle<H> {
+    fn clone(&self) -> Self {
+        Handle {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<H: Hooks> fmt::Debug for Handle<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Handle")
             .field("workers", &self.shared.workers.len())
@@ -389,7 +497,20 @@ impl fmt::Debug for Handle {
     }
 }
 
-impl Handle {
+impl<H: Hooks> Handle<H> {
+    /// The handle of the runtime running the calling code (from inside one of its tasks, or
+    /// inside its [`Runtime::block_on`]).
+    ///
+    /// # Errors
+    /// [`NoRuntime`] outside a runtime, or inside one whose hooks are not `H`.
+    pub fn current() -> Result<Handle<H>, NoRuntime> {
+        ENTERED
+            .with(|entered| entered.borrow().clone())
+            .and_then(|shared| shared.downcast::<Shared<H>>().ok())
+            .map(|shared| Handle { shared })
+            .ok_or(NoRuntime)
+    }
+
     /// Spawns `future` as a new task. After shutdown the task is cancelled at once and its
     /// handle reports [`JoinError::Cancelled`](super::JoinError::Cancelled).
     pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
@@ -397,7 +518,23 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.shared.spawn(future)
+        self.shared.spawn(None, future)
+    }
+
+    /// Spawns `future` as a new task carrying `data` (the hooks' `created` is not called for
+    /// it): for callers that know more about the new task than the hooks can, such as the
+    /// process it belongs to.
+    pub fn spawn_with<F>(&self, data: H::Data, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.shared.spawn(Some(data), future)
+    }
+
+    /// The runtime's hooks.
+    pub fn hooks(&self) -> &H {
+        self.shared.hooks()
     }
 
     /// The runtime's wakeup policy.
@@ -448,13 +585,13 @@ impl Handle {
 /// # Ok(())
 /// # }
 /// ```
-pub struct Runtime {
-    handle: Handle,
+pub struct Runtime<H: Hooks = NoHooks> {
+    handle: Handle<H>,
     threads: Vec<thread::JoinHandle<()>>,
     cancelled: usize,
 }
 
-impl fmt::Debug for Runtime {
+impl<H: Hooks> fmt::Debug for Runtime<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Runtime")
             .field("handle", &self.handle)
@@ -467,9 +604,11 @@ impl Runtime {
     pub fn new(workers: usize, policy: Policy) -> Result<Runtime, BuildError> {
         Builder::new().workers(workers).policy(policy).build()
     }
+}
 
+impl<H: Hooks> Runtime<H> {
     /// A handle for spawning.
-    pub fn handle(&self) -> &Handle {
+    pub fn handle(&self) -> &Handle<H> {
         &self.handle
     }
 
@@ -482,14 +621,27 @@ impl Runtime {
         self.handle.spawn(future)
     }
 
-    /// Runs `future` as a task and blocks the calling thread until it finishes. Call it from
-    /// outside the runtime.
-    pub fn block_on<F>(&self, future: F) -> Result<F::Output, super::JoinError>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.spawn(future).join()
+    /// Runs `future` on the calling thread, parking it while the future waits, until it
+    /// finishes; the future may borrow from the caller and need not be `Send`. Inside it,
+    /// [`Handle::current`] and [`spawn`] reach this runtime, and awaiting the runtime's tasks
+    /// works as anywhere. The future is not one of the runtime's tasks (no hooks see it). Call
+    /// it from outside the runtime: a worker blocked here cannot run the tasks it waits for.
+    ///
+    /// # Errors
+    /// [`JoinError::Panicked`](super::JoinError::Panicked) if the future panicked.
+    pub fn block_on<F: Future>(&self, future: F) -> Result<F::Output, super::JoinError> {
+        let _entered = enter(Arc::clone(&self.handle.shared));
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        let mut future = pin!(future);
+        loop {
+            match panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx))) {
+                Ok(Poll::Ready(output)) => return Ok(output),
+                // A wakeup before the park leaves its token: the park returns at once.
+                Ok(Poll::Pending) => std::thread::park(),
+                Err(payload) => return Err(super::JoinError::Panicked(payload)),
+            }
+        }
     }
 
     /// Counters of how wakeups travelled so far.
@@ -498,8 +650,10 @@ impl Runtime {
     }
 
     /// Stops the workers (each finishes the poll it is in), then cancels every task still
-    /// queued; wakeups from then on cancel their task instead of queueing it. Returns how many
-    /// tasks were cancelled here. Idempotent; dropping the runtime does it too.
+    /// queued and every task asleep (their futures are dropped and their handles report
+    /// [`JoinError::Cancelled`](super::JoinError::Cancelled), even while something still holds
+    /// their wakers); wakeups and spawns from then on cancel their task instead of queueing it.
+    /// Returns how many tasks were cancelled here. Idempotent; dropping the runtime does it too.
     pub fn shutdown(&mut self) -> usize {
         let shared = &self.handle.shared;
         // Published like work: `notify` below fences before reading each idle word.
@@ -518,11 +672,19 @@ impl Runtime {
                 self.cancelled += 1;
             }
         }
+        // The sleepers: claimed as a wakeup claims them (so a racing waker or a task that just
+        // ended is left alone), then cancelled as a wakeup onto a closed queue would be.
+        for task in shared.registry.drain() {
+            if task.claim_wakeup() {
+                shared.cancel(task, None);
+                self.cancelled += 1;
+            }
+        }
         self.cancelled
     }
 }
 
-impl Drop for Runtime {
+impl<H: Hooks> Drop for Runtime<H> {
     fn drop(&mut self) {
         self.shutdown();
     }
@@ -533,11 +695,12 @@ mod tests {
     use super::*;
 
     /// A task for `shared` that nothing runs: the workers have no threads.
-    fn idle_task(shared: &Arc<Shared>, home: usize) -> TaskRef {
+    fn idle_task(shared: &Arc<Shared<NoHooks>>, home: usize) -> TaskRef<NoHooks> {
         Task::spawned(
             Arc::clone(shared),
             TaskId(1),
             home,
+            (),
             async {},
             JoinSlot::<()>::new(),
         )

@@ -24,15 +24,16 @@
 //!
 //! # Header and body
 //!
-//! The state word, the wakelist link, the last worker, the ID and the scheduler are the task's
-//! *header*: read by wakers, workers and hooks at any time. The *body* (the future and its join
-//! slot) sits in a [`sync::UnsafeCell`](crate::sync::UnsafeCell) that only the owner of the
-//! task's state may enter (the rule `Task`'s `Sync` rests on; under loom every entry is checked
-//! against it). Per-task data that the life-cycle hooks receive by reference (a PID, a CID,
-//! timers) belongs in the header, as one more field whose type the scheduler names (an
-//! associated type of [`Schedule`]), and never in the body: the worker hands it to the hooks at
-//! switch-in and switch-out while the poll owns the body, and the exit paths already have the
-//! whole task at hand (`Schedule::abandoned` receives `&Task`).
+//! The state word, the wakelist link, the last worker, the ID, the scheduler and the per-task
+//! data are the task's *header*: read by wakers, workers and hooks at any time. The *body* (the
+//! future and its join slot) sits in a [`sync::UnsafeCell`](crate::sync::UnsafeCell) that only
+//! the owner of the task's state may enter (the rule `Task`'s `Sync` rests on; under loom every
+//! entry is checked against it). The per-task data that the life-cycle hooks receive by
+//! reference (a PID, a CID, timers) is a header field whose type the scheduler names
+//! ([`Schedule::Data`]), never part of the body: the worker hands it to the hooks at switch-in
+//! and switch-out while the poll owns the body, and the exit paths have the whole task at hand
+//! (`Schedule::abandoned` receives `&Task`). It is immutable as far as the task is concerned
+//! (`Sync`, shared by reference), so it needs no ownership rule of its own.
 
 use std::future::Future;
 use std::mem::ManuallyDrop;
@@ -54,6 +55,9 @@ const DONE: u32 = 4;
 
 /// What a task needs from the scheduler that runs it, and nothing more.
 pub(crate) trait Schedule: Send + Sync + Sized + 'static {
+    /// What each task carries for the scheduler's hooks, in its header.
+    type Data: Send + Sync + 'static;
+
     /// Gets `task` onto a run queue or wakelist: the rest of `try_to_wake_up`, after a wakeup
     /// claimed the task (it is `QUEUED`, and the caller owns that state).
     fn schedule(&self, task: Arc<Task<Self>>);
@@ -149,6 +153,8 @@ pub(crate) struct Task<S: Schedule> {
     id: TaskId,
     /// The scheduler that queues it when it is woken.
     scheduler: S,
+    /// The task's own data for the life-cycle hooks (a PID, a CID slot), set at spawn.
+    data: S::Data,
     /// Entered only by the thread that owns the task's state: the worker that moved it to
     /// `RUNNING`, a canceller holding it `QUEUED`, or the last owner in `Drop`.
     body: UnsafeCell<Option<Pin<Box<dyn Body>>>>,
@@ -156,7 +162,7 @@ pub(crate) struct Task<S: Schedule> {
 
 // SAFETY: `body` is only entered under the ownership rule above (a state the entering thread
 // alone moved the task into, or the last reference), every other field is atomic, immutable or
-// the scheduler (`Sync` by the `Schedule` bound), and `Body: Send`.
+// the scheduler and the data (`Sync` by the `Schedule` bounds), and `Body: Send`.
 unsafe impl<S: Schedule> Sync for Task<S> {}
 
 impl<S: Schedule> Linked for Task<S> {
@@ -171,8 +177,8 @@ pub(crate) enum Polled<S: Schedule> {
     Sleeping,
     /// It was woken while running: the caller must queue it again.
     Requeue(Arc<Task<S>>),
-    /// It finished.
-    Exited(Exit),
+    /// It finished; the caller holds the last worker's reference for the exit hooks.
+    Exited(Arc<Task<S>>, Exit),
 }
 
 /// How a poll ended, decided while the body was entered.
@@ -189,6 +195,7 @@ impl<S: Schedule> Task<S> {
         scheduler: S,
         id: TaskId,
         worker: usize,
+        data: S::Data,
         future: F,
         slot: std::sync::Arc<JoinSlot<F::Output>>,
     ) -> Arc<Self>
@@ -207,6 +214,7 @@ impl<S: Schedule> Task<S> {
             last_worker: AtomicUsize::new(worker),
             id,
             scheduler,
+            data,
             body: UnsafeCell::new(Some(body)),
         })
     }
@@ -215,12 +223,26 @@ impl<S: Schedule> Task<S> {
         self.id
     }
 
+    /// The task's own data, set at spawn.
+    pub(crate) fn data(&self) -> &S::Data {
+        &self.data
+    }
+
     pub(crate) fn last_worker(&self) -> usize {
         self.last_worker.load(Ordering::Relaxed)
     }
 
     /// Polls `task` once on `worker`. The caller took it off a queue, so it is `QUEUED`.
-    pub(crate) fn run(task: Arc<Self>, worker: usize) -> Polled<S> {
+    ///
+    /// `switched_out` runs after the poll and before the task leaves `RUNNING`: no other
+    /// worker can switch the task in until it returns, so switch-in and switch-out hooks of one
+    /// task never overlap, and what `switched_out` writes into the task's data reaches the
+    /// next switch-in through the state word (Release below, Acquire at the next `run`).
+    pub(crate) fn run(
+        task: Arc<Self>,
+        worker: usize,
+        switched_out: impl FnOnce(&Self),
+    ) -> Polled<S> {
         // Acquire pairs with the Release of whoever last changed the state (the previous poll's
         // `RUNNING -> SLEEPING`, then a waker's CAS): the body's last writes are visible.
         let previous = task.state.swap(RUNNING, Ordering::Acquire);
@@ -254,6 +276,7 @@ impl<S: Schedule> Task<S> {
                 }
             }
         });
+        switched_out(&task);
         match outcome {
             Outcome::Pending => {
                 // Release pairs with the next waker's Acquire CAS: the body's writes from this
@@ -274,7 +297,7 @@ impl<S: Schedule> Task<S> {
             }
             Outcome::Finished(body, how) => {
                 task.finish(body);
-                Polled::Exited(how)
+                Polled::Exited(task, how)
             }
         }
     }
@@ -288,7 +311,7 @@ impl<S: Schedule> Task<S> {
 
     /// Cancels a task the caller took off a queue (or could not queue): drops its future, and
     /// its join handle reports [`JoinError::Cancelled`].
-    pub(crate) fn cancel(task: Arc<Self>) {
+    pub(crate) fn cancel(task: &Self) {
         debug_assert_eq!(task.state.load(Ordering::Relaxed), QUEUED);
         let body = task.body.with_mut(|body| {
             // SAFETY: the caller owns the task's QUEUED state: it is on no list and not running,
@@ -300,7 +323,7 @@ impl<S: Schedule> Task<S> {
 
     /// The waker's half of `try_to_wake_up`: returns whether this wakeup claimed the right (and
     /// the duty) to queue the task.
-    fn claim_wakeup(&self) -> bool {
+    pub(crate) fn claim_wakeup(&self) -> bool {
         let mut state = self.state.load(Ordering::Relaxed);
         loop {
             let next = match state {

@@ -7,6 +7,7 @@ use std::time::Duration;
 #[cfg(not(loom))]
 use std::time::Instant;
 
+use super::hooks::Hooks;
 use super::idle::{Idle, Notice};
 use super::runtime::{Shared, TaskRef};
 use super::stats::Counters;
@@ -16,34 +17,34 @@ use crate::sync::{self, AtomicUsize, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
 
 /// The run queue proper (`struct rq`'s task list), guarded by the worker's lock.
-pub(crate) struct RunQueue {
-    tasks: VecDeque<TaskRef>,
+pub(crate) struct RunQueue<H: Hooks> {
+    tasks: VecDeque<TaskRef<H>>,
     /// Set at shutdown: nothing may be queued any more.
     closed: bool,
 }
 
 /// The wakelist and the count of wakeups pushed but not yet moved to the run queue
 /// (`rq->ttwu_pending`, kept as a count). They share a line: a waker touches both.
-pub(crate) struct Inbox {
-    list: Wakelist<Task<Arc<Shared>>>,
+pub(crate) struct Inbox<H: Hooks> {
+    list: Wakelist<Task<Arc<Shared<H>>>>,
     pending: AtomicUsize,
 }
 
 /// One worker's shared state. Fields written by other workers sit on their own cache lines.
-pub(crate) struct Worker {
+pub(crate) struct Worker<H: Hooks> {
     /// The run queue and its lock (`rq->lock`).
-    queue: CachePadded<Mutex<RunQueue>>,
+    queue: CachePadded<Mutex<RunQueue<H>>>,
     /// Tasks in `queue` (`rq->nr_running` minus the current task), readable without the lock.
     queued: CachePadded<AtomicUsize>,
     /// The wakelist side.
-    inbox: CachePadded<Inbox>,
+    inbox: CachePadded<Inbox<H>>,
     /// The idle word.
     pub(crate) idle: CachePadded<Idle>,
     /// Counters of wakeups made *by* tasks running on this worker.
     pub(crate) counters: CachePadded<Counters>,
 }
 
-impl Worker {
+impl<H: Hooks> Worker<H> {
     pub(crate) fn new() -> Self {
         Worker {
             queue: CachePadded::new(Mutex::new(RunQueue {
@@ -83,7 +84,7 @@ impl Worker {
     }
 
     /// Queues `task` under the run-queue lock, or hands it back if the runtime shut down.
-    pub(crate) fn enqueue(&self, task: TaskRef) -> Result<(), TaskRef> {
+    pub(crate) fn enqueue(&self, task: TaskRef<H>) -> Result<(), TaskRef<H>> {
         let mut queue = sync::lock(&self.queue);
         if queue.closed {
             return Err(task);
@@ -97,7 +98,7 @@ impl Worker {
 
     /// Pushes `task` onto the wakelist. Returns whether the list was empty (so the worker must
     /// be notified), or hands the task back if the runtime shut down.
-    pub(crate) fn push_wakelist(&self, task: TaskRef) -> Result<bool, TaskRef> {
+    pub(crate) fn push_wakelist(&self, task: TaskRef<H>) -> Result<bool, TaskRef<H>> {
         let Inbox { list, pending } = &*self.inbox;
         // Counted before the push, so that the worker looks busy to the next waker choosing a
         // target. Relaxed: a placement hint; the list itself carries the task.
@@ -110,7 +111,7 @@ impl Worker {
     /// The next task to run: everything on the wakelist first moves to the back of the run
     /// queue, under one lock hold per batch (`sched_ttwu_pending`), and the front of the queue is
     /// taken in the same hold. The pending count drops only after the batch is queued.
-    fn next_task(&self) -> Option<TaskRef> {
+    fn next_task(&self) -> Option<TaskRef<H>> {
         let Inbox { list, pending } = &*self.inbox;
         let batch = list.take_all();
         let count = batch.len();
@@ -132,7 +133,7 @@ impl Worker {
         task
     }
 
-    fn pop(&self) -> Option<TaskRef> {
+    fn pop(&self) -> Option<TaskRef<H>> {
         if self.queued.load(Ordering::Relaxed) == 0 {
             return None;
         }
@@ -143,8 +144,8 @@ impl Worker {
     }
 
     /// Closes the run queue and the wakelist and returns every task left on them.
-    pub(crate) fn close(&self) -> Vec<TaskRef> {
-        let mut left: Vec<TaskRef> = self.inbox.list.close().collect();
+    pub(crate) fn close(&self) -> Vec<TaskRef<H>> {
+        let mut left: Vec<TaskRef<H>> = self.inbox.list.close().collect();
         let mut queue = sync::lock(&self.queue);
         queue.closed = true;
         left.extend(queue.tasks.drain(..));
@@ -175,9 +176,9 @@ sync::thread_local! {
 }
 
 /// The index of the current thread's worker, if it is a worker of `shared`.
-pub(crate) fn current(shared: &Shared) -> Option<usize> {
+pub(crate) fn current<H: Hooks>(shared: &Shared<H>) -> Option<usize> {
     let (runtime, worker) = CURRENT.with(|current| current.get());
-    (runtime == shared as *const Shared as usize).then_some(worker)
+    (runtime == shared as *const Shared<H> as usize).then_some(worker)
 }
 
 /// How long a worker polls before it parks. Under loom, where time does not pass, a non-zero
@@ -186,8 +187,9 @@ pub(crate) fn current(shared: &Shared) -> Option<usize> {
 pub(crate) struct PollBudget(pub(crate) Duration);
 
 /// The worker thread's body.
-pub(crate) fn run(shared: Arc<Shared>, index: usize) {
+pub(crate) fn run<H: Hooks>(shared: Arc<Shared<H>>, index: usize) {
     CURRENT.with(|current| current.set((Arc::as_ptr(&shared) as usize, index)));
+    let entered = super::runtime::enter(Arc::clone(&shared));
     shared.hooks().worker_started(index);
     let worker = shared.worker(index);
     loop {
@@ -201,15 +203,16 @@ pub(crate) fn run(shared: Arc<Shared>, index: usize) {
         idle(&shared, worker);
     }
     shared.hooks().worker_stopped(index);
+    drop(entered);
     CURRENT.with(|current| current.set((0, 0)));
 }
 
-fn run_task(shared: &Shared, worker: &Worker, index: usize, task: TaskRef) {
-    let id = task.id();
+fn run_task<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, index: usize, task: TaskRef<H>) {
     let hooks = shared.hooks();
-    hooks.switched_in(id, index);
-    let polled = Task::run(task, index);
-    hooks.switched_out(id, index);
+    hooks.switched_in(task.id(), task.data(), index);
+    let polled = Task::run(task, index, |task| {
+        hooks.switched_out(task.id(), task.data(), index)
+    });
     match polled {
         Polled::Sleeping => {}
         Polled::Requeue(task) => {
@@ -219,12 +222,12 @@ fn run_task(shared: &Shared, worker: &Worker, index: usize, task: TaskRef) {
                 shared.cancel(task, Some(index));
             }
         }
-        Polled::Exited(how) => hooks.exited(id, Some(index), how),
+        Polled::Exited(task, how) => shared.exited(&task, Some(index), how),
     }
 }
 
 /// The idle loop: announce, recheck, poll for a bounded while, then sleep until notified.
-fn idle(shared: &Shared, worker: &Worker) {
+fn idle<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>) {
     worker.idle.start_polling();
     // The recheck after the fenced announcement: a waker that published before it is seen here;
     // one that publishes after it sees POLLING and notifies.
@@ -241,7 +244,7 @@ fn idle(shared: &Shared, worker: &Worker) {
 /// Spins until work or a notification arrives or the budget runs out; returns whether it
 /// ended early.
 #[cfg(not(loom))]
-fn poll(shared: &Shared, worker: &Worker, budget: PollBudget) -> bool {
+fn poll<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, budget: PollBudget) -> bool {
     if budget.0.is_zero() {
         return false;
     }
@@ -260,7 +263,7 @@ fn poll(shared: &Shared, worker: &Worker, budget: PollBudget) -> bool {
 }
 
 #[cfg(loom)]
-fn poll(shared: &Shared, worker: &Worker, budget: PollBudget) -> bool {
+fn poll<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, budget: PollBudget) -> bool {
     // As in the real loop, no budget means no look at all; otherwise one look, so that models
     // cover a waker that finds the worker polling without unbounded spinning.
     if budget.0.is_zero() {

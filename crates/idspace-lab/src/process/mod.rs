@@ -1,0 +1,391 @@
+//! Experiment `process`: what processes cost through the runtime. The IDs' cost per switch
+//! (ping-pong with no hooks, with per-task data only, and with each task a thread of a process
+//! taking a CID from each CID design at every switch-in), and the time to checkpoint and restore
+//! a 64-thread process in a 4-level namespace with 2048 timers 512 apart.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use idspace::cid::{BitmapCids, LazyCids, Rework};
+use idspace::pid::{IdrOnce, PerCpu, ROOT};
+use idspace::process::{CidDesign, PidDesign, ProcessHooks, Processes, TableDesign};
+use idspace::sched::{Builder, Exit, Hooks, Policy, TaskId};
+use idspace::table::{Radix, ScaledHash};
+
+mod pool;
+
+use crate::measure::names;
+use crate::model::{Row, Section, Table};
+use crate::wake::workloads::{ping_pong, Task};
+use crate::{Context, Experiment, Scale};
+
+/// The experiment.
+pub struct Process;
+
+/// The workers of the ping-pong runs: one, so that every wakeup is local and no worker parks;
+/// the time per switch is then the runtime's own path with the hooks, not wakeup latency
+/// (which on a shared 2-core machine varies by tens of microseconds between runs).
+const WORKERS: usize = 1;
+
+/// The workers of the pool runs that are not oversubscribed: the seed's 2.
+const WORKERS_POOL: usize = 2;
+
+/// Hooks whose tasks carry data and touch it at every switch, without any IDs: the cost of
+/// per-task data alone.
+struct DataOnly;
+
+impl Hooks for DataOnly {
+    type Data = AtomicU64;
+
+    fn created(&self, _task: TaskId, _worker: Option<usize>) -> AtomicU64 {
+        AtomicU64::new(0)
+    }
+
+    fn switched_in(&self, _task: TaskId, data: &AtomicU64, worker: usize) {
+        // Relaxed: only this task's switch hooks touch it, and they never overlap.
+        data.store(worker as u64 + 1, Ordering::Relaxed);
+    }
+
+    fn switched_out(&self, _task: TaskId, data: &AtomicU64, _worker: usize) {
+        data.store(0, Ordering::Relaxed);
+    }
+
+    fn exited(&self, _task: TaskId, data: &AtomicU64, _worker: Option<usize>, _how: Exit) {
+        std::hint::black_box(data.load(Ordering::Relaxed));
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Switch {
+    NoHooks,
+    DataOnly,
+    Ids(&'static str),
+}
+
+impl crate::measure::Candidate for Switch {
+    fn name(&self) -> &str {
+        match self {
+            Switch::NoHooks => "no hooks",
+            Switch::DataOnly => "data only",
+            Switch::Ids(cid) => cid,
+        }
+    }
+}
+
+/// Runs `tasks` (pairs) on a runtime built by `builder`, spawning each with `spawn`; returns
+/// the wall time.
+fn timed(
+    tasks: Vec<Task>,
+    spawn: impl Fn(Task, bool) -> Result<Box<dyn FnOnce() -> Result<(), String>>, String>,
+) -> Result<Duration, String> {
+    let start = Instant::now();
+    let joins: Vec<_> = tasks
+        .into_iter()
+        .enumerate()
+        .map(|(index, task)| spawn(task, index % 2 == 0))
+        .collect::<Result<_, _>>()?;
+    for join in joins {
+        join()?;
+    }
+    Ok(start.elapsed())
+}
+
+/// Ping-pong with each pair a process (its leader and one thread), CIDs from design `C`.
+fn ping_pong_ids<C: CidDesign>(pairs: usize, rounds: u64) -> Result<Duration, String> {
+    let hooks = ProcessHooks::<PerCpu, C, ScaledHash<()>>::for_workers(WORKERS)
+        .map_err(|e| e.to_string())?;
+    hooks.model().fork(ROOT, 0).map_err(|e| e.to_string())?;
+    let runtime = Builder::new()
+        .workers(WORKERS)
+        .policy(Policy::Wakelist)
+        .hooks(Arc::new(hooks))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let handle = runtime.handle().clone();
+    let last = std::cell::Cell::new(0u32);
+    timed(ping_pong(pairs, rounds), |task, leader| {
+        let join = if leader {
+            let model = handle.hooks().model();
+            let before = model.process_ids();
+            let join = handle
+                .spawn_process(ROOT, task)
+                .map_err(|e| e.to_string())?;
+            // The leader's PID: the process that was not there before (its leader cannot have
+            // ended yet, as it waits for its partner).
+            let pid = model
+                .process_ids()
+                .into_iter()
+                .find(|pid| !before.contains(pid))
+                .ok_or("the new process is gone")?;
+            last.set(pid);
+            join
+        } else {
+            handle
+                .spawn_thread_of(last.get(), task)
+                .map_err(|e| e.to_string())?
+        };
+        Ok(Box::new(move || join.join().map_err(|e| e.to_string())))
+    })
+}
+
+fn ping_pong_plain<H: Hooks>(hooks: Arc<H>, pairs: usize, rounds: u64) -> Result<Duration, String> {
+    let runtime = Builder::new()
+        .workers(WORKERS)
+        .policy(Policy::Wakelist)
+        .hooks(hooks)
+        .build()
+        .map_err(|e| e.to_string())?;
+    timed(ping_pong(pairs, rounds), |task, _| {
+        let join = runtime.spawn(task);
+        Ok(Box::new(move || join.join().map_err(|e| e.to_string())))
+    })
+}
+
+/// The checkpoint/restore subject: 64 threads, a 4-level namespace, 2048 timers 512 apart.
+fn checkpoint_restore<P: PidDesign, T: TableDesign>() -> Result<Vec<f64>, String> {
+    let err = |e: idspace::process::ProcessError| e.to_string();
+    let model: Processes<P, Rework, T> = Processes::with_designs(WORKERS).map_err(err)?;
+    model.fork(ROOT, 0).map_err(err)?;
+    let mut ns = ROOT;
+    for _ in 0..4 {
+        ns = model.ns_new(ns).map_err(err)?;
+        model.fork(ns, 0).map_err(err)?;
+    }
+    let pid = model.fork(ns, 0).map_err(err)?.tid();
+    for _ in 0..63 {
+        model.clone_thread(pid, 0).map_err(err)?;
+    }
+    for i in 0..2048 * 512u32 {
+        let id = model.timer_create(pid).map_err(err)?;
+        if i % 512 != 0 {
+            model.timer_delete(pid, id).map_err(err)?;
+        }
+    }
+    let start = Instant::now();
+    let image = model.checkpoint(pid).map_err(err)?;
+    let checkpoint = start.elapsed();
+    model.kill(pid, 0).map_err(err)?;
+    let start = Instant::now();
+    model.restore(ns, &image, 0).map_err(err)?;
+    let restore = start.elapsed();
+    Ok(vec![us(checkpoint), us(restore)])
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// A column of the pool table.
+#[derive(Clone, Copy)]
+struct PoolCandidate(&'static str);
+
+impl crate::measure::Candidate for PoolCandidate {
+    fn name(&self) -> &str {
+        self.0
+    }
+}
+
+fn pool_run(
+    candidate: &PoolCandidate,
+    shape: pool::Shape,
+    workers: usize,
+) -> Result<Vec<f64>, String> {
+    let elapsed = match candidate.0 {
+        "rework" => pool::runtime::<Rework>(shape, workers),
+        "bitmap" => pool::runtime::<BitmapCids>(shape, workers),
+        "lazy" => pool::runtime::<LazyCids>(shape, workers),
+        _ => pool::kernel(shape),
+    }?;
+    let threads = (shape.pools * shape.threads) as f64 * shape.iterations as f64;
+    Ok(vec![threads / elapsed.as_secs_f64()])
+}
+
+#[derive(Clone, Copy)]
+struct Designs(&'static str, fn() -> Result<Vec<f64>, String>);
+
+impl crate::measure::Candidate for Designs {
+    fn name(&self) -> &str {
+        self.0
+    }
+}
+
+impl Experiment for Process {
+    fn name(&self) -> &'static str {
+        "process"
+    }
+
+    fn about(&self) -> &'static str {
+        "processes through the runtime: the IDs' cost per switch, checkpoint and restore"
+    }
+
+    fn run(&self, cx: &mut Context) -> Result<Section, String> {
+        let (pairs, rounds) = match cx.scale {
+            Scale::Quick => (2, 20_000u64),
+            Scale::Full => (4, 100_000u64),
+        };
+        let switches = vec![
+            Switch::NoHooks,
+            Switch::DataOnly,
+            Switch::Ids("rework"),
+            Switch::Ids("bitmap"),
+            Switch::Ids("lazy"),
+        ];
+        let crs = vec![
+            Designs(
+                "percpu + scaled",
+                checkpoint_restore::<PerCpu, ScaledHash<()>>,
+            ),
+            Designs("idr-once + radix", checkpoint_restore::<IdrOnce, Radix<()>>),
+        ];
+        let pool_candidates = [
+            PoolCandidate("rework"),
+            PoolCandidate("bitmap"),
+            PoolCandidate("lazy"),
+            PoolCandidate("kernel"),
+        ];
+        let factor = match cx.scale {
+            Scale::Quick => 1,
+            Scale::Full => 5,
+        };
+        let oversubscribed = (4 * cx.cpus()).clamp(4, 64);
+        let pool_runs: Vec<(pool::Shape, usize)> = [(8, 8, 40 * factor), (32, 32, 4 * factor)]
+            .into_iter()
+            .flat_map(|(pools, threads, iterations)| {
+                [WORKERS_POOL, oversubscribed].map(|workers| {
+                    (
+                        pool::Shape {
+                            pools,
+                            threads,
+                            iterations,
+                        },
+                        workers,
+                    )
+                })
+            })
+            .collect();
+        cx.progress.set_total(
+            (cx.repetitions()
+                * (switches.len() + crs.len() + pool_runs.len() * pool_candidates.len()))
+                as u64,
+        );
+        let mut pool_rows = Vec::new();
+        for &(shape, workers) in &pool_runs {
+            let label = format!(
+                "{}x{} on {workers} workers{}",
+                shape.pools,
+                shape.threads,
+                cx.oversubscribed(workers)
+            );
+            let result = cx.measure(&pool_candidates, &format!("pool {label}"), |c| {
+                pool_run(c, shape, workers)
+            });
+            let rate = result.metric(0);
+            let ratio = |other: &str| {
+                rate.get("rework")
+                    .zip(rate.get(other))
+                    .map(|(rework, other)| rework / other)
+            };
+            pool_rows.push(Row::numbers(
+                format!("{label}: threads/s"),
+                rate.cells().to_vec(),
+                0,
+            ));
+            pool_rows.push(Row::ratios(
+                format!("{label}: rework ÷ bitmap, rework ÷ lazy, rework ÷ kernel"),
+                vec![ratio("bitmap"), ratio("lazy"), ratio("kernel"), None],
+            ));
+        }
+        let label = format!("ping-pong, {pairs} pairs x {rounds} round trips, {WORKERS} workers");
+        let per_switch = cx.measure(&switches, &label, |candidate| {
+            let elapsed = match candidate {
+                Switch::NoHooks => {
+                    ping_pong_plain(Arc::new(idspace::sched::NoHooks), pairs, rounds)
+                }
+                Switch::DataOnly => ping_pong_plain(Arc::new(DataOnly), pairs, rounds),
+                Switch::Ids("rework") => ping_pong_ids::<Rework>(pairs, rounds),
+                Switch::Ids("bitmap") => ping_pong_ids::<BitmapCids>(pairs, rounds),
+                Switch::Ids(_) => ping_pong_ids::<LazyCids>(pairs, rounds),
+            }?;
+            // Every round trip switches each task of the pair in once.
+            let count = (pairs as u64 * rounds * 2) as f64;
+            Ok(vec![elapsed.as_secs_f64() * 1e9 / count])
+        });
+        let ns = per_switch.metric(0);
+        let added: Vec<Option<f64>> = ns
+            .cells()
+            .iter()
+            .map(|cell| cell.zip(ns.get("no hooks")).map(|(v, base)| v - base))
+            .collect();
+        let cr = cx.measure(
+            &crs,
+            "checkpoint/restore, 64 threads, 4 levels, 2048 timers",
+            |c| (c.1)(),
+        );
+        let tables = vec![
+            Table {
+                id: "pool".into(),
+                title: format!(
+                    "tglx's thread create/teardown pool through the runtime, each pool a process \
+                     (PIDs from percpu, CIDs from each design), and with the kernel's pthreads \
+                     (median of {})",
+                    cx.repetitions()
+                ),
+                unit: "threads/s".into(),
+                columns: names(&pool_candidates),
+                rows: pool_rows,
+            },
+            Table {
+                id: "switch".into(),
+                title: format!(
+                    "The IDs' cost per switch: {label} (median of {})",
+                    cx.repetitions()
+                ),
+                unit: "ns".into(),
+                columns: names(&switches),
+                rows: vec![
+                    Row::numbers("per switch", ns.cells().to_vec(), 0),
+                    Row::numbers("added over no hooks", added, 0),
+                ],
+            },
+            Table {
+                id: "checkpoint_restore".into(),
+                title: format!(
+                    "Checkpoint and restore of a 64-thread process in a 4-level namespace with \
+                     2048 timers 512 apart (median of {})",
+                    cx.repetitions()
+                ),
+                unit: "µs".into(),
+                columns: names(&crs),
+                rows: vec![
+                    Row::numbers("checkpoint", cr.metric(0).cells().to_vec(), 0),
+                    Row::numbers("restore", cr.metric(1).cells().to_vec(), 0),
+                ],
+            },
+        ];
+        let mut notes = std::mem::take(&mut cx.notes);
+        notes.push(
+            "Per switch: wall time over switch-ins on one worker (every wakeup local, no \
+             parking), so it is the runtime's own path plus the hooks. \"data only\" carries a \
+             word per task and stores it at every switch (the per-task data path \
+             without IDs); the CID columns make each pair one process (leader and a thread, PIDs \
+             from percpu) taking its CID at every switch-in. Pool: the ratio rows' columns \
+             are rework ÷ bitmap, rework ÷ lazy and rework ÷ kernel, in that order. Not yet \
+             measured here: the kernel's own timer restore path \
+             (`PR_TIMER_CREATE_RESTORE_IDS`)."
+                .to_string(),
+        );
+        Ok(Section {
+            name: "process".into(),
+            title: "Processes through the runtime".into(),
+            intro: vec![
+                "Tasks as threads of processes (`idspace::process` in the runtime): what the IDs \
+                 add to a switch, and what checkpoint and restore take."
+                    .into(),
+            ],
+            tables,
+            plots: Vec::new(),
+            notes,
+        })
+    }
+}

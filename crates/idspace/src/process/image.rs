@@ -1,0 +1,71 @@
+//! Checkpoint images: what CRIU keeps of a process's IDs.
+
+use serde::{Deserialize, Serialize};
+
+use super::ProcessError;
+use crate::table::MAX_ID;
+
+/// A process's IDs as [`checkpoint`](super::Processes::checkpoint) saw them. It carries IDs,
+/// not code: whoever restores it supplies each thread's work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    /// Every thread whose IDs were held, the leader first, then ascending by root-level ID.
+    pub threads: Vec<ThreadImage>,
+    /// The process's timer IDs, ascending.
+    pub timers: Vec<u32>,
+    /// Where the process's next timer ID search starts.
+    pub timer_cursor: u32,
+}
+
+/// One thread of an [`Image`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadImage {
+    /// Its ID at every level, innermost first.
+    pub ids: Vec<u32>,
+    /// Whether it is a zombie leader (exited, IDs held until the group ends).
+    pub zombie: bool,
+}
+
+impl Image {
+    /// Checks what restore relies on; a refusal names the first thing wrong.
+    pub(crate) fn check(&self) -> Result<(), ProcessError> {
+        let bad = |why: &str| Err(ProcessError::BadImage(why.to_string()));
+        let Some(leader) = self.threads.first() else {
+            return bad("no threads");
+        };
+        if self.threads.iter().any(|thread| thread.ids.is_empty()) {
+            return bad("a thread without IDs");
+        }
+        if self.threads.iter().any(|t| t.ids.len() != leader.ids.len()) {
+            return bad("threads at different depths");
+        }
+        if self.threads.iter().skip(1).any(|thread| thread.zombie) {
+            return bad("a zombie that is not the leader");
+        }
+        if leader.zombie && self.threads.len() == 1 {
+            return bad("a zombie leader without live threads");
+        }
+        if self.threads.iter().flat_map(|t| &t.ids).any(|&id| id == 0) {
+            return bad("an ID of 0");
+        }
+        let mut roots: Vec<u32> = self.threads.iter().map(ThreadImage::root).collect();
+        roots.sort_unstable();
+        if roots.windows(2).any(|pair| pair[0] == pair[1]) {
+            return bad("two threads with one root-level ID");
+        }
+        if self.timers.windows(2).any(|pair| pair[0] >= pair[1]) {
+            return bad("timer IDs not strictly ascending");
+        }
+        if self.timers.last().is_some_and(|&id| id > MAX_ID) || self.timer_cursor > MAX_ID {
+            return bad("a timer ID above the largest");
+        }
+        Ok(())
+    }
+}
+
+impl ThreadImage {
+    /// The thread's root-level ID.
+    pub(crate) fn root(&self) -> u32 {
+        self.ids.last().copied().unwrap_or(0)
+    }
+}

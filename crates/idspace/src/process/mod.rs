@@ -1,0 +1,89 @@
+//! Processes: namespaces, thread groups, and every ID a task holds (PIDs at every namespace
+//! level, a CID while it runs, its process's timer IDs), with checkpoint and restore.
+//!
+//! # The kernel design
+//!
+//! A process is a thread group: a `signal_struct` (with the process's POSIX timers, an IDR keyed
+//! by the process since 6.19's rework, seed `001`) and an `mm` (with the CID space, seed `000`)
+//! shared by its threads (`task_struct`s). `copy_process` allocates a `struct pid` with an ID at
+//! every PID-namespace level (seed `004`); a thread's ID is its TID, its leader's ID is the
+//! process's (the tgid). A leader that exits before its threads stays a zombie holding its
+//! IDs until the group ends (`release_task` of the last thread). When the init of a namespace
+//! (ID 1 there) ends, `zap_pid_ns_processes` kills every process with an ID in that namespace
+//! and `disable_pid_allocation` makes it refuse new ones; the namespace is freed once nothing
+//! references it. Every context switch gives the incoming task a CID from its `mm`'s space
+//! (`mm_cid_switch_to`). CRIU restores a process with `clone3`'s `set_tid` (the checkpointed
+//! IDs, innermost first, as deep as the target namespace allows) and recreates timers with
+//! their IDs under `PR_TIMER_CREATE_RESTORE_IDS`.
+//!
+//! # This module
+//!
+//! [`Processes`] keeps namespaces, processes and threads under one lock (the kernel's
+//! `tasklist_lock`, which `copy_process` and `release_task` take too). Its designs are type
+//! parameters chosen at build time: a [`PidAllocator`](crate::pid::PidAllocator) for the IDs
+//! ([`PidDesign`]), a [`CidAllocator`](crate::cid::CidAllocator) space per process whose CPUs
+//! are the runtime's workers ([`CidDesign`]), and one [`IdTable`](crate::table::IdTable) in
+//! which each process is an owner holding its timers ([`TableDesign`]). The defaults are
+//! [`PerCpu`](crate::pid::PerCpu), [`Rework`](crate::cid::Rework) and
+//! [`ScaledHash`](crate::table::ScaledHash). A [`Thread`] is the handle a task carries: its
+//! [`switch_in`](Thread::switch_in) and [`switch_out`](Thread::switch_out) go straight to its
+//! process's CID space, without the model's lock.
+//!
+//! * [`Processes::fork`] makes a process with one thread, its leader; [`Processes::clone_thread`]
+//!   adds a thread in the process's namespace.
+//! * [`Processes::exit`]: the thread leaves the CID space and its IDs are freed, except a leader
+//!   with live threads, which stays a zombie. The last live thread ends the process: its timers
+//!   go (`remove_owner`) and every ID it held is freed. Whenever an ID 1 is freed, its
+//!   namespace dies and every process with an ID there ends too.
+//! * A namespace is freed once it is dead and holds no IDs and no child namespaces; the model
+//!   then forgets it (its number answers as dead), and its own memory
+//!   ([`Processes::model_bytes`]) returns to where it was before the namespace was made.
+//! * In the task runtime, [`ProcessHooks`] make tasks threads: each carries its [`Thread`] as
+//!   its per-task data ([`TaskIds`]); [`Runtime::spawn_process`](crate::sched::Runtime) starts
+//!   a process, [`spawn_thread`] adds a thread to the caller's, and [`current`] gives the
+//!   running task's TID and PID in its own namespace and the root, and its CID. At each
+//!   switch-in the task takes a CID from its process's space with the worker as the CPU
+//!   (`mm_cid_switch_to`), and gives it back at switch-out; its exit, however it ended
+//!   (completed, panicked, cancelled), is the thread's exit.
+//! * [`Processes::checkpoint`] gives an [`Image`] (serde-serialisable); [`Processes::restore`]
+//!   recreates it: leader first, then ascending by root-level ID, then the timers through
+//!   restore mode, then the timer cursor.
+//!
+//! # Where we differ from the kernel
+//!
+//! * No parent/child tree, no signals, no `wait`: a process's end is its reaping.
+//! * The namespace of an ID 1 dies when that ID is freed, whoever held it: normally the init
+//!   process, whose zombie leader holds it until the group ends; in the corner where a thread
+//!   was cloned into an outer namespace before it had an init, that thread. The PID designs
+//!   decide so, and the model follows them.
+//! * The table API neither reads nor sets a timer cursor. The model mirrors each process's
+//!   cursor (`create` leaves it at `id + 1`); restore sets it through restore-mode semantics:
+//!   `create_at(cursor - 1)` leaves the cursor at `cursor`, so that ID is created last (and
+//!   removed again if it was no timer). The kernel's CRIU has no cursor to restore at all.
+//! * A refused restore holds no IDs, makes no timers and moves no timer cursor. Taken or
+//!   duplicate `set_tid` entries are refused before anything is allocated; a later refusal
+//!   (`invalid`, `full`, `ns_dead`) frees what the restore took, but a PID design's cursors at
+//!   levels that were allocated normally stay moved (as after the kernel's failed `clone3`), and
+//!   if the restore had taken a namespace's ID 1, freeing it kills that namespace (the kernel
+//!   resets such a namespace instead).
+//! * CIDs: a zombie leader leaves the CID space at once; CIDs are only held while running, as
+//!   the designs decide.
+//! * Exits take the model's lock; the switch path never does.
+//! * The PID designs have no operation that frees a space: a freed namespace's trees, ranges
+//!   or bitmaps stay in the PID design (about 150 bytes a space for `idr-once`, about 10 KiB
+//!   for `percpu` with its per-CPU ranges), so [`Processes::memory_bytes`] does not return
+//!   exactly to its start; the model's own records do.
+
+mod design;
+mod error;
+mod image;
+mod processes;
+mod runtime;
+mod thread;
+
+pub use design::{CidDesign, PidDesign, TableDesign};
+pub use error::ProcessError;
+pub use image::{Image, ThreadImage};
+pub use processes::{Exited, Processes, Restored};
+pub use runtime::{current, spawn_thread, spawn_thread_in, Current, ProcessHooks, TaskIds};
+pub use thread::{Process, Thread};

@@ -1,0 +1,246 @@
+//! Processes in the task runtime: every task of a process carries its [`Thread`] as its
+//! per-task data, gets a CID from its process's space at each switch-in (with the worker as the
+//! CPU) and gives it back at switch-out; its exit (completed, panicked or cancelled) is the
+//! thread's exit in the model.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::sync::Arc;
+
+use super::design::{CidDesign, PidDesign, TableDesign};
+use super::thread::Thread;
+use super::{ProcessError, Processes};
+use crate::cid::Rework;
+use crate::pid::{NsId, PerCpu};
+use crate::sched::{Exit, Handle, Hooks, JoinHandle, Runtime, TaskId};
+use crate::sync::{self, AtomicU32, Ordering};
+use crate::table::ScaledHash;
+
+/// No CID: the task is not running, or belongs to no process.
+const NO_CID: u32 = u32::MAX;
+
+/// What the running task is, as [`current`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Current {
+    /// Its TID in its own namespace.
+    pub tid: u32,
+    /// Its process's PID in its own namespace.
+    pub pid: u32,
+    /// Its TID in the root namespace.
+    pub root_tid: u32,
+    /// Its process's PID in the root namespace.
+    pub root_pid: u32,
+    /// The CID it runs with, from its process's space (below the worker count).
+    pub cid: Option<u32>,
+}
+
+#[cfg(not(loom))]
+sync::thread_local! {
+    /// The task the current worker runs, if it belongs to a process: set at switch-in, cleared
+    /// at switch-out (a few stores, no reference counting).
+    static RUNNING: Cell<Option<Current>> = const { Cell::new(None) };
+}
+
+// loom's `thread_local!` takes no `const` initialisers.
+#[cfg(loom)]
+sync::thread_local! {
+    static RUNNING: Cell<Option<Current>> = Cell::new(None);
+}
+
+/// The running task's IDs and CID, if the caller is a task of a process.
+pub fn current() -> Option<Current> {
+    RUNNING.with(Cell::get)
+}
+
+/// Each task's data: its thread (if it belongs to a process) and the CID it holds while it
+/// runs.
+pub struct TaskIds<C> {
+    thread: Option<Arc<Thread<C>>>,
+    /// Written by the switch hooks only, which never overlap for one task: Relaxed.
+    cid: AtomicU32,
+}
+
+impl<C> TaskIds<C> {
+    /// A task of `thread`.
+    fn of(thread: Arc<Thread<C>>) -> TaskIds<C> {
+        TaskIds {
+            thread: Some(thread),
+            cid: AtomicU32::new(NO_CID),
+        }
+    }
+
+    /// The thread the task runs, if any.
+    pub fn thread(&self) -> Option<&Arc<Thread<C>>> {
+        self.thread.as_ref()
+    }
+
+    /// The CID the task holds while it runs.
+    pub fn cid(&self) -> Option<u32> {
+        let cid = self.cid.load(Ordering::Relaxed);
+        (cid != NO_CID).then_some(cid)
+    }
+}
+
+/// The runtime hooks that make tasks threads of processes. Build the model with the runtime's
+/// worker count, so that the CID spaces' CPUs are the workers.
+pub struct ProcessHooks<P = PerCpu, C = Rework, T = ScaledHash<()>> {
+    model: Arc<Processes<P, C, T>>,
+}
+
+impl<P: PidDesign, C: CidDesign, T: TableDesign> ProcessHooks<P, C, T> {
+    /// Hooks over `model`.
+    pub fn new(model: Arc<Processes<P, C, T>>) -> Self {
+        ProcessHooks { model }
+    }
+
+    /// Hooks over a fresh model for a runtime of `workers` workers.
+    ///
+    /// # Errors
+    /// [`ProcessError::BadCpuCount`] outside `1..=64`.
+    pub fn for_workers(workers: usize) -> Result<Self, ProcessError> {
+        Processes::with_designs(workers).map(|model| ProcessHooks::new(Arc::new(model)))
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Arc<Processes<P, C, T>> {
+        &self.model
+    }
+}
+
+impl<P: PidDesign, C: CidDesign, T: TableDesign> Hooks for ProcessHooks<P, C, T> {
+    type Data = TaskIds<C>;
+
+    /// A plain spawn belongs to no process.
+    fn created(&self, _task: TaskId, _worker: Option<usize>) -> TaskIds<C> {
+        TaskIds {
+            thread: None,
+            cid: AtomicU32::new(NO_CID),
+        }
+    }
+
+    fn switched_in(&self, _task: TaskId, data: &TaskIds<C>, worker: usize) {
+        let Some(thread) = &data.thread else {
+            return;
+        };
+        let cid = thread.switch_in(worker);
+        data.cid.store(cid.unwrap_or(NO_CID), Ordering::Relaxed);
+        let process = thread.process();
+        RUNNING.with(|running| {
+            running.set(Some(Current {
+                tid: thread.tid_in_own_ns(),
+                pid: process.pid_in_own_ns(),
+                root_tid: thread.tid(),
+                root_pid: process.pid(),
+                cid,
+            }))
+        });
+    }
+
+    fn switched_out(&self, _task: TaskId, data: &TaskIds<C>, worker: usize) {
+        let Some(thread) = &data.thread else {
+            return;
+        };
+        RUNNING.with(|running| running.set(None));
+        thread.switch_out(worker);
+        data.cid.store(NO_CID, Ordering::Relaxed);
+    }
+
+    /// The thread exits in the model (taking its lock): its IDs are freed or, for a leader
+    /// with live threads, held by a zombie. A thread already ended (its process was killed)
+    /// is left alone.
+    fn exited(&self, _task: TaskId, data: &TaskIds<C>, worker: Option<usize>, _how: Exit) {
+        if let Some(thread) = &data.thread {
+            let _ = self.model.exit(thread.tid(), worker.unwrap_or(0));
+        }
+    }
+}
+
+impl<P: PidDesign, C: CidDesign, T: TableDesign> Handle<ProcessHooks<P, C, T>> {
+    /// Creates a process in namespace `ns` whose leader runs `future`.
+    ///
+    /// # Errors
+    /// As [`Processes::fork`].
+    pub fn spawn_process<F>(
+        &self,
+        ns: NsId,
+        future: F,
+    ) -> Result<JoinHandle<F::Output>, ProcessError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let cpu = self.current_worker().unwrap_or(0);
+        let leader = self.hooks().model.fork(ns, cpu)?;
+        Ok(self.spawn_with(TaskIds::of(leader), future))
+    }
+
+    /// Adds a thread running `future` to process `pid` (its root-level PID).
+    ///
+    /// # Errors
+    /// As [`Processes::clone_thread`].
+    pub fn spawn_thread_of<F>(
+        &self,
+        pid: u32,
+        future: F,
+    ) -> Result<JoinHandle<F::Output>, ProcessError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let cpu = self.current_worker().unwrap_or(0);
+        let thread = self.hooks().model.clone_thread(pid, cpu)?;
+        Ok(self.spawn_with(TaskIds::of(thread), future))
+    }
+}
+
+impl<P: PidDesign, C: CidDesign, T: TableDesign> Runtime<ProcessHooks<P, C, T>> {
+    /// Creates a process in namespace `ns` whose leader runs `future`; see
+    /// [`Handle::spawn_process`].
+    ///
+    /// # Errors
+    /// As [`Processes::fork`].
+    pub fn spawn_process<F>(
+        &self,
+        ns: NsId,
+        future: F,
+    ) -> Result<JoinHandle<F::Output>, ProcessError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.handle().spawn_process(ns, future)
+    }
+}
+
+/// Adds a thread running `future` to the calling task's process, in a runtime with the default
+/// designs ([`spawn_thread_in`] names others).
+///
+/// # Errors
+/// [`ProcessError::NotInProcess`] outside a task of a process; else as
+/// [`Processes::clone_thread`].
+pub fn spawn_thread<F>(future: F) -> Result<JoinHandle<F::Output>, ProcessError>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    spawn_thread_in::<PerCpu, Rework, ScaledHash<()>, F>(future)
+}
+
+/// [`spawn_thread`] in a runtime whose processes use the designs `P`, `C` and `T`.
+///
+/// # Errors
+/// [`ProcessError::NotInProcess`] outside a task of such a runtime's process; else as
+/// [`Processes::clone_thread`].
+pub fn spawn_thread_in<P, C, T, F>(future: F) -> Result<JoinHandle<F::Output>, ProcessError>
+where
+    P: PidDesign,
+    C: CidDesign,
+    T: TableDesign,
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let me = current().ok_or(ProcessError::NotInProcess)?;
+    let handle =
+        Handle::<ProcessHooks<P, C, T>>::current().map_err(|_| ProcessError::NotInProcess)?;
+    handle.spawn_thread_of(me.root_pid, future)
+}

@@ -1,0 +1,147 @@
+//! Processes and threads as their users hold them: the handles a runtime task carries.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::cid::{self, CidAllocator};
+use crate::pid::{NsId, Pid};
+use crate::table::Owner;
+
+/// A process (the kernel's `signal_struct` plus its `mm`): its PID, its namespace, its timers'
+/// owner and its CID space.
+pub struct Process<C> {
+    pid: u32,
+    ns: NsId,
+    /// The leader's IDs, innermost first: the process's ID at every level.
+    ids: Vec<u32>,
+    owner: Owner,
+    cids: C,
+}
+
+impl<C: CidAllocator> Process<C> {
+    pub(crate) fn new(leader: &Pid, owner: Owner, cids: C) -> Process<C> {
+        let ids = leader.ids();
+        Process {
+            pid: ids.last().copied().unwrap_or(0),
+            ns: leader.ns(),
+            ids,
+            owner,
+            cids,
+        }
+    }
+
+    /// The process's root-level ID (its leader's root-level TID).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The namespace its threads live in.
+    pub fn ns(&self) -> NsId {
+        self.ns
+    }
+
+    /// Its ID at every level, innermost first (the leader's).
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// Its ID in its own namespace.
+    pub fn pid_in_own_ns(&self) -> u32 {
+        self.ids.first().copied().unwrap_or(0)
+    }
+
+    /// The owner naming its timers in the table.
+    pub(crate) fn owner(&self) -> Owner {
+        self.owner
+    }
+
+    /// Its CID space.
+    pub fn cids(&self) -> &C {
+        &self.cids
+    }
+}
+
+impl<C> fmt::Debug for Process<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Process")
+            .field("pid", &self.pid)
+            .field("ns", &self.ns)
+            .field("ids", &self.ids)
+            .finish()
+    }
+}
+
+/// A thread (a task of a process): its IDs at every level and its task in the process's CID
+/// space.
+pub struct Thread<C> {
+    process: Arc<Process<C>>,
+    pid: Pid,
+    cid: cid::Task,
+}
+
+impl<C: CidAllocator> Thread<C> {
+    pub(crate) fn new(process: Arc<Process<C>>, pid: Pid, cid: cid::Task) -> Thread<C> {
+        Thread { process, pid, cid }
+    }
+
+    /// The process it belongs to.
+    pub fn process(&self) -> &Arc<Process<C>> {
+        &self.process
+    }
+
+    /// Its root-level ID.
+    pub fn tid(&self) -> u32 {
+        self.pid.levels().last().map_or(0, |&(_, id)| id)
+    }
+
+    /// Its ID in its own namespace.
+    pub fn tid_in_own_ns(&self) -> u32 {
+        self.pid.levels().first().map_or(0, |&(_, id)| id)
+    }
+
+    /// Its ID at every level, innermost first.
+    pub fn ids(&self) -> Vec<u32> {
+        self.pid.ids()
+    }
+
+    /// Its PID object.
+    pub fn pid(&self) -> &Pid {
+        &self.pid
+    }
+
+    /// Whether it is its process's leader.
+    pub fn is_leader(&self) -> bool {
+        self.tid() == self.process.pid
+    }
+
+    /// Its task in the process's CID space.
+    pub(crate) fn cid_task(&self) -> &cid::Task {
+        &self.cid
+    }
+
+    /// The thread is switched in on `cpu` (a worker): returns the CID it runs with, from its
+    /// process's space. Takes no lock of the model; `None` if the CID space refused (the thread
+    /// has exited, or `cpu` is out of range).
+    pub fn switch_in(&self, cpu: usize) -> Option<u32> {
+        self.process
+            .cids
+            .switch(cpu, Some(&self.cid))
+            .ok()
+            .flatten()
+    }
+
+    /// The thread is switched out of `cpu`: the CPU runs nothing of this process any more.
+    pub fn switch_out(&self, cpu: usize) {
+        // Only a CPU number out of range is refused, and `switch_in` would have refused it too.
+        let _ = self.process.cids.switch(cpu, None);
+    }
+}
+
+impl<C> fmt::Debug for Thread<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Thread")
+            .field("process", &self.process.pid)
+            .field("ids", &self.pid.ids())
+            .finish()
+    }
+}

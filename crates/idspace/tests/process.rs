@@ -1,0 +1,237 @@
+//! `idspace::process` scenarios: zombies, the init cascade, namespace freeing with memory back
+//! to its start, checkpoint/restore through 4 levels with 2048 timers, refusals that change
+//! nothing, and threads racing on one model.
+
+#![cfg(not(loom))]
+
+use std::sync::Arc;
+
+use idspace::cid::{CidAllocator, Rework};
+use idspace::pid::{IdrOnce, PerCpu, ROOT};
+use idspace::process::{
+    CidDesign, Image, PidDesign, ProcessError, Processes, TableDesign, ThreadImage,
+};
+use idspace::table::{Radix, ScaledHash};
+
+#[test]
+fn a_zombie_leader_holds_its_ids_until_the_group_ends() {
+    let system = Processes::new(2).unwrap();
+    let init = system.fork(ROOT, 0).unwrap();
+    assert_eq!(init.ids(), [1]);
+    let p = system.fork(ROOT, 1).unwrap();
+    let pid = p.tid();
+    let t = system.clone_thread(pid, 0).unwrap();
+    assert!(!system.exit(pid, 0).unwrap().process_exited);
+    // The zombie is no live thread, but its IDs are held.
+    assert_eq!(system.exit(pid, 0), Err(ProcessError::UnknownThread));
+    let mut both = vec![pid, t.tid()];
+    both.sort_unstable();
+    assert_eq!(system.threads(pid).unwrap(), both);
+    assert_eq!(system.lookup(ROOT, pid).unwrap(), Some((pid, pid)));
+    let timer = system.timer_create(pid).unwrap();
+    assert_eq!(system.timers(pid).unwrap(), [timer]);
+    // The last live thread ends the process: timers gone, IDs freed.
+    assert!(system.exit(t.tid(), 1).unwrap().process_exited);
+    assert_eq!(system.timers(pid), Err(ProcessError::UnknownProcess));
+    assert_eq!(system.lookup(ROOT, pid).unwrap(), None);
+    assert_eq!(system.lookup(ROOT, t.tid()).unwrap(), None);
+}
+
+fn cascade_and_memory<P: PidDesign, C: CidDesign, T: TableDesign>() {
+    let system: Processes<P, C, T> = Processes::with_designs(2).unwrap();
+    let root_init = system.fork(ROOT, 0).unwrap();
+    let start = (system.model_bytes(), system.memory_bytes());
+    let mut nses = Vec::new();
+    let mut parent = ROOT;
+    for _ in 0..4 {
+        parent = system.ns_new(parent).unwrap();
+        nses.push(parent);
+        let init = system.fork(parent, 0).unwrap();
+        assert_eq!(init.ids()[0], 1, "{}", system.pids().name());
+        for _ in 0..3 {
+            system.clone_thread(init.tid(), 1).unwrap();
+        }
+        for _ in 0..10 {
+            system.timer_create(init.tid()).unwrap();
+        }
+    }
+    let outer_init = system.lookup(nses[0], 1).unwrap().unwrap().0;
+    // The outer init ends: every process with an ID in its namespace goes with it.
+    assert_eq!(system.kill(outer_init, 0), Ok(4));
+    assert_eq!(system.process_ids(), [root_init.tid()]);
+    for &ns in &nses {
+        assert!(!system.ns_exists(ns), "namespace {ns} kept");
+        assert_eq!(system.fork(ns, 0).err(), Some(ProcessError::NsDead));
+        assert_eq!(system.ns_new(ns), Err(ProcessError::NsDead));
+    }
+    let name = system.pids().name();
+    assert_eq!(
+        system.model_bytes(),
+        start.0,
+        "{name}: the model's memory back"
+    );
+    // The designs' own structures for a dead, empty space stay (the PID designs have no
+    // operation that frees a space): the whole is not below where it started, nor far above.
+    assert!(system.memory_bytes() >= start.1, "{name}");
+}
+
+#[test]
+fn an_init_takes_its_namespace_with_it_and_memory_returns() {
+    cascade_and_memory::<PerCpu, Rework, ScaledHash<()>>();
+    cascade_and_memory::<IdrOnce, Rework, Radix<()>>();
+}
+
+#[test]
+fn four_levels_and_2048_timers_survive_checkpoint_and_restore() {
+    let system = Processes::new(2).unwrap();
+    system.fork(ROOT, 0).unwrap();
+    let mut ns = ROOT;
+    for _ in 0..4 {
+        ns = system.ns_new(ns).unwrap();
+        system.fork(ns, 0).unwrap(); // each level's init
+    }
+    let leader = system.fork(ns, 1).unwrap();
+    let pid = leader.tid();
+    for _ in 0..63 {
+        system.clone_thread(pid, 0).unwrap();
+    }
+    // 2048 timers 512 apart: create, delete the ones between.
+    let mut kept = Vec::new();
+    for i in 0..2048 * 512u32 {
+        let id = system.timer_create(pid).unwrap();
+        assert_eq!(id, i);
+        if i % 512 == 0 {
+            kept.push(id);
+        } else {
+            system.timer_delete(pid, id).unwrap();
+        }
+    }
+    system.exit(pid, 0).unwrap(); // a zombie leader
+    let image = system.checkpoint(pid).unwrap();
+    assert!(image.threads[0].zombie);
+    assert_eq!(image.threads.len(), 64);
+    assert_eq!(image.timers, kept);
+    let threads_before = system.threads(pid).unwrap();
+    let ids_before: Vec<Vec<u32>> = threads_before
+        .iter()
+        .map(|&tid| system.thread(tid).unwrap().ids())
+        .collect();
+    // Restoring over the live process is refused and changes nothing.
+    let memory = system.memory_bytes();
+    assert_eq!(
+        system.restore(ns, &image, 0).err(),
+        Some(ProcessError::Exists)
+    );
+    assert_eq!(system.memory_bytes(), memory);
+    system.kill(pid, 0).unwrap();
+    let restored = system.restore(ns, &image, 1).unwrap();
+    assert!(restored.zombie_leader);
+    assert_eq!(restored.leader.tid(), pid);
+    assert_eq!(system.threads(pid).unwrap(), threads_before);
+    let ids_after: Vec<Vec<u32>> = threads_before
+        .iter()
+        .map(|&tid| system.thread(tid).unwrap().ids())
+        .collect();
+    assert_eq!(ids_after, ids_before);
+    assert_eq!(system.timers(pid).unwrap(), kept);
+    // The cursor came back too: the next timer is where it would have been.
+    assert_eq!(system.timer_create(pid), Ok(2048 * 512));
+    // The restored zombie cannot exit again; the last thread ends the process.
+    assert_eq!(system.exit(pid, 0), Err(ProcessError::UnknownThread));
+}
+
+#[test]
+fn bad_images_are_refused_by_name() {
+    let system = Processes::new(1).unwrap();
+    let thread = |ids: &[u32], zombie| ThreadImage {
+        ids: ids.to_vec(),
+        zombie,
+    };
+    let cases = [
+        (vec![], vec![], "no threads"),
+        (vec![thread(&[], false)], vec![], "without IDs"),
+        (vec![thread(&[5], true)], vec![], "zombie leader without"),
+        (
+            vec![thread(&[5], false), thread(&[6, 7], false)],
+            vec![],
+            "depths",
+        ),
+        (vec![thread(&[5], false)], vec![3, 3], "ascending"),
+        (vec![thread(&[0], false)], vec![], "ID of 0"),
+    ];
+    for (threads, timers, why) in cases {
+        let image = Image {
+            threads,
+            timers,
+            timer_cursor: 0,
+        };
+        match system.restore(ROOT, &image, 0) {
+            Err(ProcessError::BadImage(text)) => assert!(text.contains(why), "{text}"),
+            other => panic!("{why}: {other:?}"),
+        }
+    }
+    let image = Image {
+        threads: vec![thread(&[1], false)],
+        timers: vec![],
+        timer_cursor: 0,
+    };
+    assert_eq!(
+        system.restore(7, &image, 0).err(),
+        Some(ProcessError::UnknownNs)
+    );
+    assert!(matches!(
+        Processes::new(0),
+        Err(ProcessError::BadCpuCount(0))
+    ));
+    assert!(matches!(
+        Processes::new(65),
+        Err(ProcessError::BadCpuCount(65))
+    ));
+}
+
+#[test]
+fn threads_racing_keep_every_id_unique_and_release_everything() {
+    const WORKERS: usize = 4;
+    let system = Arc::new(Processes::new(WORKERS).unwrap());
+    system.fork(ROOT, 0).unwrap();
+    let ns = system.ns_new(ROOT).unwrap();
+    let init = system.fork(ns, 0).unwrap();
+    let start = system.model_bytes();
+    std::thread::scope(|scope| {
+        for cpu in 0..WORKERS {
+            let system = Arc::clone(&system);
+            scope.spawn(move || {
+                for round in 0..200 {
+                    let leader = system
+                        .fork(if round % 2 == 0 { ROOT } else { ns }, cpu)
+                        .unwrap();
+                    let pid = leader.tid();
+                    let threads: Vec<_> = (0..4)
+                        .map(|_| system.clone_thread(pid, cpu).unwrap())
+                        .collect();
+                    // Run each thread on this CPU: a CID below the CPU count.
+                    for thread in &threads {
+                        let cid = thread.switch_in(cpu).expect("a CID while running");
+                        assert!((cid as usize) < WORKERS);
+                        thread.switch_out(cpu);
+                    }
+                    system.timer_create(pid).unwrap();
+                    if round % 3 == 0 {
+                        system.exit(pid, cpu).unwrap(); // a zombie for a while
+                    }
+                    for thread in &threads {
+                        system.exit(thread.tid(), cpu).unwrap();
+                    }
+                    if round % 3 != 0 {
+                        assert!(system.exit(pid, cpu).unwrap().process_exited);
+                    }
+                    assert_eq!(system.timers(pid), Err(ProcessError::UnknownProcess));
+                }
+            });
+        }
+    });
+    assert_eq!(system.process_ids().len(), 2);
+    assert_eq!(system.threads(init.tid()).unwrap(), [init.tid()]);
+    assert_eq!(system.model_bytes(), start);
+    assert_eq!(init.process().cids().state().users, 1);
+}

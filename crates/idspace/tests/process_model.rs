@@ -1,0 +1,496 @@
+//! Model-based property test of `idspace::process` against a small reference: processes,
+//! zombies, the init cascade, namespace freeing, timers, and checkpoint/restore round trips and
+//! refusals. IDs come from the PID reference model (`pid_model`): exact for the sequential
+//! designs, adopted (and checked for validity and uniqueness) for `PerCpu`.
+
+#![cfg(not(loom))]
+
+mod pid_model;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use idspace::cid::{BitmapCids, LazyCids, Rework};
+use idspace::pid::{BitmapHash, IdrOnce, PerCpu, PidError, ROOT};
+use idspace::process::{
+    CidDesign, Image, PidDesign, ProcessError, Processes, TableDesign, ThreadImage,
+};
+use idspace::table::{GlobalHash, Radix, ScaledHash, MAX_ID};
+use pid_model::Model;
+use proptest::prelude::*;
+
+const CPUS: usize = 2;
+
+#[derive(Debug, Clone)]
+enum Op {
+    NsNew(usize),
+    Fork(usize),
+    Clone(usize),
+    Exit(usize),
+    Kill(usize),
+    TimerCreate(usize),
+    TimerDelete(usize, usize),
+    /// Checkpoint a process, kill it, restore it into its own namespace or the root.
+    RoundTrip(usize, bool),
+    /// Restore a live process's image again: refused.
+    RestoreLive(usize),
+    Lookup(usize, u32),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        2 => (0..8usize).prop_map(Op::NsNew),
+        4 => (0..8usize).prop_map(Op::Fork),
+        4 => (0..64usize).prop_map(Op::Clone),
+        4 => (0..64usize).prop_map(Op::Exit),
+        1 => (0..64usize).prop_map(Op::Kill),
+        3 => (0..64usize).prop_map(Op::TimerCreate),
+        2 => (0..64usize, 0..8usize).prop_map(|(p, t)| Op::TimerDelete(p, t)),
+        2 => (0..64usize, any::<bool>()).prop_map(|(p, root)| Op::RoundTrip(p, root)),
+        1 => (0..64usize).prop_map(Op::RestoreLive),
+        1 => (0..8usize, 0..6u32).prop_map(|(ns, id)| Op::Lookup(ns, id)),
+    ]
+}
+
+/// A process in the reference.
+#[derive(Debug, Clone)]
+struct RefProcess {
+    ns: u32,
+    /// Root-level TID -> IDs innermost first.
+    threads: BTreeMap<u32, Vec<u32>>,
+    zombie: bool,
+    timers: BTreeSet<u32>,
+    cursor: u32,
+}
+
+struct Reference {
+    pids: Model,
+    /// Namespaces whose ID 1 was freed and whose processes are still to be ended.
+    zap: Vec<u32>,
+    /// Namespace -> parent.
+    parents: Vec<Option<u32>>,
+    procs: BTreeMap<u32, RefProcess>,
+}
+
+fn pid_err(error: PidError) -> ProcessError {
+    match error {
+        PidError::Full => ProcessError::Full,
+        PidError::Exists => ProcessError::Exists,
+        PidError::Invalid => ProcessError::Invalid,
+        PidError::NamespaceDead => ProcessError::NsDead,
+        PidError::TooDeep => ProcessError::TooDeep,
+        PidError::UnknownNs => ProcessError::UnknownNs,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+impl Reference {
+    fn new(kernel: bool) -> Reference {
+        Reference {
+            pids: Model::new(kernel),
+            zap: Vec::new(),
+            parents: vec![None],
+            procs: BTreeMap::new(),
+        }
+    }
+
+    fn dead(&self, ns: u32) -> bool {
+        self.pids.spaces[ns as usize].dead
+    }
+
+    /// A namespace is kept until it is dead, holds no IDs and all its children are freed.
+    fn kept(&self, ns: u32) -> bool {
+        if ns == ROOT || !self.dead(ns) || !self.pids.spaces[ns as usize].ids.is_empty() {
+            return true;
+        }
+        (0..self.parents.len() as u32)
+            .filter(|&child| self.parents[child as usize] == Some(ns))
+            .any(|child| self.kept(child))
+    }
+
+    fn ns_new(&mut self, parent: u32) -> Result<u32, ProcessError> {
+        if parent as usize >= self.parents.len() {
+            return Err(ProcessError::UnknownNs);
+        }
+        if self.dead(parent) {
+            return Err(ProcessError::NsDead);
+        }
+        let ns = self.pids.new_ns(parent).map_err(pid_err)?;
+        self.parents.push(Some(parent));
+        Ok(ns)
+    }
+
+    fn proc_of(&self, tid: u32) -> Option<u32> {
+        self.procs
+            .iter()
+            .find(|(_, p)| p.threads.contains_key(&tid))
+            .map(|(&pid, _)| pid)
+    }
+
+    /// When an ID 1 is freed, its namespace dies and every process with an ID there ends
+    /// (which may free more IDs 1).
+    fn cascade(&mut self) {
+        while let Some(ns) = self.zap.pop() {
+            let doomed: Vec<u32> = self
+                .procs
+                .iter()
+                .filter(|(_, p)| self.chain(p.ns).contains(&ns))
+                .map(|(&pid, _)| pid)
+                .collect();
+            for pid in doomed {
+                if self.procs.contains_key(&pid) {
+                    self.end(pid);
+                }
+            }
+        }
+    }
+
+    /// Frees the IDs of a thread of a process in `ns`, noting namespaces whose ID 1 went.
+    fn free(&mut self, ns: u32, ids: &[u32]) {
+        self.pids.free(ROOT, *ids.last().unwrap()).unwrap();
+        for (level, &id) in self.chain(ns).into_iter().zip(ids) {
+            if id == 1 {
+                self.zap.push(level);
+            }
+        }
+    }
+
+    fn chain(&self, mut ns: u32) -> Vec<u32> {
+        let mut chain = vec![ns];
+        while let Some(parent) = self.parents[ns as usize] {
+            chain.push(parent);
+            ns = parent;
+        }
+        chain
+    }
+
+    fn end(&mut self, pid: u32) {
+        let process = self.procs.remove(&pid).unwrap();
+        for ids in process.threads.values() {
+            self.free(process.ns, ids);
+        }
+    }
+
+    fn exit(&mut self, tid: u32) -> Result<bool, ProcessError> {
+        let pid = self.proc_of(tid).ok_or(ProcessError::UnknownThread)?;
+        let process = self.procs.get_mut(&pid).unwrap();
+        if tid == pid && process.zombie {
+            return Err(ProcessError::UnknownThread);
+        }
+        let live = process.threads.len() - usize::from(process.zombie);
+        if live == 1 {
+            self.end(pid);
+            self.cascade();
+            return Ok(true);
+        }
+        if tid == pid {
+            process.zombie = true;
+        } else {
+            let ns = process.ns;
+            let ids = process.threads.remove(&tid).unwrap();
+            self.free(ns, &ids);
+            self.cascade();
+        }
+        Ok(false)
+    }
+
+    fn timer_create(&mut self, pid: u32) -> Result<u32, ProcessError> {
+        let p = self
+            .procs
+            .get_mut(&pid)
+            .ok_or(ProcessError::UnknownProcess)?;
+        let id = (p.cursor..=MAX_ID)
+            .find(|id| !p.timers.contains(id))
+            .or_else(|| (0..p.cursor).find(|id| !p.timers.contains(id)))
+            .ok_or(ProcessError::Full)?;
+        p.timers.insert(id);
+        p.cursor = if id == MAX_ID { 0 } else { id + 1 };
+        Ok(id)
+    }
+
+    /// Restores `image` into `ns` given the designs' IDs for levels it allocates normally.
+    fn restore(
+        &mut self,
+        ns: u32,
+        image: &Image,
+        chosen: &[Vec<u32>],
+    ) -> Result<(u32, Vec<u32>), ProcessError> {
+        if ns as usize >= self.parents.len() {
+            return Err(ProcessError::UnknownNs);
+        }
+        // A freed namespace answers as a dead one, before anything else.
+        if !self.kept(ns) {
+            return Err(ProcessError::NsDead);
+        }
+        let depth = self.chain(ns).len();
+        let chain = self.chain(ns);
+        let mut order: Vec<&ThreadImage> = image.threads.iter().skip(1).collect();
+        order.sort_by_key(|t| *t.ids.last().unwrap());
+        order.insert(0, &image.threads[0]);
+        let set_tids: Vec<&[u32]> = order
+            .iter()
+            .map(|t| &t.ids[..t.ids.len().min(depth)])
+            .collect();
+        let mut asked = BTreeSet::new();
+        for set_tid in &set_tids {
+            for (&id, &level) in set_tid.iter().zip(&chain) {
+                let taken = self.pids.lookup(level, id).unwrap().is_some();
+                if taken || !asked.insert((level, id)) {
+                    return Err(ProcessError::Exists);
+                }
+            }
+        }
+        let mut done: Vec<Vec<u32>> = Vec::new();
+        for (i, set_tid) in set_tids.iter().enumerate() {
+            match self
+                .pids
+                .alloc(ns, set_tid, chosen.get(i).map(Vec::as_slice))
+            {
+                Ok(ids) => done.push(ids),
+                Err(error) => {
+                    for ids in done {
+                        self.free(ns, &ids);
+                    }
+                    self.cascade();
+                    return Err(pid_err(error));
+                }
+            }
+        }
+        let leader = done[0].clone();
+        let pid = *leader.last().unwrap();
+        self.procs.insert(
+            pid,
+            RefProcess {
+                ns,
+                threads: done
+                    .into_iter()
+                    .map(|ids| (*ids.last().unwrap(), ids))
+                    .collect(),
+                zombie: image.threads[0].zombie,
+                timers: image.timers.iter().copied().collect(),
+                cursor: image.timer_cursor,
+            },
+        );
+        Ok((pid, leader))
+    }
+}
+
+/// Runs `ops` on the designs and on the reference, comparing every answer and the whole
+/// visible state after each step.
+fn check<P: PidDesign, C: CidDesign, T: TableDesign>(ops: &[Op], kernel: bool) {
+    let system: Processes<P, C, T> = Processes::with_designs(CPUS).unwrap();
+    let mut reference = Reference::new(kernel);
+    let start = system.memory_bytes();
+    for (step, op) in ops.iter().enumerate() {
+        let pids: Vec<u32> = reference.procs.keys().copied().collect();
+        let pick_pid = |i: usize| pids.get(i % pids.len().max(1)).copied().unwrap_or(9999);
+        let tids: Vec<u32> = reference
+            .procs
+            .values()
+            .flat_map(|p| p.threads.keys().copied())
+            .collect();
+        let nses = reference.parents.len();
+        let at = format!("step {step}: {op:?}");
+        match op {
+            Op::NsNew(parent) => {
+                let parent = (*parent % (nses + 1)) as u32;
+                assert_eq!(system.ns_new(parent), reference.ns_new(parent), "{at}");
+            }
+            Op::Fork(ns) => {
+                let ns = (*ns % (nses + 1)) as u32;
+                let got = system.fork(ns, step % CPUS).map(|t| t.ids());
+                let want = reference
+                    .pids
+                    .alloc(ns, &[], got.as_ref().ok().map(Vec::as_slice))
+                    .map_err(pid_err);
+                assert_eq!(got, want, "{at}");
+                if let Ok(ids) = want {
+                    reference.procs.insert(
+                        *ids.last().unwrap(),
+                        RefProcess {
+                            ns,
+                            threads: [(*ids.last().unwrap(), ids)].into(),
+                            zombie: false,
+                            timers: BTreeSet::new(),
+                            cursor: 0,
+                        },
+                    );
+                }
+            }
+            Op::Clone(i) => {
+                let pid = pick_pid(*i);
+                let got = system.clone_thread(pid, step % CPUS).map(|t| t.ids());
+                let want = match reference.procs.get(&pid) {
+                    None => Err(ProcessError::UnknownProcess),
+                    Some(p) => reference
+                        .pids
+                        .alloc(p.ns, &[], got.as_ref().ok().map(Vec::as_slice))
+                        .map_err(pid_err),
+                };
+                assert_eq!(got, want, "{at}");
+                if let Ok(ids) = want {
+                    let p = reference.procs.get_mut(&pid).unwrap();
+                    p.threads.insert(*ids.last().unwrap(), ids);
+                }
+            }
+            Op::Exit(i) => {
+                let tid = tids.get(i % tids.len().max(1)).copied().unwrap_or(9999);
+                let got = system.exit(tid, step % CPUS).map(|e| e.process_exited);
+                assert_eq!(got, reference.exit(tid), "{at}");
+            }
+            Op::Kill(i) => {
+                let pid = pick_pid(*i);
+                let want = match reference.procs.get(&pid) {
+                    None => Err(ProcessError::UnknownProcess),
+                    Some(p) => {
+                        let live = p.threads.len() - usize::from(p.zombie);
+                        reference.end(pid);
+                        reference.cascade();
+                        Ok(live)
+                    }
+                };
+                assert_eq!(system.kill(pid, step % CPUS), want, "{at}");
+            }
+            Op::TimerCreate(i) => {
+                let pid = pick_pid(*i);
+                assert_eq!(
+                    system.timer_create(pid),
+                    reference.timer_create(pid),
+                    "{at}"
+                );
+            }
+            Op::TimerDelete(i, t) => {
+                let pid = pick_pid(*i);
+                let want = match reference.procs.get_mut(&pid) {
+                    None => Err(ProcessError::UnknownProcess),
+                    Some(p) => {
+                        let timer = p.timers.iter().nth(*t).copied().unwrap_or(77);
+                        let r = if p.timers.remove(&timer) {
+                            Ok(())
+                        } else {
+                            Err(ProcessError::NotFound)
+                        };
+                        assert_eq!(system.timer_delete(pid, timer), r, "{at}");
+                        r
+                    }
+                };
+                if want == Err(ProcessError::UnknownProcess) {
+                    assert_eq!(system.timer_delete(pid, 0), want, "{at}");
+                }
+            }
+            Op::RoundTrip(i, to_root) => {
+                let pid = pick_pid(*i);
+                let Some(p) = reference.procs.get(&pid).cloned() else {
+                    assert_eq!(
+                        system.checkpoint(pid).err(),
+                        Some(ProcessError::UnknownProcess)
+                    );
+                    continue;
+                };
+                let image = system.checkpoint(pid).unwrap();
+                // The image as the reference knows the process.
+                let mut threads = vec![ThreadImage {
+                    ids: p.threads[&pid].clone(),
+                    zombie: p.zombie,
+                }];
+                threads.extend(
+                    p.threads
+                        .iter()
+                        .filter(|(&tid, _)| tid != pid)
+                        .map(|(_, ids)| ThreadImage {
+                            ids: ids.clone(),
+                            zombie: false,
+                        }),
+                );
+                let expected = Image {
+                    threads,
+                    timers: p.timers.iter().copied().collect(),
+                    timer_cursor: p.cursor,
+                };
+                assert_eq!(image, expected, "{at}");
+                // Through serde, as a caller would keep it.
+                let image: Image =
+                    serde_json::from_str(&serde_json::to_string(&image).unwrap()).unwrap();
+                let live = p.threads.len() - usize::from(p.zombie);
+                assert_eq!(system.kill(pid, 0), Ok(live), "{at}");
+                reference.end(pid);
+                reference.cascade();
+                let target = if *to_root { ROOT } else { p.ns };
+                let got = system
+                    .restore(target, &image, step % CPUS)
+                    .map(|r| (r.leader.tid(), r.leader.ids()));
+                let want = reference.restore(target, &image, &[]);
+                assert_eq!(got, want, "{at}");
+            }
+            Op::RestoreLive(i) => {
+                let pid = pick_pid(*i);
+                if let Ok(image) = system.checkpoint(pid) {
+                    let before = system.memory_bytes();
+                    let target = reference.procs[&pid].ns;
+                    let got = system.restore(target, &image, 0).map(|r| r.leader.tid());
+                    assert_eq!(got.err(), Some(ProcessError::Exists), "{at}");
+                    assert_eq!(
+                        system.memory_bytes(),
+                        before,
+                        "{at}: a refusal changed memory"
+                    );
+                }
+            }
+            Op::Lookup(ns, id) => {
+                let ns = (*ns % (nses + 1)) as u32;
+                let want = match reference.pids.lookup(ns, *id) {
+                    Err(e) => Err(pid_err(e)),
+                    Ok(None) => Ok(None),
+                    Ok(Some(ids)) => {
+                        let tid = *ids.last().unwrap();
+                        Ok(Some((reference.proc_of(tid).unwrap(), tid)))
+                    }
+                };
+                assert_eq!(system.lookup(ns, *id), want, "{at}");
+            }
+        }
+        // The whole visible state.
+        assert_eq!(
+            system.process_ids(),
+            reference.procs.keys().copied().collect::<Vec<_>>(),
+            "{at}"
+        );
+        for (&pid, p) in &reference.procs {
+            let tids: Vec<u32> = p.threads.keys().copied().collect();
+            assert_eq!(system.threads(pid), Ok(tids), "{at}");
+            let timers: Vec<u32> = p.timers.iter().copied().collect();
+            assert_eq!(system.timers(pid), Ok(timers), "{at}");
+        }
+        for ns in 0..reference.parents.len() as u32 {
+            assert_eq!(
+                system.ns_exists(ns),
+                reference.kept(ns),
+                "{at}: namespace {ns}"
+            );
+        }
+    }
+    // Killing what is left (an init takes its namespace's processes with it) ends everything.
+    while let Some(&pid) = system.process_ids().first() {
+        system.kill(pid, 0).unwrap();
+    }
+    assert!(system.process_ids().is_empty());
+    let _ = start;
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn idr_once_rework_scaled_follow_the_reference(ops in proptest::collection::vec(op(), 1..120)) {
+        check::<IdrOnce, Rework, ScaledHash<()>>(&ops, true);
+    }
+
+    #[test]
+    fn bitmap_hash_bitmap_global_follow_the_reference(ops in proptest::collection::vec(op(), 1..120)) {
+        check::<BitmapHash, BitmapCids, GlobalHash<()>>(&ops, true);
+    }
+
+    #[test]
+    fn percpu_lazy_radix_follow_the_reference(ops in proptest::collection::vec(op(), 1..120)) {
+        check::<PerCpu, LazyCids, Radix<()>>(&ops, false);
+    }
+}
