@@ -24,7 +24,9 @@ fn list_shows_every_experiment() {
     let (output, _) = bench(&["--list"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let listed = String::from_utf8_lossy(&output.stdout);
-    for name in ["timers", "pid", "cid", "wake", "lease", "percid", "mmcid", "process"] {
+    for name in [
+        "timers", "pid", "cid", "wake", "lease", "percid", "mmcid", "process",
+    ] {
         assert!(
             listed.lines().any(|l| l.starts_with(name)),
             "{name} in {listed}"
