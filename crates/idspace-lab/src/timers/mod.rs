@@ -9,8 +9,8 @@
 //! Columns: our three designs (the scaled hash both growing and with the kernel's fixed size),
 //! `dashmap` and `scc` keyed by (owner, id), and the kernel's own timers through the syscalls.
 
-mod kernel;
-mod subjects;
+pub(crate) mod kernel;
+pub(crate) mod subjects;
 mod workloads;
 
 use std::time::Duration;
