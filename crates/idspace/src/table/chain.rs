@@ -4,18 +4,19 @@
 use core::ops::{Deref, DerefMut};
 use smallvec::SmallVec;
 
+use super::entry::Entry;
 use super::owners::Owners;
-use super::radix::RadixEntry;
 use super::{exact_id_refusal, next_id, Id, IdTable, Owner, Rejected, TableError};
-use crate::sync::{lock, Mutex, MutexGuard};
+use crate::sync::{lock, Arc, Mutex, MutexGuard};
 use crate::util::hash::mix;
 use crate::util::idset::IdSet;
 
-/// One entry: its key and its value, stored inline in the chain.
+/// One entry: its key and its value, stored inline in the chain. The value is reference
+/// counted so that a lookup can hand it out and let go of the chain's lock (see [`Entry`]).
 pub(crate) struct Node<T> {
     pub(crate) owner: Owner,
     pub(crate) id: Id,
-    pub(crate) value: T,
+    pub(crate) value: Arc<T>,
 }
 
 /// Entries a chain holds inline, in its bucket, before it spills to the heap. Two entries of a
@@ -77,17 +78,20 @@ impl<T> Chain<T> {
         }
     }
 
-    /// Heap bytes of the chain's node array (none while it fits inline).
+    /// Heap bytes of the chain: its node array once it spills, and each value's count block
+    /// (two counters and the value).
     pub(crate) fn heap_bytes(&self) -> usize {
+        let shared =
+            self.nodes.len() * (2 * core::mem::size_of::<usize>() + core::mem::size_of::<T>());
         if self.nodes.spilled() {
-            self.nodes.capacity() * core::mem::size_of::<Node<T>>()
+            self.nodes.capacity() * core::mem::size_of::<Node<T>>() + shared
         } else {
-            0
+            shared
         }
     }
 
     #[inline]
-    pub(crate) fn value(&self, slot: usize) -> &T {
+    pub(crate) fn value(&self, slot: usize) -> &Arc<T> {
         &self.nodes[slot].value
     }
 }
@@ -145,6 +149,13 @@ pub(crate) struct OwnerIds {
     ids: IdSet,
 }
 
+impl OwnerIds {
+    /// Whether the state is what a new owner starts with, so that dropping it loses nothing.
+    fn is_initial(&self) -> bool {
+        self.cursor == 0 && !self.restoring && self.ids.len() == 0
+    }
+}
+
 /// An owner's slot in the registry; its mutex plays the kernel's `siglock`.
 pub(crate) struct OwnerSlot {
     state: Mutex<OwnerIds>,
@@ -200,7 +211,11 @@ fn try_insert<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id, value: T) -> Re
     if chain.find(owner, id).is_some() {
         return Err(value);
     }
-    chain.push(Node { owner, id, value });
+    chain.push(Node {
+        owner,
+        id,
+        value: Arc::new(value),
+    });
     Ok(Inserted {
         hash,
         len: chain.len(),
@@ -209,14 +224,14 @@ fn try_insert<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id, value: T) -> Re
 
 /// Takes (owner, id) out of its chain.
 #[inline]
-fn take<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id) -> Option<T> {
+fn take<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id) -> Option<Arc<T>> {
     let hash = mix(owner, id);
     let mut chain = chains.lock(hash);
     let slot = chain.find(owner, id)?;
     Some(chain.take(slot).value)
 }
 
-impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
+impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
     fn name(&self) -> &'static str {
         "chained"
     }
@@ -294,6 +309,8 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
         } else {
             self.owners
                 .with_existing(owner, |slot| lock(&slot.state).restoring = false);
+            self.owners
+                .remove_if(owner, |slot| lock(&slot.state).is_initial());
         }
     }
 
@@ -303,15 +320,15 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
             .unwrap_or(false)
     }
 
-    fn get(&self, owner: Owner, id: Id) -> Option<Entry<'_, T>> {
-        let guard = self.chains.lock(mix(owner, id));
-        let slot = guard.find(owner, id)?;
-        Some(Entry {
-            inner: EntryInner::Chain { guard, slot },
-        })
+    fn get(&self, owner: Owner, id: Id) -> Option<Entry<T>> {
+        // The chain is locked only while it is searched: the entry leaves with a count of its
+        // own, and the lock is released before `get` returns.
+        let chain = self.chains.lock(mix(owner, id));
+        let slot = chain.find(owner, id)?;
+        Some(Entry::new(chain.value(slot).clone()))
     }
 
-    fn remove(&self, owner: Owner, id: Id) -> Result<T, TableError> {
+    fn remove(&self, owner: Owner, id: Id) -> Result<Entry<T>, TableError> {
         self.owners
             .with_existing(owner, |slot| {
                 let mut state = lock(&slot.state);
@@ -319,7 +336,9 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
                     return Err(TableError::NotFound);
                 }
                 // The owner's list and the chains agree under the owner's lock.
-                take(&self.chains, owner, id).ok_or(TableError::NotFound)
+                take(&self.chains, owner, id)
+                    .map(Entry::new)
+                    .ok_or(TableError::NotFound)
             })
             .unwrap_or(Err(TableError::NotFound))
     }
@@ -336,7 +355,7 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
         };
         // No other thread can reach `slot` any more; its lock is uncontended.
         let ids = core::mem::take(&mut lock(&slot.state).ids);
-        let values: Vec<T> = ids
+        let values: Vec<Arc<T>> = ids
             .ascending()
             .into_iter()
             .filter_map(|id| take(&self.chains, owner, id))
@@ -352,45 +371,67 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
             .memory_bytes(|slot| lock(&slot.state).ids.heap_bytes());
         self.chains.memory_bytes() + owners
     }
-}
 
-/// A guard that derefs to an entry's value; it holds the lock that protects the entry.
-///
-/// Returned by [`IdTable::get`]. Drop it before calling into the same table from this thread.
-#[must_use = "the entry's lock is held until the guard is dropped"]
-pub struct Entry<'a, T> {
-    pub(crate) inner: EntryInner<'a, T>,
-}
-
-pub(crate) enum EntryInner<'a, T> {
-    Chain {
-        guard: ChainGuard<'a, T>,
-        slot: usize,
-    },
-    Tree(RadixEntry<'a, T>),
-}
-
-impl<T> Deref for Entry<'_, T> {
-    type Target = T;
-    #[inline]
-    fn deref(&self) -> &T {
-        match &self.inner {
-            EntryInner::Chain { guard, slot } => guard.value(*slot),
-            EntryInner::Tree(entry) => entry.value(),
-        }
+    fn owners(&self) -> Vec<Owner> {
+        self.owners.owners()
     }
-}
 
-impl<T: core::fmt::Debug> core::fmt::Debug for Entry<'_, T> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_tuple("Entry").field(&**self).finish()
+    fn len(&self) -> usize {
+        self.owners.sum(|slot| lock(&slot.state).ids.len())
+    }
+
+    fn entries(&self, owner: Owner) -> Vec<(Id, Entry<T>)> {
+        self.owners
+            .with_existing(owner, |slot| {
+                // The owner's lock keeps its list and the chains in agreement during the walk
+                // (lock order: owner, then one chain at a time).
+                let state = lock(&slot.state);
+                state
+                    .ids
+                    .ascending()
+                    .into_iter()
+                    .filter_map(|id| {
+                        let chain = self.chains.lock(mix(owner, id));
+                        let slot = chain.find(owner, id)?;
+                        Some((id, Entry::new(chain.value(slot).clone())))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn cursor(&self, owner: Owner) -> Id {
+        self.owners
+            .with_existing(owner, |slot| lock(&slot.state).cursor)
+            .unwrap_or(0)
+    }
+
+    fn set_cursor(&self, owner: Owner, cursor: Id) -> Result<(), TableError> {
+        if cursor > self.max_id {
+            return Err(TableError::Invalid);
+        }
+        if cursor == 0 {
+            self.owners
+                .with_existing(owner, |slot| lock(&slot.state).cursor = 0);
+            self.owners
+                .remove_if(owner, |slot| lock(&slot.state).is_initial());
+        } else {
+            self.owners
+                .with(owner, |slot| lock(&slot.state).cursor = cursor);
+        }
+        Ok(())
+    }
+
+    fn forget_idle(&self) -> usize {
+        self.owners
+            .remove_all_if(|slot| lock(&slot.state).ids.len() == 0)
     }
 }
 
 /// Implements [`IdTable`] for a newtype over [`ChainedTable`] by delegation.
 macro_rules! delegate_chained_table {
     ($design:ident, $name:literal) => {
-        impl<T: Send> $crate::table::IdTable<T> for $design<T> {
+        impl<T: Send + Sync> $crate::table::IdTable<T> for $design<T> {
             fn name(&self) -> &'static str {
                 $name
             }
@@ -409,11 +450,11 @@ macro_rules! delegate_chained_table {
                 self.table.is_restoring(owner)
             }
             #[inline]
-            fn get(&self, owner: Owner, id: Id) -> Option<Entry<'_, T>> {
+            fn get(&self, owner: Owner, id: Id) -> Option<Entry<T>> {
                 self.table.get(owner, id)
             }
             #[inline]
-            fn remove(&self, owner: Owner, id: Id) -> Result<T, TableError> {
+            fn remove(&self, owner: Owner, id: Id) -> Result<Entry<T>, TableError> {
                 self.table.remove(owner, id)
             }
             fn ids(&self, owner: Owner) -> Vec<Id> {
@@ -424,6 +465,24 @@ macro_rules! delegate_chained_table {
             }
             fn memory_bytes(&self) -> usize {
                 self.table.memory_bytes()
+            }
+            fn owners(&self) -> Vec<Owner> {
+                self.table.owners()
+            }
+            fn len(&self) -> usize {
+                self.table.len()
+            }
+            fn entries(&self, owner: Owner) -> Vec<(Id, Entry<T>)> {
+                self.table.entries(owner)
+            }
+            fn cursor(&self, owner: Owner) -> Id {
+                self.table.cursor(owner)
+            }
+            fn set_cursor(&self, owner: Owner, cursor: Id) -> Result<(), TableError> {
+                self.table.set_cursor(owner, cursor)
+            }
+            fn forget_idle(&self) -> usize {
+                self.table.forget_idle()
             }
         }
     };
