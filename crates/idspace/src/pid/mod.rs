@@ -51,6 +51,7 @@ mod idr;
 mod level;
 mod object;
 mod percpu;
+mod slots;
 mod space_list;
 mod spaces;
 
