@@ -335,3 +335,31 @@ fn owners_that_hold_nothing_leave_no_state() {
         );
     });
 }
+
+#[test]
+fn concurrent_creates_of_one_owner_take_the_ids_in_order() {
+    each_design(MAX_ID, |table, name| {
+        let per_thread = miri_scaled(500);
+        let ids: Vec<u32> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..4u64)
+                .map(|worker| {
+                    scope.spawn(move || {
+                        (0..per_thread)
+                            .map(|n| table.create(1, worker * 1000 + n as u64).unwrap())
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|worker| worker.join().unwrap())
+                .collect()
+        });
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        let expected: Vec<u32> = (0..4 * per_thread as u32).collect();
+        assert_eq!(sorted, expected, "{name}: every ID from the cursor, once");
+        assert_eq!(table.ids(1), expected, "{name}");
+        assert_eq!(table.cursor(1), 4 * per_thread as u32, "{name}");
+    });
+}

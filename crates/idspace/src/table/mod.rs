@@ -42,11 +42,12 @@
 //!   its state (cursor, restore flag, ID list): 64 cache-padded shards, each a read-write lock
 //!   over a map. Every design uses the same registry, so comparisons stay fair. Lookups in the
 //!   hash designs do not touch it.
-//! * **One owner lock per create.** The kernel takes the ID with an atomic increment, inserts
-//!   under the bucket lock, then takes `siglock` to link the timer into the process list. We hold
-//!   the owner's lock across the whole create so that a concurrent `remove_owner` can never miss
-//!   an entry (the kernel avoids the race because only an exiting process tears down its timers).
-//!   Creates of one owner serialise either way, as the seed's thread-vs-fork numbers show.
+//! * **No owner lock to choose an ID.** As in 6.15, a create claims the owner's cursor with
+//!   an atomic operation, inserts under the bucket lock (which decides whether the ID is free),
+//!   and only then takes the owner's list lock (the kernel's `siglock`) to record the ID. A
+//!   concurrent `remove_owner` cannot miss an entry: creates hold the owner registry's shard for
+//!   reading throughout, and `remove_owner` detaches the owner under the shard's write lock
+//!   (the kernel avoids the race because only an exiting process tears down its timers).
 //! * **Chains are arrays.** A chain is a contiguous vector of (owner, id, value) rather than an
 //!   `hlist` of separately allocated timers: user space owns the value inline, and scanning
 //!   contiguous memory is kinder to caches. The global design is therefore a little faster than

@@ -356,7 +356,8 @@ impl<T> Drop for ScaledChains<T> {
 /// The 6.15 kernel table: a mutex per cache-line-aligned bucket, `512 × CPUs` buckets, growing
 /// by default (see [`Sizing`]).
 ///
-/// Lookups lock one bucket; creates and removes lock the owner, then one bucket. With
+/// Lookups lock one bucket; creates claim an ID from the owner's atomic cursor and lock one
+/// bucket, then the owner's list; removes lock the list, then one bucket. With
 /// [`Sizing::Growing`] the table splits buckets as it fills, keeping chains short without ever
 /// stopping other threads. This is the recommended table design.
 ///
