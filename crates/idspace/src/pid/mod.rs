@@ -47,6 +47,7 @@
 
 mod bitmap_hash;
 mod error;
+mod hazards;
 mod idr;
 mod level;
 mod object;

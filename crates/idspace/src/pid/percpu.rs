@@ -4,14 +4,15 @@
 
 use std::collections::HashMap;
 
+use super::hazards::Hazards;
 use super::level::{check_pid_max, check_set_tid};
 use super::object::Pid;
-use super::slots::Slots;
+use super::slots::{Slot, Slots};
 use super::space_list::{SpaceList, CAPACITY};
 use super::spaces::Taken;
 use super::{NsId, PidAllocator, PidError, MAX_LEVEL, PID_MAX_DEFAULT};
 use crate::range::RangeSource;
-use crate::sync::{lock, read, write, AtomicUsize, Mutex, MutexGuard, Ordering, RwLock};
+use crate::sync::{lock, read, write, Arc, AtomicUsize, Mutex, MutexGuard, Ordering, RwLock};
 use crate::util::hash::BuildIntHasher;
 use crossbeam_utils::CachePadded;
 
@@ -125,7 +126,7 @@ struct Space {
 }
 
 impl Space {
-    fn new(parent: Option<NsId>, level: u32) -> Space {
+    fn new(parent: Option<NsId>, level: u32, hazards: Arc<Hazards<Slot>>) -> Space {
         Space {
             parent,
             level,
@@ -136,7 +137,7 @@ impl Space {
                 holders: HashMap::default(),
                 cursor: 0,
             }),
-            slots: Slots::new(),
+            slots: Slots::new(hazards),
         }
     }
 
@@ -230,8 +231,9 @@ impl RangeSource for Space {
 ///   up and has no live ID goes back to its space.
 /// * Lookup takes no lock that an allocation takes: each ID's object sits in a slot of its own,
 ///   reached through atomic pointers and guarded by the slot's own small lock, which only the
-///   allocation and the free of that very ID also take (see the `slots` module). The kernel
-///   looks up under RCU; here a lookup never waits behind a CPU's allocations or a carve.
+///   allocation and the free of that very ID also take; hazard pointers keep a range's slots
+///   alive while a lookup reads them (see the `slots` and `hazards` modules). The kernel looks
+///   up under RCU; here a lookup never waits behind a CPU's allocations or a carve.
 /// * Rare paths take every CPU's lock in ascending order: exact IDs (`set_tid`, restore only),
 ///   and allocation when no range is left to carve (the space is nearly full).
 ///
@@ -260,6 +262,8 @@ impl RangeSource for Space {
 pub struct PerCpu {
     cpus: Box<[CachePadded<Mutex<CpuRanges>>]>,
     spaces: SpaceList<Space>,
+    /// The lookups' hazard pointers, shared by every space's slots.
+    hazards: Arc<Hazards<Slot>>,
 }
 
 impl PerCpu {
@@ -271,12 +275,14 @@ impl PerCpu {
     /// argument beyond the slots wraps around (`cpu % cpus`).
     pub fn new(cpus: usize) -> PerCpu {
         let spaces = SpaceList::new();
-        spaces.push(Space::new(None, 0));
+        let hazards = Arc::new(Hazards::new());
+        spaces.push(Space::new(None, 0, hazards.clone()));
         PerCpu {
             cpus: (0..cpus.max(1))
                 .map(|_| CachePadded::new(Mutex::new(CpuRanges::default())))
                 .collect(),
             spaces,
+            hazards,
         }
     }
 
@@ -479,7 +485,7 @@ impl PidAllocator for PerCpu {
             return Err(PidError::TooDeep);
         }
         self.spaces
-            .push(Space::new(Some(parent), level))
+            .push(Space::new(Some(parent), level, self.hazards.clone()))
             .map(|index| index as NsId)
             .ok_or(PidError::TooManyNamespaces)
     }
@@ -550,7 +556,7 @@ impl PidAllocator for PerCpu {
                     let ours = state.ranges.contains_key(&(level_ns, number / RANGE))
                         && level_space
                             .slots
-                            .read(number)
+                            .read_owned(number)
                             .is_some_and(|held| held.same(&pid));
                     if ours {
                         Self::release_one(state, level_ns, number, level_space);
