@@ -29,7 +29,7 @@ fn checkpoint(table: &dyn IdTable<String>, owners: &[Owner]) -> Vec<Saved> {
                 saved.push(Saved {
                     owner,
                     id,
-                    value: value.clone(),
+                    value: String::clone(&value),
                 });
             }
         }

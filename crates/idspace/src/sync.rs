@@ -143,3 +143,13 @@ pub(crate) fn cpu_relax() {
     #[cfg(not(loom))]
     std::hint::spin_loop();
 }
+
+/// The pointer in `atomic`, read through exclusive access (a destructor's): no atomic operation,
+/// so that loom counts no branch for it (std's `get_mut`, loom's `with_mut`).
+#[inline]
+pub(crate) fn exclusive_load<T>(atomic: &mut AtomicPtr<T>) -> *mut T {
+    #[cfg(loom)]
+    return atomic.with_mut(|pointer| *pointer);
+    #[cfg(not(loom))]
+    return *atomic.get_mut();
+}

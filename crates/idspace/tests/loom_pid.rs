@@ -92,3 +92,32 @@ fn remote_free_races_range_hand_off() {
         assert!(pids.lookup(ROOT, 1).unwrap().is_some(), "init survives");
     });
 }
+
+/// A lookup races the free of the last live ID of a range that is no longer any CPU's current
+/// one, so that the free gives the range back and retires its lookup slots: the lookup finds
+/// the object or nothing, and never reads retired slots.
+#[test]
+fn lookup_races_the_retirement_of_its_range() {
+    run_model("lookup_races_the_retirement_of_its_range", || {
+        let pids = Arc::new(PerCpu::new(2));
+        // Range 0 (1..RANGE) and range 1 (RANGE..2·RANGE), all on CPU 0; one more allocation
+        // carves range 2, so range 1 stops being current.
+        let ids: Vec<u32> = (1..2 * RANGE + 1)
+            .map(|_| pids.alloc(ROOT, &[], 0).unwrap().ids()[0])
+            .collect();
+        let last = 2 * RANGE - 1;
+        assert!(ids.contains(&last));
+        for id in RANGE..last {
+            pids.free(ROOT, id, 0).unwrap();
+        }
+        let reader = pids.clone();
+        let lookup = thread::spawn(move || reader.lookup(ROOT, last).unwrap().map(|p| p.ids()));
+        pids.free(ROOT, last, 1).unwrap();
+        let seen = lookup.join().unwrap();
+        assert!(
+            seen.is_none() || seen == Some(vec![last]),
+            "lookup of {last} read {seen:?}"
+        );
+        assert!(pids.lookup(ROOT, last).unwrap().is_none());
+    });
+}

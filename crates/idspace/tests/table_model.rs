@@ -145,7 +145,7 @@ fn check(max_id: Id, ops: &[Op]) {
                     assert_eq!(got, want, "{at}");
                 }
                 Op::Remove(owner, id) => {
-                    let got = table.remove(owner, id);
+                    let got = table.remove(owner, id).map(|e| *e);
                     let want = model
                         .owners
                         .get_mut(&owner)

@@ -46,14 +46,18 @@ fn hammer(table: &dyn IdTable<u64>, name: &str) {
                             let (id, value) =
                                 shared.swap_remove((round as usize * 7) % shared.len());
                             assert_eq!(
-                                table.remove(SHARED, id),
+                                table.remove(SHARED, id).map(|e| *e),
                                 Ok(value),
                                 "{name}: shared id {id}"
                             );
                         }
                         if round % 2 == 0 {
                             let (id, value) = mine.swap_remove(mine.len() / 2);
-                            assert_eq!(table.remove(own, id), Ok(value), "{name}: own id {id}");
+                            assert_eq!(
+                                table.remove(own, id).map(|e| *e),
+                                Ok(value),
+                                "{name}: own id {id}"
+                            );
                         }
                         if let Some(&(id, value)) = shared.get(round as usize % shared.len().max(1))
                         {
@@ -72,7 +76,7 @@ fn hammer(table: &dyn IdTable<u64>, name: &str) {
                         "{name}"
                     );
                     for &(id, value) in &mine {
-                        assert_eq!(table.remove(own, id), Ok(value), "{name}");
+                        assert_eq!(table.remove(own, id).map(|e| *e), Ok(value), "{name}");
                     }
                     shared
                 })

@@ -47,10 +47,12 @@
 
 mod bitmap_hash;
 mod error;
+mod hazards;
 mod idr;
 mod level;
 mod object;
 mod percpu;
+mod slots;
 mod space_list;
 mod spaces;
 

@@ -4,13 +4,15 @@
 
 use std::collections::HashMap;
 
+use super::hazards::Hazards;
 use super::level::{check_pid_max, check_set_tid};
 use super::object::Pid;
+use super::slots::{Slot, Slots};
 use super::space_list::{SpaceList, CAPACITY};
 use super::spaces::Taken;
 use super::{NsId, PidAllocator, PidError, MAX_LEVEL, PID_MAX_DEFAULT};
 use crate::range::RangeSource;
-use crate::sync::{lock, read, write, AtomicUsize, Mutex, MutexGuard, Ordering, RwLock};
+use crate::sync::{lock, read, write, Arc, AtomicUsize, Mutex, MutexGuard, Ordering, RwLock};
 use crate::util::hash::BuildIntHasher;
 use crossbeam_utils::CachePadded;
 
@@ -33,7 +35,6 @@ struct Range {
     next: u32,
     taken: [u64; WORDS],
     live: u32,
-    pids: Box<[Option<Pid>]>,
 }
 
 impl Range {
@@ -45,7 +46,6 @@ impl Range {
             next: base.max(1),
             taken: [0; WORDS],
             live: 0,
-            pids: (0..RANGE).map(|_| None).collect(),
         }
     }
 
@@ -64,19 +64,17 @@ impl Range {
         self.live += 1;
     }
 
-    /// Frees `id` (if taken) and drops its object slot.
-    fn clear(&mut self, id: u32) {
+    /// Frees `id`; false if it was not taken.
+    fn clear(&mut self, id: u32) -> bool {
         let offset = id - self.base();
         let word = &mut self.taken[offset as usize / 64];
         if *word & (1 << (offset % 64)) != 0 {
             *word &= !(1 << (offset % 64));
             self.live -= 1;
-            self.pids[offset as usize] = None;
+            true
+        } else {
+            false
         }
-    }
-
-    fn slot(&mut self, id: u32) -> &mut Option<Pid> {
-        &mut self.pids[(id - self.base()) as usize]
     }
 
     /// The next never-handed-out free ID below `limit`, taken.
@@ -123,10 +121,12 @@ struct Space {
     /// ID 1 was freed (0/1).
     dead: AtomicUsize,
     directory: RwLock<Directory>,
+    /// The objects by ID, for lookups that take no lock an allocation takes.
+    slots: Slots,
 }
 
 impl Space {
-    fn new(parent: Option<NsId>, level: u32) -> Space {
+    fn new(parent: Option<NsId>, level: u32, hazards: Arc<Hazards<Slot>>) -> Space {
         Space {
             parent,
             level,
@@ -137,6 +137,7 @@ impl Space {
                 holders: HashMap::default(),
                 cursor: 0,
             }),
+            slots: Slots::new(hazards),
         }
     }
 
@@ -175,8 +176,10 @@ impl RangeSource for Space {
     }
 
     /// Takes range `index` back; a range's IDs are tracked by its bitmap, so the unused tail
-    /// needs no bookkeeping here.
+    /// needs no bookkeeping here. Its lookup slots, all empty by now, go too; the caller holds
+    /// the giving CPU's lock, as `Slots::retire` requires.
     fn give_back(&self, _cpu: usize, index: u32, _unused: core::ops::Range<u64>) {
+        self.slots.retire(index);
         write(&self.directory).holders.remove(&index);
     }
 }
@@ -226,12 +229,16 @@ impl RangeSource for Space {
 ///   (the directory's lock is the only shared lock on that path, once per 256 allocations).
 /// * A free from any CPU goes to the lock of the CPU that holds the range. A range that is used
 ///   up and has no live ID goes back to its space.
-/// * Lookup reads the space's directory (a read lock of that space, not a global lock) and then
-///   takes the holding CPU's lock.
+/// * Lookup takes no lock that an allocation takes: each ID's object sits in a slot of its own,
+///   reached through atomic pointers and guarded by the slot's own small lock, which only the
+///   allocation and the free of that very ID also take; hazard pointers keep a range's slots
+///   alive while a lookup reads them (see the `slots` and `hazards` modules). The kernel looks
+///   up under RCU; here a lookup never waits behind a CPU's allocations or a carve.
 /// * Rare paths take every CPU's lock in ascending order: exact IDs (`set_tid`, restore only),
 ///   and allocation when no range is left to carve (the space is nearly full).
 ///
-/// Lock order: a CPU's lock, then a space's directory. Lookups and frees read the directory
+/// Lock order: a CPU's lock, then a space's directory, or a CPU's lock, then an ID's slot.
+/// Frees read the directory
 /// and release it before locking a CPU, then check that the CPU still holds the range (a range
 /// with a live ID cannot move, so the check fails only for IDs that are gone).
 ///
@@ -255,6 +262,8 @@ impl RangeSource for Space {
 pub struct PerCpu {
     cpus: Box<[CachePadded<Mutex<CpuRanges>>]>,
     spaces: SpaceList<Space>,
+    /// The lookups' hazard pointers, shared by every space's slots.
+    hazards: Arc<Hazards<Slot>>,
 }
 
 impl PerCpu {
@@ -266,12 +275,14 @@ impl PerCpu {
     /// argument beyond the slots wraps around (`cpu % cpus`).
     pub fn new(cpus: usize) -> PerCpu {
         let spaces = SpaceList::new();
-        spaces.push(Space::new(None, 0));
+        let hazards = Arc::new(Hazards::new());
+        spaces.push(Space::new(None, 0, hazards.clone()));
         PerCpu {
             cpus: (0..cpus.max(1))
                 .map(|_| CachePadded::new(Mutex::new(CpuRanges::default())))
                 .collect(),
             spaces,
+            hazards,
         }
     }
 
@@ -329,7 +340,10 @@ impl PerCpu {
     fn release_one(state: &mut CpuRanges, ns: NsId, id: u32, space: &Space) {
         let index = id / RANGE;
         if let Some(range) = state.ranges.get_mut(&(ns, index)) {
-            range.clear(id);
+            if range.clear(id) {
+                // Under the holder's lock, as the publish was: the slot and the range agree.
+                space.slots.take(id);
+            }
             if range.live == 0 && state.current.get(&ns) != Some(&index) {
                 state.ranges.remove(&(ns, index));
                 space.give_back(0, index, 0..0);
@@ -339,8 +353,8 @@ impl PerCpu {
 
     /// Stores the object in the slot of (ns, id), held in `state`, and marks an init.
     fn publish_one(state: &mut CpuRanges, ns: NsId, id: u32, space: &Space, pid: &Pid) {
-        if let Some(range) = state.ranges.get_mut(&(ns, id / RANGE)) {
-            *range.slot(id) = Some(pid.clone());
+        if state.ranges.contains_key(&(ns, id / RANGE)) {
+            space.slots.publish(id, pid.clone());
         }
         if id == 1 {
             // Release pairs with the Acquire load in `alloc_slow`'s set_tid check.
@@ -471,7 +485,7 @@ impl PidAllocator for PerCpu {
             return Err(PidError::TooDeep);
         }
         self.spaces
-            .push(Space::new(Some(parent), level))
+            .push(Space::new(Some(parent), level, self.hazards.clone()))
             .map(|index| index as NsId)
             .ok_or(PidError::TooManyNamespaces)
     }
@@ -529,12 +543,8 @@ impl PidAllocator for PerCpu {
                 return Err(PidError::NotFound);
             };
             let state = &mut *guard;
-            let range = state
-                .ranges
-                .get_mut(&(ns, id / RANGE))
-                .expect("checked by lock_holder");
             // An empty slot: free, or reserved by an allocation still in flight.
-            let pid = range.slot(id).take().ok_or(PidError::NotFound)?;
+            let pid = space.slots.take(id).ok_or(PidError::NotFound)?;
             Self::release_one(state, ns, id, space);
             pid
         };
@@ -543,11 +553,11 @@ impl PidAllocator for PerCpu {
             if (level_ns, number) != (ns, id) {
                 if let Some(mut guard) = self.lock_holder(level_ns, level_space, number / RANGE) {
                     let state = &mut *guard;
-                    let ours = state
-                        .ranges
-                        .get_mut(&(level_ns, number / RANGE))
-                        .and_then(|range| range.slot(number).as_ref())
-                        .is_some_and(|held| held.same(&pid));
+                    let ours = state.ranges.contains_key(&(level_ns, number / RANGE))
+                        && level_space
+                            .slots
+                            .read_owned(number)
+                            .is_some_and(|held| held.same(&pid));
                     if ours {
                         Self::release_one(state, level_ns, number, level_space);
                     }
@@ -562,11 +572,8 @@ impl PidAllocator for PerCpu {
     }
 
     fn lookup(&self, ns: NsId, id: u32) -> Result<Option<Pid>, PidError> {
-        let space = self.space(ns)?;
-        let Some(state) = self.lock_holder(ns, space, id / RANGE) else {
-            return Ok(None);
-        };
-        Ok(state.ranges[&(ns, id / RANGE)].pids[(id % RANGE) as usize].clone())
+        // No CPU's lock and no directory: the ID's slot alone (see `Slots`).
+        Ok(self.space(ns)?.slots.read(id))
     }
 
     fn memory_bytes(&self) -> usize {
@@ -577,14 +584,14 @@ impl PidAllocator for PerCpu {
             bytes += state.ranges.capacity() * (core::mem::size_of::<((NsId, u32), Range)>() + 1)
                 + state.current.capacity() * (core::mem::size_of::<(NsId, u32)>() + 1);
             for range in state.ranges.values() {
-                bytes += RANGE as usize * core::mem::size_of::<Option<Pid>>()
-                    + range.live as usize * super::idr::pid_bytes(0);
+                bytes += range.live as usize * super::idr::pid_bytes(0);
             }
         }
         for index in 0..self.spaces.len() {
             if let Some(space) = self.spaces.get(index) {
                 let directory = read(&space.directory);
                 bytes += core::mem::size_of::<Space>()
+                    + space.slots.memory_bytes()
                     + directory.holders.capacity() * (core::mem::size_of::<(u32, usize)>() + 1);
             }
         }

@@ -520,6 +520,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             .ok_or(ProcessError::UnknownProcess)?;
         self.timers
             .remove(record.process.owner(), timer)
+            .map(drop)
             .map_err(|_| ProcessError::NotFound)
     }
 

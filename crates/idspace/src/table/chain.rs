@@ -4,18 +4,19 @@
 use core::ops::{Deref, DerefMut};
 use smallvec::SmallVec;
 
+use super::entry::Entry;
 use super::owners::Owners;
-use super::radix::RadixEntry;
-use super::{exact_id_refusal, next_id, Id, IdTable, Owner, Rejected, TableError};
-use crate::sync::{lock, Mutex, MutexGuard};
+use super::{exact_id_refusal, next_id, Id, IdTable, Owner, Rejected, TableError, MAX_ID};
+use crate::sync::{lock, Arc, AtomicBool, AtomicU32, Mutex, MutexGuard, Ordering};
 use crate::util::hash::mix;
 use crate::util::idset::IdSet;
 
-/// One entry: its key and its value, stored inline in the chain.
+/// One entry: its key and its value, stored inline in the chain. The value is reference
+/// counted so that a lookup can hand it out and let go of the chain's lock (see [`Entry`]).
 pub(crate) struct Node<T> {
     pub(crate) owner: Owner,
     pub(crate) id: Id,
-    pub(crate) value: T,
+    pub(crate) value: Arc<T>,
 }
 
 /// Entries a chain holds inline, in its bucket, before it spills to the heap. Two entries of a
@@ -77,17 +78,20 @@ impl<T> Chain<T> {
         }
     }
 
-    /// Heap bytes of the chain's node array (none while it fits inline).
+    /// Heap bytes of the chain: its node array once it spills, and each value's count block
+    /// (two counters and the value).
     pub(crate) fn heap_bytes(&self) -> usize {
+        let shared =
+            self.nodes.len() * (2 * core::mem::size_of::<usize>() + core::mem::size_of::<T>());
         if self.nodes.spilled() {
-            self.nodes.capacity() * core::mem::size_of::<Node<T>>()
+            self.nodes.capacity() * core::mem::size_of::<Node<T>>() + shared
         } else {
-            0
+            shared
         }
     }
 
     #[inline]
-    pub(crate) fn value(&self, slot: usize) -> &T {
+    pub(crate) fn value(&self, slot: usize) -> &Arc<T> {
         &self.nodes[slot].value
     }
 }
@@ -138,29 +142,62 @@ pub(crate) trait Chains<T>: Send + Sync {
 
 /// Per-owner bookkeeping of the hash designs: the cursor, restore mode, and the owner's list of
 /// IDs (the kernel's per-process timer list, walked by `/proc/PID/timers` and at exit).
+///
+/// As in the kernel since 6.15, choosing an ID takes no per-owner lock: a create claims the
+/// cursor's ID with a compare-exchange, and the chain's lock decides whether that ID is free.
+/// Only the list, the kernel's list under `siglock`, has a lock, held to record one ID.
 #[derive(Default)]
-pub(crate) struct OwnerIds {
-    cursor: Id,
-    restoring: bool,
-    ids: IdSet,
-}
-
-/// An owner's slot in the registry; its mutex plays the kernel's `siglock`.
 pub(crate) struct OwnerSlot {
-    state: Mutex<OwnerIds>,
+    /// The next ID a create tries. Relaxed throughout: it only steers the search; the chains'
+    /// locks decide which ID is whose.
+    cursor: AtomicU32,
+    /// Restore mode. Relaxed: a flag read on its own; no other data hangs on it.
+    restoring: AtomicBool,
+    ids: Mutex<IdSet>,
 }
 
-impl Default for OwnerSlot {
-    fn default() -> Self {
-        OwnerSlot {
-            state: Mutex::new(OwnerIds::default()),
+impl OwnerSlot {
+    /// Whether the state is what a new owner starts with, so that dropping it loses nothing.
+    /// Called under the registry shard's write lock, which keeps every other access out.
+    fn is_initial(&self) -> bool {
+        self.cursor.load(Ordering::Relaxed) == 0
+            && !self.restoring.load(Ordering::Relaxed)
+            && lock(&self.ids).len() == 0
+    }
+
+    /// Claims the cursor's ID and moves the cursor past it: the kernel's
+    /// `atomic_inc_return(&sig->next_posix_timer_id)`, wrapping past `max_id` to 0.
+    #[inline]
+    fn claim(&self, max_id: Id) -> Id {
+        if max_id == MAX_ID {
+            // `MAX_ID + 1` divides 2^32, so the wrapped counter masked is the wrapped ID.
+            self.cursor.fetch_add(1, Ordering::Relaxed) & MAX_ID
+        } else {
+            match self
+                .cursor
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |id| {
+                    Some(next_id(id, max_id))
+                }) {
+                Ok(id) | Err(id) => id,
+            }
+        }
+    }
+
+    /// The cursor as an ID (the counter may have passed `MAX_ID` and wrapped in its top bit).
+    fn cursor(&self, max_id: Id) -> Id {
+        let cursor = self.cursor.load(Ordering::Relaxed);
+        if max_id == MAX_ID {
+            cursor & MAX_ID
+        } else {
+            cursor
         }
     }
 }
 
 /// The hash designs' [`IdTable`], written once over their [`Chains`].
 ///
-/// Lock order: the owner's state, then one chain. Lookups take only the chain.
+/// Lock order: the owner's list, then one chain. Creates take one chain and then the list,
+/// never both; lookups take only the chain.
 pub(crate) struct ChainedTable<C> {
     chains: C,
     owners: Owners<OwnerSlot>,
@@ -200,7 +237,11 @@ fn try_insert<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id, value: T) -> Re
     if chain.find(owner, id).is_some() {
         return Err(value);
     }
-    chain.push(Node { owner, id, value });
+    chain.push(Node {
+        owner,
+        id,
+        value: Arc::new(value),
+    });
     Ok(Inserted {
         hash,
         len: chain.len(),
@@ -209,41 +250,39 @@ fn try_insert<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id, value: T) -> Re
 
 /// Takes (owner, id) out of its chain.
 #[inline]
-fn take<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id) -> Option<T> {
+fn take<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id) -> Option<Arc<T>> {
     let hash = mix(owner, id);
     let mut chain = chains.lock(hash);
     let slot = chain.find(owner, id)?;
     Some(chain.take(slot).value)
 }
 
-impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
+impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
     fn name(&self) -> &'static str {
         "chained"
     }
 
     fn create(&self, owner: Owner, value: T) -> Result<Id, Rejected<T>> {
         let max_id = self.max_id;
+        // The registry's shard stays read-locked across the create: a `remove_owner`, which
+        // write-locks it, sees the entry in the owner's list or starts after the create.
         let (id, inserted) = self.owners.with(owner, |slot| {
-            let mut state = lock(&slot.state);
-            if state.ids.len() > max_id as usize {
-                return Err(Rejected {
-                    error: TableError::Full,
-                    value,
-                });
-            }
-            // Some ID is free, so the probe ends within max_id + 1 steps.
-            let mut id = state.cursor;
             let mut value = value;
-            let inserted = loop {
+            // Every ID claimed in turn, at most once each: Full if all are taken.
+            for _ in 0..=u64::from(max_id) {
+                let id = slot.claim(max_id);
                 match try_insert(&self.chains, owner, id, value) {
-                    Ok(inserted) => break inserted,
+                    Ok(inserted) => {
+                        lock(&slot.ids).insert(id);
+                        return Ok((id, inserted));
+                    }
                     Err(back) => value = back,
                 }
-                id = next_id(id, max_id);
-            };
-            state.ids.insert(id);
-            state.cursor = next_id(id, max_id);
-            Ok((id, inserted))
+            }
+            Err(Rejected {
+                error: TableError::Full,
+                value,
+            })
         })?;
         // Growth runs with no lock held, so other creators of this owner do not wait for it.
         self.chains.inserted(inserted.hash, inserted.len);
@@ -257,14 +296,14 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
                 owner,
                 value,
                 |slot, value| {
-                    let mut state = lock(&slot.state);
-                    if let Some(error) = exact_id_refusal(state.restoring, id, max_id) {
+                    let restoring = slot.restoring.load(Ordering::Relaxed);
+                    if let Some(error) = exact_id_refusal(restoring, id, max_id) {
                         return Err(Rejected { error, value });
                     }
                     match try_insert(&self.chains, owner, id, value) {
                         Ok(inserted) => {
-                            state.ids.insert(id);
-                            state.cursor = next_id(id, max_id);
+                            lock(&slot.ids).insert(id);
+                            slot.cursor.store(next_id(id, max_id), Ordering::Relaxed);
                             Ok(inserted)
                         }
                         Err(value) => Err(Rejected {
@@ -290,43 +329,46 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
     fn set_restore(&self, owner: Owner, on: bool) {
         if on {
             self.owners
-                .with(owner, |slot| lock(&slot.state).restoring = true);
+                .with(owner, |slot| slot.restoring.store(true, Ordering::Relaxed));
         } else {
             self.owners
-                .with_existing(owner, |slot| lock(&slot.state).restoring = false);
+                .with_existing(owner, |slot| slot.restoring.store(false, Ordering::Relaxed));
+            self.owners.remove_if(owner, OwnerSlot::is_initial);
         }
     }
 
     fn is_restoring(&self, owner: Owner) -> bool {
         self.owners
-            .with_existing(owner, |slot| lock(&slot.state).restoring)
+            .with_existing(owner, |slot| slot.restoring.load(Ordering::Relaxed))
             .unwrap_or(false)
     }
 
-    fn get(&self, owner: Owner, id: Id) -> Option<Entry<'_, T>> {
-        let guard = self.chains.lock(mix(owner, id));
-        let slot = guard.find(owner, id)?;
-        Some(Entry {
-            inner: EntryInner::Chain { guard, slot },
-        })
+    fn get(&self, owner: Owner, id: Id) -> Option<Entry<T>> {
+        // The chain is locked only while it is searched: the entry leaves with a count of its
+        // own, and the lock is released before `get` returns.
+        let chain = self.chains.lock(mix(owner, id));
+        let slot = chain.find(owner, id)?;
+        Some(Entry::new(chain.value(slot).clone()))
     }
 
-    fn remove(&self, owner: Owner, id: Id) -> Result<T, TableError> {
+    fn remove(&self, owner: Owner, id: Id) -> Result<Entry<T>, TableError> {
         self.owners
             .with_existing(owner, |slot| {
-                let mut state = lock(&slot.state);
-                if !state.ids.remove(id) {
+                let mut ids = lock(&slot.ids);
+                if !ids.remove(id) {
                     return Err(TableError::NotFound);
                 }
                 // The owner's list and the chains agree under the owner's lock.
-                take(&self.chains, owner, id).ok_or(TableError::NotFound)
+                take(&self.chains, owner, id)
+                    .map(Entry::new)
+                    .ok_or(TableError::NotFound)
             })
             .unwrap_or(Err(TableError::NotFound))
     }
 
     fn ids(&self, owner: Owner) -> Vec<Id> {
         self.owners
-            .with_existing(owner, |slot| lock(&slot.state).ids.ascending())
+            .with_existing(owner, |slot| lock(&slot.ids).ascending())
             .unwrap_or_default()
     }
 
@@ -335,8 +377,8 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
             return 0;
         };
         // No other thread can reach `slot` any more; its lock is uncontended.
-        let ids = core::mem::take(&mut lock(&slot.state).ids);
-        let values: Vec<T> = ids
+        let ids = core::mem::take(&mut *lock(&slot.ids));
+        let values: Vec<Arc<T>> = ids
             .ascending()
             .into_iter()
             .filter_map(|id| take(&self.chains, owner, id))
@@ -349,48 +391,66 @@ impl<T: Send, C: Chains<T>> IdTable<T> for ChainedTable<C> {
     fn memory_bytes(&self) -> usize {
         let owners = self
             .owners
-            .memory_bytes(|slot| lock(&slot.state).ids.heap_bytes());
+            .memory_bytes(|slot| lock(&slot.ids).heap_bytes());
         self.chains.memory_bytes() + owners
     }
-}
 
-/// A guard that derefs to an entry's value; it holds the lock that protects the entry.
-///
-/// Returned by [`IdTable::get`]. Drop it before calling into the same table from this thread.
-#[must_use = "the entry's lock is held until the guard is dropped"]
-pub struct Entry<'a, T> {
-    pub(crate) inner: EntryInner<'a, T>,
-}
-
-pub(crate) enum EntryInner<'a, T> {
-    Chain {
-        guard: ChainGuard<'a, T>,
-        slot: usize,
-    },
-    Tree(RadixEntry<'a, T>),
-}
-
-impl<T> Deref for Entry<'_, T> {
-    type Target = T;
-    #[inline]
-    fn deref(&self) -> &T {
-        match &self.inner {
-            EntryInner::Chain { guard, slot } => guard.value(*slot),
-            EntryInner::Tree(entry) => entry.value(),
-        }
+    fn owners(&self) -> Vec<Owner> {
+        self.owners.owners()
     }
-}
 
-impl<T: core::fmt::Debug> core::fmt::Debug for Entry<'_, T> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_tuple("Entry").field(&**self).finish()
+    fn len(&self) -> usize {
+        self.owners.sum(|slot| lock(&slot.ids).len())
+    }
+
+    fn entries(&self, owner: Owner) -> Vec<(Id, Entry<T>)> {
+        self.owners
+            .with_existing(owner, |slot| {
+                // The owner's lock keeps its list and the chains in agreement during the walk
+                // (lock order: owner, then one chain at a time).
+                let ids = lock(&slot.ids);
+                ids.ascending()
+                    .into_iter()
+                    .filter_map(|id| {
+                        let chain = self.chains.lock(mix(owner, id));
+                        let slot = chain.find(owner, id)?;
+                        Some((id, Entry::new(chain.value(slot).clone())))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn cursor(&self, owner: Owner) -> Id {
+        self.owners
+            .with_existing(owner, |slot| slot.cursor(self.max_id))
+            .unwrap_or(0)
+    }
+
+    fn set_cursor(&self, owner: Owner, cursor: Id) -> Result<(), TableError> {
+        if cursor > self.max_id {
+            return Err(TableError::Invalid);
+        }
+        if cursor == 0 {
+            self.owners
+                .with_existing(owner, |slot| slot.cursor.store(0, Ordering::Relaxed));
+            self.owners.remove_if(owner, OwnerSlot::is_initial);
+        } else {
+            self.owners
+                .with(owner, |slot| slot.cursor.store(cursor, Ordering::Relaxed));
+        }
+        Ok(())
+    }
+
+    fn forget_idle(&self) -> usize {
+        self.owners.remove_all_if(|slot| lock(&slot.ids).len() == 0)
     }
 }
 
 /// Implements [`IdTable`] for a newtype over [`ChainedTable`] by delegation.
 macro_rules! delegate_chained_table {
     ($design:ident, $name:literal) => {
-        impl<T: Send> $crate::table::IdTable<T> for $design<T> {
+        impl<T: Send + Sync> $crate::table::IdTable<T> for $design<T> {
             fn name(&self) -> &'static str {
                 $name
             }
@@ -409,11 +469,11 @@ macro_rules! delegate_chained_table {
                 self.table.is_restoring(owner)
             }
             #[inline]
-            fn get(&self, owner: Owner, id: Id) -> Option<Entry<'_, T>> {
+            fn get(&self, owner: Owner, id: Id) -> Option<Entry<T>> {
                 self.table.get(owner, id)
             }
             #[inline]
-            fn remove(&self, owner: Owner, id: Id) -> Result<T, TableError> {
+            fn remove(&self, owner: Owner, id: Id) -> Result<Entry<T>, TableError> {
                 self.table.remove(owner, id)
             }
             fn ids(&self, owner: Owner) -> Vec<Id> {
@@ -424,6 +484,24 @@ macro_rules! delegate_chained_table {
             }
             fn memory_bytes(&self) -> usize {
                 self.table.memory_bytes()
+            }
+            fn owners(&self) -> Vec<Owner> {
+                self.table.owners()
+            }
+            fn len(&self) -> usize {
+                self.table.len()
+            }
+            fn entries(&self, owner: Owner) -> Vec<(Id, Entry<T>)> {
+                self.table.entries(owner)
+            }
+            fn cursor(&self, owner: Owner) -> Id {
+                self.table.cursor(owner)
+            }
+            fn set_cursor(&self, owner: Owner, cursor: Id) -> Result<(), TableError> {
+                self.table.set_cursor(owner, cursor)
+            }
+            fn forget_idle(&self) -> usize {
+                self.table.forget_idle()
             }
         }
     };

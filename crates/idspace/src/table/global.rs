@@ -1,6 +1,7 @@
 //! [`GlobalHash`]: the kernel's table before 6.15, 512 chains behind one global lock.
 
-use super::chain::{delegate_chained_table, Chain, ChainGuard, ChainedTable, Chains, Entry};
+use super::chain::{delegate_chained_table, Chain, ChainGuard, ChainedTable, Chains};
+use super::Entry;
 use super::{Id, Owner, Rejected, TableError, MAX_ID};
 use crate::sync::{lock, Mutex};
 
@@ -11,7 +12,7 @@ pub(crate) struct GlobalChains<T> {
     chains: Mutex<Box<[Chain<T>]>>,
 }
 
-impl<T: Send> Chains<T> for GlobalChains<T> {
+impl<T: Send + Sync> Chains<T> for GlobalChains<T> {
     #[inline]
     fn lock(&self, hash: u64) -> ChainGuard<'_, T> {
         ChainGuard::Shared {
@@ -36,7 +37,7 @@ pub struct GlobalHash<T> {
     table: ChainedTable<GlobalChains<T>>,
 }
 
-impl<T: Send> GlobalHash<T> {
+impl<T: Send + Sync> GlobalHash<T> {
     /// An empty table with the kernel's ID range (`0..=i32::MAX`).
     pub fn new() -> Self {
         Self::with_max_id(MAX_ID)
@@ -61,7 +62,7 @@ impl<T: Send> GlobalHash<T> {
     }
 }
 
-impl<T: Send> Default for GlobalHash<T> {
+impl<T: Send + Sync> Default for GlobalHash<T> {
     fn default() -> Self {
         Self::new()
     }

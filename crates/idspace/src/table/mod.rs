@@ -42,11 +42,12 @@
 //!   its state (cursor, restore flag, ID list): 64 cache-padded shards, each a read-write lock
 //!   over a map. Every design uses the same registry, so comparisons stay fair. Lookups in the
 //!   hash designs do not touch it.
-//! * **One owner lock per create.** The kernel takes the ID with an atomic increment, inserts
-//!   under the bucket lock, then takes `siglock` to link the timer into the process list. We hold
-//!   the owner's lock across the whole create so that a concurrent `remove_owner` can never miss
-//!   an entry (the kernel avoids the race because only an exiting process tears down its timers).
-//!   Creates of one owner serialise either way, as the seed's thread-vs-fork numbers show.
+//! * **No owner lock to choose an ID.** As in 6.15, a create claims the owner's cursor with
+//!   an atomic operation, inserts under the bucket lock (which decides whether the ID is free),
+//!   and only then takes the owner's list lock (the kernel's `siglock`) to record the ID. A
+//!   concurrent `remove_owner` cannot miss an entry: creates hold the owner registry's shard for
+//!   reading throughout, and `remove_owner` detaches the owner under the shard's write lock
+//!   (the kernel avoids the race because only an exiting process tears down its timers).
 //! * **Chains are arrays.** A chain is a contiguous vector of (owner, id, value) rather than an
 //!   `hlist` of separately allocated timers: user space owns the value inline, and scanning
 //!   contiguous memory is kinder to caches. The global design is therefore a little faster than
@@ -61,21 +62,27 @@
 //!   (64-ID groups to 64-bucket blocks, the blocks placed by a full mix), where the kernel's
 //!   `jhash2` scatters them. Owners allocate IDs in sequence, so a large table then costs
 //!   cache misses per block rather than per operation; sparse IDs still scatter.
-//! * **No RCU.** Lookups lock the chain (hash designs) or take the owner's tree for reading
-//!   (radix) where the kernel walks under RCU; [`Entry`] is that lock's guard, much like the
-//!   kernel returning the timer with `it_lock` held.
+//! * **Reference counts instead of RCU.** Values are stored behind a reference count. A lookup
+//!   searches the chain (hash designs) or the owner's tree (radix) under its lock, clones the
+//!   value's count and lets go before returning, where the kernel walks under RCU without a
+//!   lock. The kernel's guarantee is what matters to callers and holds here for every design:
+//!   an [`Entry`] holds no lock, so it can be kept across any other call (two entries of keys
+//!   that share a bucket, a `remove` of the same entry, `remove_owner`, a `create` of the same
+//!   owner) without deadlock, and the value stays valid until the last [`Entry`] goes. A value
+//!   that changes after creation carries its own lock, the kernel's `it_lock`.
 //! * **Exact-ID errors.** `create_at` reports [`TableError::NotRestoring`] when restore mode is off
 //!   (the kernel would silently allocate a fresh ID instead, since it only reads the requested ID in
 //!   restore mode); the explicit error makes misuse visible.
 
 mod chain;
+mod entry;
 mod error;
 mod global;
 mod owners;
 mod radix;
 mod scaled;
 
-pub use chain::Entry;
+pub use entry::Entry;
 pub use error::{Rejected, SizingError, TableError};
 pub use global::GlobalHash;
 pub use radix::Radix;
@@ -105,7 +112,7 @@ pub const MAX_ID: Id = i32::MAX as Id;
 /// for table in &designs {
 ///     assert_eq!(table.create(1, "first"), Ok(0), "{}", table.name());
 ///     assert_eq!(table.create(1, "second"), Ok(1));
-///     assert_eq!(table.remove(1, 0), Ok("first"));
+///     assert_eq!(table.remove(1, 0).as_deref(), Ok(&"first"));
 ///     assert_eq!(table.ids(1), [1]);
 /// }
 /// ```
@@ -133,17 +140,18 @@ pub trait IdTable<T>: Send + Sync {
     /// Whether the owner's restore mode is on.
     fn is_restoring(&self, owner: Owner) -> bool;
 
-    /// A guard that derefs to the entry's value, or `None` if there is no such entry.
+    /// The entry's value, or `None` if there is no such entry.
     ///
-    /// The guard holds a lock (a chain's, or the owner's tree for reading): drop it before
-    /// calling into the same table again from this thread.
-    fn get(&self, owner: Owner, id: Id) -> Option<Entry<'_, T>>;
+    /// The [`Entry`] holds no lock of the table: it may be kept across any other call, of this
+    /// thread or another, in every design (see [`Entry`]).
+    fn get(&self, owner: Owner, id: Id) -> Option<Entry<T>>;
 
-    /// Removes the entry and returns its value.
+    /// Removes the entry and returns its value (shared with any [`Entry`] still held from an
+    /// earlier `get`; [`Entry::try_unwrap`] takes it out once they are gone).
     ///
     /// # Errors
     /// [`TableError::NotFound`] if the owner has no entry with `id`.
-    fn remove(&self, owner: Owner, id: Id) -> Result<T, TableError>;
+    fn remove(&self, owner: Owner, id: Id) -> Result<Entry<T>, TableError>;
 
     /// The owner's IDs in ascending order (the kernel's `/proc/PID/timers` walk).
     fn ids(&self, owner: Owner) -> Vec<Id>;
@@ -155,6 +163,40 @@ pub trait IdTable<T>: Send + Sync {
     /// Bytes the structure itself holds: buckets, chains or tree nodes, the entries, and the
     /// owner registry. Heap memory owned *by* the values is not counted.
     fn memory_bytes(&self) -> usize;
+
+    /// Every owner the table keeps state for (entries, a moved cursor, or restore mode),
+    /// ascending. Owners are read a shard at a time: one created or dropped meanwhile may or may
+    /// not be listed.
+    fn owners(&self) -> Vec<Owner>;
+
+    /// Entries in the table, summed over the owners a shard at a time (no shared counter is
+    /// kept, so that creates and removes share no cache line).
+    fn len(&self) -> usize;
+
+    /// Whether the table holds no entries.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The owner's entries with their values, in ascending ID order (a checkpoint's walk).
+    fn entries(&self, owner: Owner) -> Vec<(Id, Entry<T>)>;
+
+    /// The owner's cursor: where the next [`create`](Self::create) starts looking (0 for an
+    /// owner the table has no state for).
+    fn cursor(&self, owner: Owner) -> Id;
+
+    /// Sets the owner's cursor, as a restore does so that handles closed before the checkpoint
+    /// are not handed out again.
+    ///
+    /// # Errors
+    /// [`TableError::Invalid`] if `cursor` is above the largest ID.
+    fn set_cursor(&self, owner: Owner, cursor: Id) -> Result<(), TableError>;
+
+    /// Drops the state of every owner that holds no entries, forgetting its cursor and restore
+    /// mode (as [`remove_owner`](Self::remove_owner) would); returns how many were dropped.
+    /// An owner whose state is back to the initial one (no entries, cursor 0, restore mode off)
+    /// is dropped at once by the call that made it so, since forgetting it loses nothing.
+    fn forget_idle(&self) -> usize;
 
     /// Whether the owner has an entry with `id`.
     fn contains(&self, owner: Owner, id: Id) -> bool {

@@ -6,13 +6,12 @@
 //! that fall in different shards share nothing, and operations on one owner take its shard only
 //! for reading. Writers (creating an owner's state, dropping it) are rare.
 //!
-//! Per-owner state is boxed so that its address is stable while a shard's read lock is held;
-//! [`Owners::read_shard`] relies on that to hand out references that live as long as the guard.
+//! Per-owner state is boxed so that growing a shard's map moves pointers, not states.
 
 use std::collections::HashMap;
 
 use super::Owner;
-use crate::sync::{read, write, RwLock, RwLockReadGuard};
+use crate::sync::{read, write, RwLock};
 use crate::util::hash::{mix, BuildIntHasher};
 use crossbeam_utils::CachePadded;
 
@@ -28,6 +27,15 @@ pub(crate) type Shard<S> = HashMap<Owner, Box<S>, BuildIntHasher>;
 
 pub(crate) struct Owners<S> {
     shards: Box<[CachePadded<RwLock<Shard<S>>>]>,
+}
+
+/// Gives a shard's memory back once it is mostly empty: maps never shrink by themselves, and
+/// a registry that once knew many owners would keep their room. A quarter keeps a map that
+/// hovers around one size from reallocating on every change.
+fn shrink<S>(map: &mut Shard<S>) {
+    if map.len() <= map.capacity() / 4 {
+        map.shrink_to_fit();
+    }
 }
 
 impl<S: Default> Owners<S> {
@@ -82,12 +90,62 @@ impl<S: Default> Owners<S> {
     /// Detaches the owner's state. Once this returns, no other thread can reach the state:
     /// every other access runs under the shard's read lock, which this write lock excluded.
     pub(crate) fn remove(&self, owner: Owner) -> Option<Box<S>> {
-        write(self.shard(owner)).remove(&owner)
+        let mut map = write(self.shard(owner));
+        let state = map.remove(&owner);
+        shrink(&mut map);
+        state
     }
 
-    /// The owner's shard, held for reading.
-    pub(crate) fn read_shard(&self, owner: Owner) -> RwLockReadGuard<'_, Shard<S>> {
-        read(self.shard(owner))
+    /// Drops the owner's state if `idle` holds for it, deciding under the shard's write lock
+    /// so that no other thread can change the state in between. True if it was dropped.
+    pub(crate) fn remove_if(&self, owner: Owner, idle: impl FnOnce(&S) -> bool) -> bool {
+        let mut map = write(self.shard(owner));
+        if map.get(&owner).is_some_and(|state| idle(state)) {
+            map.remove(&owner);
+            shrink(&mut map);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Drops the state of every owner for which `idle` holds, one shard at a time; returns how
+    /// many were dropped.
+    pub(crate) fn remove_all_if(&self, idle: impl Fn(&S) -> bool) -> usize {
+        let mut dropped = 0;
+        for shard in self.shards.iter() {
+            let mut map = write(shard);
+            let before = map.len();
+            map.retain(|_, state| !idle(state));
+            dropped += before - map.len();
+            shrink(&mut map);
+        }
+        dropped
+    }
+
+    /// Every owner that has a state, ascending. Each shard is read in turn, so an owner added or
+    /// dropped meanwhile may or may not be listed.
+    pub(crate) fn owners(&self) -> Vec<Owner> {
+        let mut owners: Vec<Owner> = self
+            .shards
+            .iter()
+            .flat_map(|shard| read(shard).keys().copied().collect::<Vec<_>>())
+            .collect();
+        owners.sort_unstable();
+        owners
+    }
+
+    /// The sum of `count` over every owner's state, one shard at a time.
+    pub(crate) fn sum(&self, count: impl Fn(&S) -> usize) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| {
+                read(shard)
+                    .values()
+                    .map(|state| count(state))
+                    .sum::<usize>()
+            })
+            .sum()
     }
 
     /// Bytes held by the registry: the shards, their maps, and each state (`extra` adds what a

@@ -1,10 +1,9 @@
 //! [`Radix`]: a radix tree per owner, the per-process xarray the seed measured and rejected for
 //! its memory on sparse IDs.
 
-use super::chain::{Entry, EntryInner};
-use super::owners::{Owners, Shard};
-use super::{exact_id_refusal, next_id, Id, IdTable, Owner, Rejected, TableError, MAX_ID};
-use crate::sync::{read, write, RwLock, RwLockReadGuard};
+use super::owners::Owners;
+use super::{exact_id_refusal, next_id, Entry, Id, IdTable, Owner, Rejected, TableError, MAX_ID};
+use crate::sync::{read, write, Arc, RwLock};
 use crate::util::radix::RadixTree;
 
 /// One owner's tree with its cursor and restore flag, behind the owner's lock (the xarray's
@@ -13,7 +12,15 @@ use crate::util::radix::RadixTree;
 struct TreeState<T> {
     cursor: Id,
     restoring: bool,
-    tree: RadixTree<T>,
+    /// Values are reference counted so that a lookup can hand one out and let go of the tree.
+    tree: RadixTree<Arc<T>>,
+}
+
+impl<T> TreeState<T> {
+    /// Whether the state is what a new owner starts with, so that dropping it loses nothing.
+    fn is_initial(&self) -> bool {
+        self.cursor == 0 && !self.restoring && self.tree.len() == 0
+    }
 }
 
 pub(crate) struct RadixOwner<T> {
@@ -89,18 +96,18 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
                 });
             };
             let id = id as Id; // at most max_id
-            match state.tree.insert(u64::from(id), value) {
-                Ok(()) => {
-                    state.cursor = next_id(id, self.max_id);
-                    Ok(id)
-                }
+            if state.tree.get(u64::from(id)).is_some() {
                 // first_free said the index is free, and we hold the lock: unreachable, but
                 // handing the value back beats a panic.
-                Err(value) => Err(Rejected {
+                return Err(Rejected {
                     error: TableError::Busy,
                     value,
-                }),
+                });
             }
+            // Free, checked under the write lock just above.
+            let _ = state.tree.insert(u64::from(id), Arc::new(value));
+            state.cursor = next_id(id, self.max_id);
+            Ok(id)
         })
     }
 
@@ -114,16 +121,16 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
                 if let Some(error) = exact_id_refusal(state.restoring, id, max_id) {
                     return Err(Rejected { error, value });
                 }
-                match state.tree.insert(u64::from(id), value) {
-                    Ok(()) => {
-                        state.cursor = next_id(id, max_id);
-                        Ok(id)
-                    }
-                    Err(value) => Err(Rejected {
+                if state.tree.get(u64::from(id)).is_some() {
+                    return Err(Rejected {
                         error: TableError::Busy,
                         value,
-                    }),
+                    });
                 }
+                // Free, checked under the write lock just above.
+                let _ = state.tree.insert(u64::from(id), Arc::new(value));
+                state.cursor = next_id(id, max_id);
+                Ok(id)
             },
             // An owner without state has restore mode off.
             |value| {
@@ -142,6 +149,8 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
         } else {
             self.owners
                 .with_existing(owner, |slot| write(&slot.state).restoring = false);
+            self.owners
+                .remove_if(owner, |slot| read(&slot.state).is_initial());
         }
     }
 
@@ -151,29 +160,21 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
             .unwrap_or(false)
     }
 
-    fn get(&self, owner: Owner, id: Id) -> Option<Entry<'_, T>> {
-        let shard = self.owners.read_shard(owner);
-        let slot: *const RadixOwner<T> = &**shard.get(&owner)?;
-        // The owner's state is boxed inside the shard map, so its address is stable while it
-        // stays in the map; removing it needs the shard's write lock, which `shard` (moved
-        // into the entry and dropped last) keeps out.
-        // SAFETY: so the state outlives the entry that this reference goes into.
-        let slot: &RadixOwner<T> = unsafe { &*slot };
-        let tree = read(&slot.state);
-        let value: *const T = tree.tree.get(u64::from(id))?;
-        Some(Entry {
-            inner: EntryInner::Tree(RadixEntry {
-                value,
-                _tree: tree,
-                _shard: shard,
-            }),
-        })
+    fn get(&self, owner: Owner, id: Id) -> Option<Entry<T>> {
+        // The shard and the tree are held for reading only while the value's count is cloned.
+        self.owners
+            .with_existing(owner, |slot| {
+                read(&slot.state).tree.get(u64::from(id)).cloned()
+            })
+            .flatten()
+            .map(Entry::new)
     }
 
-    fn remove(&self, owner: Owner, id: Id) -> Result<T, TableError> {
+    fn remove(&self, owner: Owner, id: Id) -> Result<Entry<T>, TableError> {
         self.owners
             .with_existing(owner, |slot| write(&slot.state).tree.remove(u64::from(id)))
             .flatten()
+            .map(Entry::new)
             .ok_or(TableError::NotFound)
     }
 
@@ -199,26 +200,64 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
         }
     }
 
-    fn memory_bytes(&self) -> usize {
-        self.owners
-            .memory_bytes(|slot| read(&slot.state).tree.heap_bytes())
+    fn owners(&self) -> Vec<Owner> {
+        self.owners.owners()
     }
-}
 
-/// The radix design's part of an [`Entry`]: the value, the owner's tree held for reading, and
-/// the registry shard that keeps the owner's state alive. Fields drop in order: the tree guard
-/// before the shard guard.
-pub(crate) struct RadixEntry<'a, T> {
-    value: *const T,
-    _tree: RwLockReadGuard<'a, TreeState<T>>,
-    _shard: RwLockReadGuard<'a, Shard<RadixOwner<T>>>,
-}
+    fn len(&self) -> usize {
+        self.owners.sum(|slot| read(&slot.state).tree.len())
+    }
 
-impl<T> RadixEntry<'_, T> {
-    #[inline]
-    pub(crate) fn value(&self) -> &T {
-        // `value` points into a leaf of the tree that `_tree` holds for reading.
-        // SAFETY: so the leaf can be neither changed nor freed while `self` lives.
-        unsafe { &*self.value }
+    fn entries(&self, owner: Owner) -> Vec<(Id, Entry<T>)> {
+        self.owners
+            .with_existing(owner, |slot| {
+                let state = read(&slot.state);
+                state
+                    .tree
+                    .indices()
+                    .into_iter()
+                    .filter_map(|id| {
+                        let value = state.tree.get(id)?.clone();
+                        Some((id as Id, Entry::new(value)))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn cursor(&self, owner: Owner) -> Id {
+        self.owners
+            .with_existing(owner, |slot| read(&slot.state).cursor)
+            .unwrap_or(0)
+    }
+
+    fn set_cursor(&self, owner: Owner, cursor: Id) -> Result<(), TableError> {
+        if cursor > self.max_id {
+            return Err(TableError::Invalid);
+        }
+        if cursor == 0 {
+            self.owners
+                .with_existing(owner, |slot| write(&slot.state).cursor = 0);
+            self.owners
+                .remove_if(owner, |slot| read(&slot.state).is_initial());
+        } else {
+            self.owners
+                .with(owner, |slot| write(&slot.state).cursor = cursor);
+        }
+        Ok(())
+    }
+
+    fn forget_idle(&self) -> usize {
+        self.owners
+            .remove_all_if(|slot| read(&slot.state).tree.len() == 0)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        // Each value's count block: two counters and the value.
+        let shared = 2 * core::mem::size_of::<usize>() + core::mem::size_of::<T>();
+        self.owners.memory_bytes(|slot| {
+            let state = read(&slot.state);
+            state.tree.heap_bytes() + state.tree.len() * shared
+        })
     }
 }

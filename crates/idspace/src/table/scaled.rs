@@ -3,7 +3,8 @@
 
 use core::ptr;
 
-use super::chain::{delegate_chained_table, Chain, ChainGuard, ChainedTable, Chains, Entry};
+use super::chain::{delegate_chained_table, Chain, ChainGuard, ChainedTable, Chains};
+use super::Entry;
 use super::{Id, Owner, Rejected, SizingError, TableError, MAX_ID};
 use crate::util::hash::mix;
 use smallvec::SmallVec;
@@ -131,14 +132,14 @@ pub(crate) struct ScaledChains<T> {
     grow_lock: Mutex<()>,
 }
 
-// SAFETY: the raw segment pointers own `Bucket<T>`s, which hold `T`s behind mutexes; sharing
-// the table shares access to those `T`s only through the mutexes, so `T: Send` suffices, as for
-// `Mutex<T>`.
-unsafe impl<T: Send> Send for ScaledChains<T> {}
-// SAFETY: see `Send`: every access to a `T` goes through its bucket's mutex.
-unsafe impl<T: Send> Sync for ScaledChains<T> {}
+// SAFETY: the raw segment pointers own `Bucket<T>`s, which hold `Arc<T>`s behind mutexes;
+// sharing the table shares those `Arc`s only through the mutexes, and an `Arc<T>` may move to
+// and be shared with other threads when `T: Send + Sync`, as for `Mutex<Arc<T>>`.
+unsafe impl<T: Send + Sync> Send for ScaledChains<T> {}
+// SAFETY: see `Send`: every access to a chain goes through its bucket's mutex.
+unsafe impl<T: Send + Sync> Sync for ScaledChains<T> {}
 
-impl<T: Send> ScaledChains<T> {
+impl<T: Send + Sync> ScaledChains<T> {
     fn new(sizing: Sizing) -> Result<Self, SizingError> {
         let (initial, max_load) = sizing.checked()?;
         let base_shift = initial.trailing_zeros();
@@ -281,7 +282,7 @@ impl<T: Send> ScaledChains<T> {
     }
 }
 
-impl<T: Send> Chains<T> for ScaledChains<T> {
+impl<T: Send + Sync> Chains<T> for ScaledChains<T> {
     #[inline]
     fn lock(&self, hash: u64) -> ChainGuard<'_, T> {
         loop {
@@ -355,7 +356,8 @@ impl<T> Drop for ScaledChains<T> {
 /// The 6.15 kernel table: a mutex per cache-line-aligned bucket, `512 × CPUs` buckets, growing
 /// by default (see [`Sizing`]).
 ///
-/// Lookups lock one bucket; creates and removes lock the owner, then one bucket. With
+/// Lookups lock one bucket; creates claim an ID from the owner's atomic cursor and lock one
+/// bucket, then the owner's list; removes lock the list, then one bucket. With
 /// [`Sizing::Growing`] the table splits buckets as it fills, keeping chains short without ever
 /// stopping other threads. This is the recommended table design.
 ///
@@ -375,7 +377,7 @@ impl<T> Drop for ScaledChains<T> {
 /// assert_eq!(timers.create_at(8, 40, "restored").map_err(|r| r.error), Ok(40));
 /// assert_eq!(timers.ids(8), [0, 40]);
 ///
-/// assert_eq!(timers.remove(7, 0), Ok("tick"));
+/// assert_eq!(timers.remove(7, 0).as_deref(), Ok(&"tick"));
 /// assert_eq!(timers.remove_owner(8), 2);
 /// ```
 ///
@@ -424,7 +426,7 @@ pub struct ScaledHash<T> {
     sizing: Sizing,
 }
 
-impl<T: Send> ScaledHash<T> {
+impl<T: Send + Sync> ScaledHash<T> {
     /// Our default: the kernel's initial size for this machine, growing (see [`Sizing::growing`]).
     pub fn new() -> Self {
         Self::with_valid_sizing(Sizing::growing())
@@ -479,7 +481,7 @@ impl<T: Send> ScaledHash<T> {
     }
 }
 
-impl<T: Send> Default for ScaledHash<T> {
+impl<T: Send + Sync> Default for ScaledHash<T> {
     fn default() -> Self {
         Self::new()
     }

@@ -60,3 +60,32 @@ pub fn pid_designs() -> Vec<Box<dyn PidAllocator>> {
         Box::new(PerCpu::new(4)),
     ]
 }
+
+/// Runs `body` on a thread of its own and fails the test if it has not finished within a
+/// minute: a test of deadlock freedom then fails fast instead of hanging the suite. Miri reports
+/// a deadlock by itself (and its clock runs slow), so there the body simply runs.
+pub fn without_deadlock(what: &str, body: impl FnOnce() + Send + 'static) {
+    if cfg!(miri) {
+        let _ = what;
+        return body();
+    }
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let (done, finished) = mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        body();
+        let _ = done.send(());
+    });
+    match finished.recv_timeout(Duration::from_secs(60)) {
+        Ok(()) => worker.join().expect("the body finished"),
+        // The body panicked: the sender dropped without a message; report its panic.
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            if let Err(panic) = worker.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what}: still running after a minute, deadlocked")
+        }
+    }
+}

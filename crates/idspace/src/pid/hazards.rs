@@ -1,0 +1,101 @@
+//! [`Hazards`]: the few pointers that lookups are reading right now, so that a block of slots is
+//! freed only once no lookup reads it (hazard pointers, reduced to what `Slots` needs).
+//!
+//! A lookup publishes the block it is about to read in a free hazard slot, then checks that the
+//! block is still installed; a retirer uninstalls the block, then waits until no hazard slot
+//! holds it. Both sides are `SeqCst`: in their single order either the lookup's publication
+//! comes first (the retirer sees it and waits) or the retirer's uninstall does (the lookup's
+//! check fails and it reads nothing). Each slot sits on its own cache line and a thread starts
+//! its search at a slot of its own, so lookups on different CPUs write no shared line; only a
+//! retirement (once per range of IDs) reads them all.
+
+use core::ptr;
+
+use crate::sync::{spin_wait, AtomicPtr, Ordering};
+use crate::util::hash::mix;
+use crossbeam_utils::CachePadded;
+
+/// Hazard slots: more than the readers that run at once on any machine this targets; a reader
+/// that finds them all busy waits for one.
+#[cfg(not(loom))]
+const SLOTS: usize = 64;
+#[cfg(loom)]
+const SLOTS: usize = 2;
+
+#[cfg(not(loom))]
+crate::sync::thread_local! {
+    /// Its address tells threads apart, to spread their first choice of slot.
+    static THREAD_KEY: u8 = const { 0 };
+}
+// loom's `thread_local!` takes no `const` initialisers.
+#[cfg(loom)]
+crate::sync::thread_local! {
+    static THREAD_KEY: u8 = 0;
+}
+
+/// Pointers being read, one per slot (null: free).
+pub(crate) struct Hazards<T> {
+    slots: Box<[CachePadded<AtomicPtr<T>>]>,
+}
+
+/// A published hazard; dropping it withdraws the publication.
+pub(crate) struct Hazard<'a, T> {
+    slot: &'a AtomicPtr<T>,
+}
+
+impl<T> Drop for Hazard<'_, T> {
+    fn drop(&mut self) {
+        // Release pairs with the SeqCst (acquiring) loads in `wait_unused`: the reads under the
+        // hazard happen before the retirer frees what they read.
+        self.slot.store(ptr::null_mut(), Ordering::Release);
+    }
+}
+
+impl<T> Hazards<T> {
+    pub(crate) fn new() -> Self {
+        Hazards {
+            slots: (0..SLOTS)
+                .map(|_| CachePadded::new(AtomicPtr::new(ptr::null_mut())))
+                .collect(),
+        }
+    }
+
+    /// Publishes `pointer` in a free slot. The caller must then check that `pointer` is still
+    /// installed before reading through it.
+    #[inline]
+    pub(crate) fn protect(&self, pointer: *mut T) -> Hazard<'_, T> {
+        let key = THREAD_KEY.with(|key| ptr::from_ref(key).addr());
+        let start = mix(key as u64, 0) as usize;
+        loop {
+            for offset in 0..SLOTS {
+                let slot = &self.slots[(start + offset) % SLOTS];
+                // SeqCst: the reader's half of the pattern in the module docs, ordered before
+                // the caller's check of the installed pointer.
+                if slot
+                    .compare_exchange(
+                        ptr::null_mut(),
+                        pointer,
+                        Ordering::SeqCst,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+                {
+                    return Hazard { slot };
+                }
+            }
+            spin_wait();
+        }
+    }
+
+    /// Waits until no slot holds `pointer`. The caller has already uninstalled it (`SeqCst`),
+    /// so no new hazard on it survives its owner's check.
+    pub(crate) fn wait_unused(&self, pointer: *mut T) {
+        for slot in self.slots.iter() {
+            // SeqCst: the retirer's half of the pattern in the module docs; acquiring, it pairs
+            // with the Release in `Hazard::drop`.
+            while slot.load(Ordering::SeqCst) == pointer {
+                spin_wait();
+            }
+        }
+    }
+}
