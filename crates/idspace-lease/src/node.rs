@@ -339,8 +339,16 @@ impl RangeSource for Leases {
         if shared.now_ns() < lease.deadline.load(Ordering::Acquire) {
             return Ok(true);
         }
-        // Past the deadline: the store must confirm the epoch before anything more is served.
         let mut state = lock(&shared.state);
+        if !shared.cyclic && !state.held.contains_key(&lease.first) {
+            // A monotonic lease used up and retired while a CPU still serves its last
+            // sub-range: it is no longer renewed (its row goes with the next grant), and a
+            // monotonic range is never leased again, by anyone, so there is nothing for the
+            // store to confirm. (A monotonic lease leaves `held` only when it is retired or
+            // fenced, and a fenced one was refused above.)
+            return Ok(true);
+        }
+        // Past the deadline: the store must confirm the epoch before anything more is served.
         let attempt = state.renewals;
         state.renew_now = true;
         shared.wake.notify_one();

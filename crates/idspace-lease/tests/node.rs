@@ -237,3 +237,37 @@ fn serialization_failures_are_retried() {
     ids.dedup();
     assert_eq!(ids.len(), 6 * 30 * 10, "overlapping leases");
 }
+
+/// A CPU still serving the last sub-range of a monotonic lease that another CPU used up (and
+/// so retired) goes on serving it past the lease's deadline: a retired lease is no longer
+/// renewed, and a monotonic range is never leased to anyone else.
+#[test]
+fn the_last_sub_range_of_a_retired_monotonic_lease_outlives_its_deadline() {
+    let server = server();
+    space(&server, "retired", 1, u64::from(u32::MAX), false);
+    let node = Node::builder(&server.url(), "retired")
+        .step(20, 20)
+        .sub_range(10)
+        .cpus(2)
+        .ttl(Duration::from_millis(100))
+        .start()
+        .expect("node");
+    // CPU 0 carves 1..=10 and CPU 1 carves 11..=20, the lease's last sub-range.
+    let mut ids = vec![
+        node.next_id_on(0).expect("id"),
+        node.next_id_on(1).expect("id"),
+    ];
+    // CPU 0 uses up its sub-range and carves again: the first lease is used up and retired.
+    ids.extend((0..10).map(|_| node.next_id_on(0).expect("id")));
+    // Past the first lease's deadline (90 ms), CPU 1 still serves 12..=20 from it.
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..9 {
+        ids.push(
+            node.next_id_on(1)
+                .expect("the rest of the sub-range of a retired lease"),
+        );
+    }
+    ids.extend((0..50).map(|i| node.next_id_on(i).expect("id")));
+    assert_eq!(duplicates(&ids), 0);
+    assert!(ids.contains(&20), "{ids:?}");
+}
