@@ -1,29 +1,153 @@
-//! [`IdSet`]: an owner's set of IDs, as a map from 64-ID groups to bitmap words.
+//! [`IdSet`]: an owner's set of IDs, in groups of 65,536 IDs, each a sorted array of 16-bit
+//! offsets while it is sparse and a bitmap once it is dense (the container layout of Roaring
+//! bitmaps).
 //!
-//! Owners allocate IDs in sequence from their cursor, so their IDs cluster: 64 consecutive IDs
-//! share one word, and a set of 100,000 sequential IDs is ~1,600 map entries that stay in cache,
-//! where a hash set of the IDs themselves would scatter every insert over half a megabyte.
-//! Sparse IDs (restore mode) cost one word each.
-
-use std::collections::HashMap;
-
-use super::hash::BuildIntHasher;
+//! Owners allocate IDs in sequence from their cursor, so their IDs cluster: 100,000 sequential
+//! IDs are two 8 KiB bitmaps. Restored owners hold sparse IDs: 2048 IDs 512 apart are 16 arrays
+//! of 128 offsets, 2 bytes an ID, where a map from 64-ID words to bitmap words paid a map slot
+//! (about 26 bytes with its spare capacity) for every one of them.
+//!
+//! Inserting and removing cost a binary search in the group's array and a move of the offsets
+//! above it, at most 8 KiB; sequential IDs append. A group turns into a bitmap above
+//! [`TO_BITMAP`] IDs and back into an array at [`TO_ARRAY`]: the gap keeps a count that hovers
+//! around one size from converting on every change.
 
 /// An ID, as the handle tables number them ([`crate::table::Id`]).
 type Id = u32;
 
-const WORD_BITS: u32 = 64;
+/// IDs a group covers: the low 16 bits of an ID are its offset in the group.
+const GROUP_BITS: u32 = 16;
+/// An array group above this many IDs becomes a bitmap: 4096 offsets are 8 KiB, the bitmap's
+/// size.
+const TO_BITMAP: usize = 4096;
+/// A bitmap group at or below this many IDs becomes an array again.
+const TO_ARRAY: usize = TO_BITMAP / 2;
+/// Words of a bitmap group.
+const WORDS: usize = (1 << GROUP_BITS) / 64;
+
+/// The IDs of one group, as offsets.
+enum Group {
+    /// Ascending offsets.
+    Sparse(Vec<u16>),
+    /// One bit per offset, and how many are set.
+    Dense { bits: Box<[u64; WORDS]>, len: usize },
+}
+
+impl Group {
+    fn len(&self) -> usize {
+        match self {
+            Group::Sparse(offsets) => offsets.len(),
+            Group::Dense { len, .. } => *len,
+        }
+    }
+
+    /// Adds `offset`; false if it was already there.
+    fn insert(&mut self, offset: u16) -> bool {
+        match self {
+            Group::Sparse(offsets) => {
+                // Sequential IDs append: check the end before searching.
+                let at = match offsets.last() {
+                    Some(&last) if last < offset => offsets.len(),
+                    _ => match offsets.binary_search(&offset) {
+                        Ok(_) => return false,
+                        Err(at) => at,
+                    },
+                };
+                offsets.insert(at, offset);
+                if offsets.len() > TO_BITMAP {
+                    *self = Group::dense(offsets);
+                }
+                true
+            }
+            Group::Dense { bits, len } => {
+                let (word, bit) = split(offset);
+                let added = bits[word] & bit == 0;
+                bits[word] |= bit;
+                *len += usize::from(added);
+                added
+            }
+        }
+    }
+
+    /// Removes `offset`; false if it was not there.
+    fn remove(&mut self, offset: u16) -> bool {
+        match self {
+            Group::Sparse(offsets) => {
+                let Ok(at) = offsets.binary_search(&offset) else {
+                    return false;
+                };
+                offsets.remove(at);
+                // Give back what a group that shrank no longer needs (vectors never shrink by
+                // themselves); a quarter keeps a steady size from reallocating.
+                if offsets.capacity() > 16 && offsets.len() <= offsets.capacity() / 4 {
+                    offsets.shrink_to(offsets.len() * 2);
+                }
+                true
+            }
+            Group::Dense { bits, len } => {
+                let (word, bit) = split(offset);
+                if bits[word] & bit == 0 {
+                    return false;
+                }
+                bits[word] &= !bit;
+                *len -= 1;
+                if *len <= TO_ARRAY {
+                    *self = Group::Sparse(offsets_of(bits, *len));
+                }
+                true
+            }
+        }
+    }
+
+    fn dense(offsets: &[u16]) -> Group {
+        let mut bits = Box::new([0u64; WORDS]);
+        for &offset in offsets {
+            let (word, bit) = split(offset);
+            bits[word] |= bit;
+        }
+        Group::Dense {
+            bits,
+            len: offsets.len(),
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Group::Sparse(offsets) => offsets.capacity() * core::mem::size_of::<u16>(),
+            Group::Dense { .. } => core::mem::size_of::<[u64; WORDS]>(),
+        }
+    }
+}
+
+#[inline]
+fn split(offset: u16) -> (usize, u64) {
+    (usize::from(offset) / 64, 1u64 << (offset % 64))
+}
+
+/// The offsets set in `bits`, ascending (`len` of them).
+fn offsets_of(bits: &[u64; WORDS], len: usize) -> Vec<u16> {
+    let mut offsets = Vec::with_capacity(len);
+    for (index, &word) in bits.iter().enumerate() {
+        let mut word = word;
+        while word != 0 {
+            offsets.push((index * 64) as u16 + word.trailing_zeros() as u16);
+            word &= word - 1;
+        }
+    }
+    offsets
+}
 
 /// A set of IDs.
 #[derive(Default)]
 pub(crate) struct IdSet {
-    words: HashMap<Id, u64, BuildIntHasher>,
+    /// Groups by the high 16 bits of their IDs, ascending; none is empty.
+    groups: Vec<(u16, Group)>,
     len: usize,
 }
 
 #[inline]
-fn split(id: Id) -> (Id, u64) {
-    (id / WORD_BITS, 1u64 << (id % WORD_BITS))
+fn high_low(id: Id) -> (u16, u16) {
+    ((id >> GROUP_BITS) as u16, id as u16)
 }
 
 impl IdSet {
@@ -31,13 +155,28 @@ impl IdSet {
         self.len
     }
 
+    /// Where group `high` is, or would go.
+    #[inline]
+    fn find(&self, high: u16) -> Result<usize, usize> {
+        // An owner's IDs are mostly in its newest group: check the last before searching.
+        match self.groups.last() {
+            Some(&(last, _)) if last == high => Ok(self.groups.len() - 1),
+            Some(&(last, _)) if last < high => Err(self.groups.len()),
+            _ => self.groups.binary_search_by_key(&high, |&(h, _)| h),
+        }
+    }
+
     /// Adds `id`; false if it was already there.
     #[inline]
     pub(crate) fn insert(&mut self, id: Id) -> bool {
-        let (group, bit) = split(id);
-        let word = self.words.entry(group).or_insert(0);
-        let added = *word & bit == 0;
-        *word |= bit;
+        let (high, low) = high_low(id);
+        let added = match self.find(high) {
+            Ok(at) => self.groups[at].1.insert(low),
+            Err(at) => {
+                self.groups.insert(at, (high, Group::Sparse(vec![low])));
+                true
+            }
+        };
         self.len += usize::from(added);
         added
     }
@@ -45,16 +184,19 @@ impl IdSet {
     /// Removes `id`; false if it was not there.
     #[inline]
     pub(crate) fn remove(&mut self, id: Id) -> bool {
-        let (group, bit) = split(id);
-        let Some(word) = self.words.get_mut(&group) else {
+        let (high, low) = high_low(id);
+        let Ok(at) = self.find(high) else {
             return false;
         };
-        if *word & bit == 0 {
+        let group = &mut self.groups[at].1;
+        if !group.remove(low) {
             return false;
         }
-        *word &= !bit;
-        if *word == 0 {
-            self.words.remove(&group);
+        if group.len() == 0 {
+            self.groups.remove(at);
+            if self.groups.capacity() > 4 && self.groups.len() <= self.groups.capacity() / 4 {
+                self.groups.shrink_to(self.groups.len() * 2);
+            }
         }
         self.len -= 1;
         true
@@ -62,27 +204,39 @@ impl IdSet {
 
     /// The IDs in ascending order.
     pub(crate) fn ascending(&self) -> Vec<Id> {
-        let mut groups: Vec<(Id, u64)> = self.words.iter().map(|(&g, &w)| (g, w)).collect();
-        groups.sort_unstable_by_key(|&(group, _)| group);
         let mut ids = Vec::with_capacity(self.len);
-        for (group, mut word) in groups {
-            while word != 0 {
-                ids.push(group * WORD_BITS + word.trailing_zeros());
-                word &= word - 1;
+        for (high, group) in &self.groups {
+            let base = Id::from(*high) << GROUP_BITS;
+            match group {
+                Group::Sparse(offsets) => {
+                    ids.extend(offsets.iter().map(|&offset| base | Id::from(offset)))
+                }
+                Group::Dense { bits, len } => ids.extend(
+                    offsets_of(bits, *len)
+                        .into_iter()
+                        .map(|offset| base | Id::from(offset)),
+                ),
             }
         }
         ids
     }
 
-    /// Heap bytes held (hashbrown: a slot and a control byte per bucket of capacity).
+    /// Heap bytes held: the group list and every group's array or bitmap.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.words.capacity() * (core::mem::size_of::<(Id, u64)>() + 1)
+        self.groups.capacity() * core::mem::size_of::<(u16, Group)>()
+            + self
+                .groups
+                .iter()
+                .map(|(_, group)| group.heap_bytes())
+                .sum::<usize>()
     }
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
 
     #[test]
     fn behaves_like_a_set() {
@@ -102,15 +256,84 @@ mod tests {
     }
 
     #[test]
-    fn sequential_ids_share_words() {
+    fn a_group_turns_dense_and_sparse_again_with_a_gap_between() {
         let mut set = IdSet::default();
-        for id in 0..6400 {
+        for id in 0..=TO_BITMAP as Id {
             set.insert(id);
         }
-        assert_eq!(set.words.len(), 100);
-        for id in 0..64 {
-            set.remove(id);
+        assert!(matches!(set.groups[0].1, Group::Dense { .. }));
+        assert_eq!(
+            set.heap_bytes(),
+            8192 + core::mem::size_of::<(u16, Group)>() * set.groups.capacity()
+        );
+        // Down to one above the array threshold: still a bitmap.
+        for id in (TO_ARRAY as Id + 1)..=TO_BITMAP as Id {
+            assert!(set.remove(id));
         }
-        assert_eq!(set.words.len(), 99, "an empty word is dropped");
+        assert!(matches!(set.groups[0].1, Group::Dense { .. }));
+        assert!(set.remove(TO_ARRAY as Id));
+        assert!(matches!(set.groups[0].1, Group::Sparse(_)));
+        assert_eq!(set.ascending(), (0..TO_ARRAY as Id).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn sparse_ids_cost_two_bytes_each() {
+        let mut set = IdSet::default();
+        for i in 0..2048 {
+            set.insert(i * 512);
+        }
+        // 16 groups of 128 offsets.
+        assert_eq!(set.groups.len(), 16);
+        assert!(
+            set.heap_bytes() <= 2048 * 2 + 16 * 2 * 32,
+            "{}",
+            set.heap_bytes()
+        );
+        for i in 0..2048 {
+            assert!(set.remove(i * 512));
+        }
+        assert_eq!(set.len(), 0);
+        assert!(set.groups.is_empty());
+    }
+
+    proptest! {
+        /// Against a `BTreeSet`, with IDs drawn from a few groups so that groups fill past
+        /// the bitmap threshold and empty again.
+        #[test]
+        fn matches_a_btreeset(ops in proptest::collection::vec(
+            (any::<bool>(), 0u32..3, 0u32..6000), 1..3000)
+        ) {
+            let mut set = IdSet::default();
+            let mut model = BTreeSet::new();
+            for (insert, group, offset) in ops {
+                // Group 2 is the last one of the ID space.
+                let high = if group == 2 { Id::MAX >> GROUP_BITS } else { group };
+                let id = (high << GROUP_BITS) | offset;
+                if insert {
+                    prop_assert_eq!(set.insert(id), model.insert(id));
+                } else {
+                    prop_assert_eq!(set.remove(id), model.remove(&id));
+                }
+                prop_assert_eq!(set.len(), model.len());
+            }
+            prop_assert_eq!(set.ascending(), model.into_iter().collect::<Vec<_>>());
+        }
+
+        /// Filling a group densely and emptying it goes through both conversions.
+        #[test]
+        fn dense_fill_and_drain(order in Just((0u32..5000).collect::<Vec<_>>()).prop_shuffle()) {
+            let mut set = IdSet::default();
+            for &id in &order {
+                prop_assert!(set.insert(id));
+            }
+            let dense = matches!(set.groups[0].1, Group::Dense { len: 5000, .. });
+            prop_assert!(dense);
+            prop_assert_eq!(set.ascending(), (0..5000).collect::<Vec<_>>());
+            for &id in order.iter().rev() {
+                prop_assert!(set.remove(id));
+            }
+            prop_assert_eq!(set.len(), 0);
+            prop_assert_eq!(set.heap_bytes(), set.groups.capacity() * core::mem::size_of::<(u16, Group)>());
+        }
     }
 }
