@@ -18,6 +18,9 @@ pub(crate) struct TaskState {
     /// CPUs the task may run on.
     pub(crate) affinity: u64,
     pub(crate) exited: bool,
+    /// The CPU the task last ran on, for designs that track migrations (the lazy design's
+    /// `migrate_from_cpu`); the designs that do not leave it `None`.
+    pub(crate) last_cpu: Option<usize>,
 }
 
 /// A space's identity: one allocation that the space and each of its tasks point at. Two spaces
@@ -79,6 +82,7 @@ impl Task {
                 on_cpu: None,
                 affinity,
                 exited: false,
+                last_cpu: None,
             }),
         }))
     }
@@ -220,7 +224,8 @@ pub(crate) fn claim(
 
 /// Exit's common part: takes `task` off its CPU if it runs (the CPU becomes idle), with the
 /// runqueue and task locks taken in order, runs `off` on the task's state in that lock hold (a
-/// design gives the task's CID back there), and marks the task exited.
+/// design gives the task's CID back there; `on_cpu` still names the CPU the task ran on, whose
+/// runqueue is held), and marks the task exited.
 ///
 /// # Errors
 /// [`CidError::UnknownTask`] if the task already exited (also when two exits race).
@@ -248,8 +253,8 @@ pub(crate) fn exit_task(
         if let Some(rq) = rq.as_mut() {
             rq.curr = None;
         }
-        state.on_cpu = None;
         off(&mut state);
+        state.on_cpu = None;
         state.exited = true;
         return Ok(());
     }
