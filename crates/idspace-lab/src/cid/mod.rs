@@ -2,6 +2,7 @@
 //! create/teardown pools, the CID footprint over time, and a CID-indexed sharded counter, for
 //! the rework, its two predecessors and the kernel's own rseq mm_cid, in one run.
 
+mod scan;
 mod workloads;
 
 use std::time::Duration;
@@ -60,7 +61,12 @@ impl Experiment for Cids {
         let cpus = cx.cpus();
         let pool_shapes = [(8usize, 8usize), (32, 32)];
         let counter_threads = [2usize, 8, 64];
-        let steps = repetitions * (5 + pool_shapes.len() * 4 + counter_threads.len() * 4) + 3;
+        let loads = [(scan::Load::None, "no load"), (scan::Load::Churn, "churn")];
+        let steps = repetitions
+            * (5 + pool_shapes.len() * 4
+                + counter_threads.len() * 4
+                + loads.len() * scan::PLACEMENTS.len())
+            + 3;
         cx.progress.set_total(steps as u64);
         let mut tables = Vec::new();
 
@@ -135,7 +141,80 @@ impl Experiment for Cids {
             rows,
         });
 
-        // 3. Footprint over time.
+        // 3. Where the lazy design's scan runs, and what it adds to switches (seed 003).
+        let mut scan_rows = Vec::new();
+        for (load, label) in loads {
+            let result = cx.measure(&scan::PLACEMENTS, &format!("scan, {label}"), |&c| {
+                scan::run(scan::placement(c), load, SIM_CPUS, duration).map(|run| {
+                    vec![
+                        run.switch_mean,
+                        run.switch_max,
+                        run.scan_mean,
+                        run.scan_max,
+                        run.scan_sum,
+                        run.invocations,
+                    ]
+                })
+            });
+            let means = result.metric(0);
+            let reference = means.get(scan::PLACEMENTS[0]);
+            let added: Vec<Option<f64>> = Vec::from(&means)
+                .into_iter()
+                .map(|mean| Some(mean? - reference?))
+                .collect();
+            scan_rows.push(Row::numbers(format!("{label}: switch, mean ns"), means, 1));
+            scan_rows.push(Row::numbers(
+                format!("{label}: switch, mean ns added (vs no scan)"),
+                added,
+                1,
+            ));
+            scan_rows.push(Row::numbers(
+                format!("{label}: switch, max ns"),
+                result.metric(1),
+                0,
+            ));
+            scan_rows.push(Row::numbers(
+                format!("{label}: scan duration, avg µs"),
+                result.metric(2),
+                1,
+            ));
+            scan_rows.push(Row::numbers(
+                format!("{label}: scan duration, max µs"),
+                result.metric(3),
+                1,
+            ));
+            scan_rows.push(Row::numbers(
+                format!("{label}: scan duration, sum µs"),
+                result.metric(4),
+                0,
+            ));
+            scan_rows.push(Row::numbers(
+                format!("{label}: scan invocations"),
+                result.metric(5),
+                0,
+            ));
+        }
+        tables.push(Table {
+            id: "lazy_scan".into(),
+            title: format!(
+                "The lazy design's periodic scan (seed 003's layout): at a tick on the switch \
+                 path (6.4–6.18's task_work; the switching task runs it before its switch \
+                 returns) or in a worker thread (the seed's delayed_work), against no scan; \
+                 {SIM_CPUS} simulated CPUs; period {} ms (the kernel's 100 ms scaled down so that \
+                 a cell sees hundreds of scans); every switch timed (the timer's cost is in every \
+                 column alike); no load = one thread switching two tasks on one CPU, churn = {} \
+                 threads forking tasks, switching each on four CPUs in turn and exiting them; {} s \
+                 per cell, median of {repetitions}",
+                scan::LAB_PERIOD.as_secs_f64() * 1e3,
+                scan::CHURN_THREADS,
+                duration.as_secs_f64()
+            ),
+            unit: "ns, µs, scans".into(),
+            columns: scan::PLACEMENTS.iter().map(|c| c.to_string()).collect(),
+            rows: scan_rows,
+        });
+
+        // 4. Footprint over time.
         let mut series = Vec::new();
         let mut footprint_rows = Vec::new();
         let mut peaks = Vec::new();
@@ -195,7 +274,7 @@ impl Experiment for Cids {
             series,
         }];
 
-        // 4. Sharded counter.
+        // 5. Sharded counter.
         let counters = [
             "shared atomic",
             "thread_local shards",
@@ -263,7 +342,9 @@ impl Experiment for Cids {
                 "Columns: `rework` = the MM CID rewrite (tasks own CIDs while few, CPUs own them \
                  when tasks outnumber the budget; fork and exit do the mode changes); `bitmap` = \
                  the 6.3 design (a lock and a bitmap at every switch); `lazy` = the design before \
-                 the rewrite (per-CPU cached CIDs, lazy release, a compaction pass); `kernel` = \
+                 the rewrite, 6.4–6.18 (per-CPU cached CIDs taken back lock-free with the \
+                 lazy-put mark, migration steals, and the periodic scan at a tick on the switch \
+                 path every 100 ms, as in the kernel); `kernel` = \
                  this machine's kernel (Linux 6.18 runs the lazy design) through real threads and \
                  its rseq mm_cid."
                     .into(),
