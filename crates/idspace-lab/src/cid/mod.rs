@@ -20,6 +20,10 @@ pub struct Cids;
 /// CPUs than this machine has; the spaces are user-space structures, so they can).
 const SIM_CPUS: usize = 8;
 
+/// Simulated CPUs of the spaces in the scan placement test: the most a space has, since the
+/// scan walks every CPU.
+const SCAN_CPUS: usize = MAX_CPUS;
+
 /// The lab's CPU counts are small constants or this machine's count, capped to what a space
 /// can have.
 const CAPPED: &str = "a CPU count capped to 1..=MAX_CPUS";
@@ -61,7 +65,10 @@ impl Experiment for Cids {
         let cpus = cx.cpus();
         let pool_shapes = [(8usize, 8usize), (32, 32)];
         let counter_threads = [2usize, 8, 64];
-        let loads = [(scan::Load::None, "no load"), (scan::Load::Churn, "churn")];
+        let loads = [
+            (scan::Load::None, "no load", "switch"),
+            (scan::Load::Churn, "churn", "task"),
+        ];
         let steps = repetitions
             * (5 + pool_shapes.len() * 4
                 + counter_threads.len() * 4
@@ -143,12 +150,11 @@ impl Experiment for Cids {
 
         // 3. Where the lazy design's scan runs, and what it adds to switches (seed 003).
         let mut scan_rows = Vec::new();
-        for (load, label) in loads {
+        for (load, label, unit) in loads {
             let result = cx.measure(&scan::PLACEMENTS, &format!("scan, {label}"), |&c| {
-                scan::run(scan::placement(c), load, SIM_CPUS, duration).map(|run| {
+                scan::run(scan::placement(c), load, SCAN_CPUS, duration).map(|run| {
                     vec![
-                        run.switch_mean,
-                        run.switch_max,
+                        run.per_unit,
                         run.scan_mean,
                         run.scan_max,
                         run.scan_sum,
@@ -162,49 +168,36 @@ impl Experiment for Cids {
                 .into_iter()
                 .map(|mean| Some(mean? - reference?))
                 .collect();
-            scan_rows.push(Row::numbers(format!("{label}: switch, mean ns"), means, 1));
+            scan_rows.push(Row::numbers(format!("{label}: ns per {unit}"), means, 1));
             scan_rows.push(Row::numbers(
-                format!("{label}: switch, mean ns added (vs no scan)"),
+                format!("{label}: ns per {unit} added (vs no scan)"),
                 added,
                 1,
             ));
-            scan_rows.push(Row::numbers(
-                format!("{label}: switch, max ns"),
-                result.metric(1),
-                0,
-            ));
-            scan_rows.push(Row::numbers(
-                format!("{label}: scan duration, avg µs"),
-                result.metric(2),
-                1,
-            ));
-            scan_rows.push(Row::numbers(
-                format!("{label}: scan duration, max µs"),
-                result.metric(3),
-                1,
-            ));
-            scan_rows.push(Row::numbers(
-                format!("{label}: scan duration, sum µs"),
-                result.metric(4),
-                0,
-            ));
-            scan_rows.push(Row::numbers(
-                format!("{label}: scan invocations"),
-                result.metric(5),
-                0,
-            ));
+            for (metric, what, digits) in [
+                (1, "scan duration, avg µs", 2),
+                (2, "scan duration, max µs", 1),
+                (3, "scan duration, sum µs", 0),
+                (4, "scan invocations", 0),
+            ] {
+                scan_rows.push(Row::numbers(
+                    format!("{label}: {what}"),
+                    result.metric(metric),
+                    digits,
+                ));
+            }
         }
         tables.push(Table {
             id: "lazy_scan".into(),
             title: format!(
                 "The lazy design's periodic scan (seed 003's layout): at a tick on the switch \
                  path (6.4–6.18's task_work; the switching task runs it before its switch \
-                 returns) or in a worker thread (the seed's delayed_work), against no scan; \
-                 {SIM_CPUS} simulated CPUs; period {} ms (the kernel's 100 ms scaled down so that \
-                 a cell sees hundreds of scans); every switch timed (the timer's cost is in every \
-                 column alike); no load = one thread switching two tasks on one CPU, churn = {} \
-                 threads forking tasks, switching each on four CPUs in turn and exiting them; {} s \
-                 per cell, median of {repetitions}",
+                 returns, so a scan's whole duration lands on that one switch) or in a worker \
+                 thread (the seed's delayed_work), against no scan; {SCAN_CPUS} simulated CPUs \
+                 (the scan walks them all); period {} ms (the kernel's 100 ms scaled down so that \
+                 a cell sees hundreds of scans); no load = one thread switching two tasks on one \
+                 CPU, churn = {} threads each forking a task, switching it on four CPUs in turn \
+                 and exiting it, per thread; {} s per cell, median of {repetitions}",
                 scan::LAB_PERIOD.as_secs_f64() * 1e3,
                 scan::CHURN_THREADS,
                 duration.as_secs_f64()

@@ -2,10 +2,11 @@
 //! the same switches, each timed, with the scan at a tick on the switch path (6.4 to 6.18), in
 //! a worker thread (the seed's `delayed_work`), or never (the reference).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use idspace::cid::{CidAllocator, CidError, LazyCids, ScanPlacement, Task};
+use idspace::cid::{CidAllocator, CidError, LazyCids, ScanPlacement};
 
 use crate::measure::timed;
 
@@ -39,14 +40,12 @@ pub enum Load {
     Churn,
 }
 
-/// What one run measured: per-switch time (mean and max, in ns, the timer's own cost
-/// included, the same in every column), and the scans' probe (mean, max and sum in µs,
-/// invocations).
+/// What one run measured: the load's cost per unit (ns per switch with no load, ns per task
+/// under churn: its fork, four switches and exit), timed in bulk so that no timer sits on the
+/// switch path, and the scans' probe (mean, max and sum in µs, invocations).
 pub struct Run {
-    /// Mean ns per switch.
-    pub switch_mean: f64,
-    /// Longest switch, ns.
-    pub switch_max: f64,
+    /// Mean ns per unit of the load, per thread.
+    pub per_unit: f64,
     /// Mean scan duration, µs.
     pub scan_mean: f64,
     /// Longest scan, µs.
@@ -55,38 +54,6 @@ pub struct Run {
     pub scan_sum: f64,
     /// Scans run.
     pub invocations: f64,
-}
-
-/// Per-thread switch timings, summed.
-#[derive(Default)]
-struct Timings {
-    sum: AtomicU64,
-    count: AtomicU64,
-    max: AtomicU64,
-}
-
-impl Timings {
-    fn add(&self, sum: u64, count: u64, max: u64) {
-        // Relaxed: totals read after the threads are joined.
-        self.sum.fetch_add(sum, Ordering::Relaxed);
-        self.count.fetch_add(count, Ordering::Relaxed);
-        self.max.fetch_max(max, Ordering::Relaxed);
-    }
-}
-
-/// Times one switch; returns its ns.
-fn timed_switch(
-    space: &dyn CidAllocator,
-    cpu: usize,
-    task: Option<&Task>,
-) -> Result<u64, CidError> {
-    let start = Instant::now();
-    let result = space.switch(cpu, task);
-    let ns = start.elapsed().as_nanos() as u64;
-    match result {
-        Ok(_) | Err(CidError::RunningElsewhere) => Ok(ns),
-        Err(error) => Err(error),
-    }
 }
 
 /// Runs `load` on a space of `cpus` CPUs whose scan runs where `placement` says, for
@@ -103,62 +70,61 @@ pub fn run(
     } else {
         (1 << cpus) - 1
     };
-    let timings = Timings::default();
     let failed = AtomicBool::new(false);
+    let fail = || failed.store(true, Ordering::Relaxed);
     let threads = match load {
         Load::None => 1,
         Load::Churn => CHURN_THREADS,
     };
-    timed(threads, duration, &|thread, stop| {
-        let (mut sum, mut count, mut max) = (0u64, 0u64, 0u64);
-        let mut note = |result: Result<u64, CidError>| match result {
-            Ok(ns) => {
-                sum += ns;
-                count += 1;
-                max = max.max(ns);
-            }
-            Err(_) => failed.store(true, Ordering::Relaxed),
-        };
+    let (elapsed, units) = timed(threads, duration, &|thread, stop| {
+        let mut units = 0u64;
         match load {
             Load::None => {
                 let (Ok(a), Ok(b)) = (space.fork(all), space.fork(all)) else {
-                    failed.store(true, Ordering::Relaxed);
+                    fail();
                     return 0;
                 };
                 while !stop.load(Ordering::Relaxed) {
-                    note(timed_switch(&space, 0, Some(&a)));
-                    note(timed_switch(&space, 0, Some(&b)));
+                    for _ in 0..64 {
+                        if black_box(space.switch(0, Some(&a))).is_err()
+                            || black_box(space.switch(0, Some(&b))).is_err()
+                        {
+                            fail();
+                        }
+                    }
+                    units += 128;
                 }
             }
             Load::Churn => {
                 let mut round = thread;
                 while !stop.load(Ordering::Relaxed) {
                     let Ok(task) = space.fork(all) else {
-                        failed.store(true, Ordering::Relaxed);
+                        fail();
                         break;
                     };
                     for step in 0..4 {
-                        note(timed_switch(&space, (round + step) % cpus, Some(&task)));
+                        match space.switch((round + step) % cpus, Some(&task)) {
+                            Ok(_) | Err(CidError::RunningElsewhere) => {}
+                            Err(_) => fail(),
+                        }
                     }
                     if space.exit(&task).is_err() {
-                        failed.store(true, Ordering::Relaxed);
+                        fail();
                     }
                     round += CHURN_THREADS;
+                    units += 1;
                 }
             }
         }
-        timings.add(sum, count, max);
-        count
+        units
     });
     if failed.load(Ordering::Relaxed) {
         return Err("a fork, switch or exit failed".into());
     }
     let stats = space.scan_stats();
-    let count = timings.count.load(Ordering::Relaxed).max(1);
     let micros = |d: Duration| d.as_secs_f64() * 1e6;
     Ok(Run {
-        switch_mean: timings.sum.load(Ordering::Relaxed) as f64 / count as f64,
-        switch_max: timings.max.load(Ordering::Relaxed) as f64,
+        per_unit: elapsed.as_nanos() as f64 * threads as f64 / units.max(1) as f64,
         scan_mean: micros(stats.mean()),
         scan_max: micros(stats.max),
         scan_sum: micros(stats.total),
@@ -175,7 +141,7 @@ mod tests {
         for column in PLACEMENTS {
             for load in [Load::None, Load::Churn] {
                 let run = run(placement(column), load, 4, Duration::from_millis(20)).unwrap();
-                assert!(run.switch_mean > 0.0, "{column}, {load:?}");
+                assert!(run.per_unit > 0.0, "{column}, {load:?}");
                 if column == "no scan" {
                     assert_eq!(run.invocations, 0.0);
                 }
