@@ -322,6 +322,16 @@ impl Experiment for Cids {
                 .into(),
         );
         cx.notes.push(
+            "The lazy scan table follows seed 003's probe: the scan's duration (avg, max, sum) \
+             and invocations, with no load and under churn. With the scan at a tick, its whole \
+             duration is added to the one switch that runs it (the task_work runs before the \
+             task returns to user space), so that switch's extra latency is the scan's max; the \
+             worker's scans run beside the switches, which pay only through the CPU words the \
+             scan marks. The \"added\" rows compare the loads' mean cost with the same load and \
+             no scan at all; differences within a few ns are this machine's noise."
+                .into(),
+        );
+        cx.notes.push(
             "Switch cost: per-task mode with 2 tasks on 4 slots, per-CPU mode with 8 tasks on 4 \
              slots; each figure is one switch (the previous task out, the next in) on one thread, \
              after a warm-up, so it is the common path. The kernel's context switch is not \
