@@ -105,7 +105,9 @@ pub struct CidState {
     pub mode: Mode,
     /// Live tasks.
     pub users: u32,
-    /// The CID budget (`max_cids`); the CPU count for the baselines.
+    /// The CID budget: the rework's `max_cids`; the CPU count for the 6.3 bitmap;
+    /// `min(users, CPUs allowed)` for the lazy design (the bound its `max_nr_cid` cursor
+    /// shrinks to).
     pub max_cids: u32,
     /// Running tasks (by [`Task::id`]) and the CID each sees, by CPU order.
     pub running: Vec<(u64, u32)>,
