@@ -11,8 +11,9 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::thread;
+use std::time::Duration;
 
-use idspace::cid::{BitmapCids, CidAllocator, LazyCids, Rework, Task};
+use idspace::cid::{BitmapCids, CidAllocator, LazyCids, Rework, ScanPlacement, Task};
 
 const CPUS: usize = 4;
 const FREE: usize = usize::MAX;
@@ -209,4 +210,44 @@ fn pools_race_switch_out_and_switch_in_of_one_task() {
     pools(&Rework::new(CPUS).unwrap());
     pools(&BitmapCids::new(CPUS).unwrap());
     pools(&LazyCids::new(CPUS).unwrap());
+}
+
+/// The lazy design with its scan running while real threads switch, migrate, fork and exit: at
+/// a tick on the switch path, and in a worker thread, with a period short enough that scans
+/// race everything else all the time. Both ABI rules hold throughout (checked by `hammer` and
+/// `pools`); once quiet, the bitmap holds exactly the CIDs the CPUs hold.
+#[test]
+fn lazy_scans_race_switches_migrations_and_exits() {
+    let placements = [
+        ScanPlacement::Tick {
+            period: Duration::from_micros(20),
+        },
+        ScanPlacement::Worker {
+            period: Duration::from_micros(100),
+        },
+    ];
+    for placement in placements {
+        let design = LazyCids::with_scan(CPUS, placement).unwrap();
+        hammer(&design);
+        if let ScanPlacement::Tick { .. } = placement {
+            // Quiet now (a worker could be mid-scan, holding a CID it is freeing).
+            let held: Vec<u32> = design.cpu_cids().into_iter().flatten().collect();
+            let distinct: std::collections::BTreeSet<u32> = held.iter().copied().collect();
+            assert_eq!(
+                distinct.len(),
+                held.len(),
+                "two CPUs hold one CID: {held:?}"
+            );
+            assert_eq!(
+                design.cids_in_use() as usize,
+                held.len(),
+                "{placement:?}: the bitmap disagrees with the CPUs {held:?}"
+            );
+        }
+        pools(&design);
+        assert!(
+            design.scan_stats().invocations > 0,
+            "{placement:?}: no scan ran"
+        );
+    }
 }

@@ -7,7 +7,9 @@
 
 use std::collections::HashMap;
 
-use idspace::cid::{BitmapCids, CidAllocator, CidError, LazyCids, Rework, Task, MAX_CPUS};
+use idspace::cid::{
+    BitmapCids, CidAllocator, CidError, LazyCids, Rework, ScanPlacement, Task, MAX_CPUS,
+};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
@@ -24,7 +26,8 @@ pub enum CidDesign {
     Rework,
     /// The first design: a bitmap under a lock at every switch (Linux 6.3).
     Bitmap,
-    /// Per-CPU cached CIDs with periodic compaction (before the rewrite).
+    /// Per-CPU cached CIDs with periodic compaction (before the rewrite); its scan runs at
+    /// each `compact`, so that a replay's answers do not depend on timing.
     Lazy,
 }
 
@@ -82,7 +85,8 @@ impl CidReplay {
         let space: Box<dyn CidAllocator> = match design {
             CidDesign::Rework => Box::new(Rework::new(cpus)?),
             CidDesign::Bitmap => Box::new(BitmapCids::new(cpus)?),
-            CidDesign::Lazy => Box::new(LazyCids::new(cpus)?),
+            // The scan on demand (at `compact`), not at a timed tick: reproducible answers.
+            CidDesign::Lazy => Box::new(LazyCids::with_scan(cpus, ScanPlacement::OnDemand)?),
         };
         Ok(CidReplay {
             space,

@@ -2,6 +2,7 @@
 //! create/teardown pools, the CID footprint over time, and a CID-indexed sharded counter, for
 //! the rework, its two predecessors and the kernel's own rseq mm_cid, in one run.
 
+mod scan;
 mod workloads;
 
 use std::time::Duration;
@@ -18,6 +19,10 @@ pub struct Cids;
 /// Simulated CPUs of the spaces in the pool and footprint tests (the seed's shapes need more
 /// CPUs than this machine has; the spaces are user-space structures, so they can).
 const SIM_CPUS: usize = 8;
+
+/// Simulated CPUs of the spaces in the scan placement test: the most a space has, since the
+/// scan walks every CPU.
+const SCAN_CPUS: usize = MAX_CPUS;
 
 /// The lab's CPU counts are small constants or this machine's count, capped to what a space
 /// can have.
@@ -60,7 +65,15 @@ impl Experiment for Cids {
         let cpus = cx.cpus();
         let pool_shapes = [(8usize, 8usize), (32, 32)];
         let counter_threads = [2usize, 8, 64];
-        let steps = repetitions * (5 + pool_shapes.len() * 4 + counter_threads.len() * 4) + 3;
+        let loads = [
+            (scan::Load::None, "no load", "switch"),
+            (scan::Load::Churn, "churn", "task"),
+        ];
+        let steps = repetitions
+            * (5 + pool_shapes.len() * 4
+                + counter_threads.len() * 4
+                + loads.len() * scan::PLACEMENTS.len())
+            + 3;
         cx.progress.set_total(steps as u64);
         let mut tables = Vec::new();
 
@@ -135,7 +148,66 @@ impl Experiment for Cids {
             rows,
         });
 
-        // 3. Footprint over time.
+        // 3. Where the lazy design's scan runs, and what it adds to switches (seed 003).
+        let mut scan_rows = Vec::new();
+        for (load, label, unit) in loads {
+            let result = cx.measure(&scan::PLACEMENTS, &format!("scan, {label}"), |&c| {
+                scan::run(scan::placement(c), load, SCAN_CPUS, duration).map(|run| {
+                    vec![
+                        run.per_unit,
+                        run.scan_mean,
+                        run.scan_max,
+                        run.scan_sum,
+                        run.invocations,
+                    ]
+                })
+            });
+            let means = result.metric(0);
+            let reference = means.get(scan::PLACEMENTS[0]);
+            let added: Vec<Option<f64>> = Vec::from(&means)
+                .into_iter()
+                .map(|mean| Some(mean? - reference?))
+                .collect();
+            scan_rows.push(Row::numbers(format!("{label}: ns per {unit}"), means, 1));
+            scan_rows.push(Row::numbers(
+                format!("{label}: ns per {unit} added (vs no scan)"),
+                added,
+                1,
+            ));
+            for (metric, what, digits) in [
+                (1, "scan duration, avg µs", 2),
+                (2, "scan duration, max µs", 1),
+                (3, "scan duration, sum µs", 0),
+                (4, "scan invocations", 0),
+            ] {
+                scan_rows.push(Row::numbers(
+                    format!("{label}: {what}"),
+                    result.metric(metric),
+                    digits,
+                ));
+            }
+        }
+        tables.push(Table {
+            id: "lazy_scan".into(),
+            title: format!(
+                "The lazy design's periodic scan (seed 003's layout): at a tick on the switch \
+                 path (6.4–6.18's task_work; the switching task runs it before its switch \
+                 returns, so a scan's whole duration lands on that one switch) or in a worker \
+                 thread (the seed's delayed_work), against no scan; {SCAN_CPUS} simulated CPUs \
+                 (the scan walks them all); period {} ms (the kernel's 100 ms scaled down so that \
+                 a cell sees hundreds of scans); no load = one thread switching two tasks on one \
+                 CPU, churn = {} threads each forking a task, switching it on four CPUs in turn \
+                 and exiting it, per thread; {} s per cell, median of {repetitions}",
+                scan::LAB_PERIOD.as_secs_f64() * 1e3,
+                scan::CHURN_THREADS,
+                duration.as_secs_f64()
+            ),
+            unit: "ns, µs, scans".into(),
+            columns: scan::PLACEMENTS.iter().map(|c| c.to_string()).collect(),
+            rows: scan_rows,
+        });
+
+        // 4. Footprint over time.
         let mut series = Vec::new();
         let mut footprint_rows = Vec::new();
         let mut peaks = Vec::new();
@@ -195,7 +267,7 @@ impl Experiment for Cids {
             series,
         }];
 
-        // 4. Sharded counter.
+        // 5. Sharded counter.
         let counters = [
             "shared atomic",
             "thread_local shards",
@@ -250,6 +322,16 @@ impl Experiment for Cids {
                 .into(),
         );
         cx.notes.push(
+            "The lazy scan table follows seed 003's probe: the scan's duration (avg, max, sum) \
+             and invocations, with no load and under churn. With the scan at a tick, its whole \
+             duration is added to the one switch that runs it (the task_work runs before the \
+             task returns to user space), so that switch's extra latency is the scan's max; the \
+             worker's scans run beside the switches, which pay only through the CPU words the \
+             scan marks. The \"added\" rows compare the loads' mean cost with the same load and \
+             no scan at all; differences within a few ns are this machine's noise."
+                .into(),
+        );
+        cx.notes.push(
             "Switch cost: per-task mode with 2 tasks on 4 slots, per-CPU mode with 8 tasks on 4 \
              slots; each figure is one switch (the previous task out, the next in) on one thread, \
              after a warm-up, so it is the common path. The kernel's context switch is not \
@@ -263,7 +345,9 @@ impl Experiment for Cids {
                 "Columns: `rework` = the MM CID rewrite (tasks own CIDs while few, CPUs own them \
                  when tasks outnumber the budget; fork and exit do the mode changes); `bitmap` = \
                  the 6.3 design (a lock and a bitmap at every switch); `lazy` = the design before \
-                 the rewrite (per-CPU cached CIDs, lazy release, a compaction pass); `kernel` = \
+                 the rewrite, 6.4–6.18 (per-CPU cached CIDs taken back lock-free with the \
+                 lazy-put mark, migration steals, and the periodic scan at a tick on the switch \
+                 path every 100 ms, as in the kernel); `kernel` = \
                  this machine's kernel (Linux 6.18 runs the lazy design) through real threads and \
                  its rseq mm_cid."
                     .into(),

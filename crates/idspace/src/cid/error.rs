@@ -26,6 +26,10 @@ pub enum CidError {
         /// The CPU count asked for.
         cpus: usize,
     },
+    /// A periodic CID scan was asked to run with a zero period.
+    BadScanPeriod,
+    /// The thread that runs a space's periodic CID scan could not be started.
+    ScanThread,
 }
 
 impl CidError {
@@ -38,6 +42,8 @@ impl CidError {
             CidError::BadCpu => "bad_cpu",
             CidError::ForeignTask => "foreign_task",
             CidError::BadCpuCount { .. } => "bad_cpu_count",
+            CidError::BadScanPeriod => "bad_scan_period",
+            CidError::ScanThread => "scan_thread",
         }
     }
 }
@@ -54,6 +60,8 @@ impl fmt::Display for CidError {
                 f,
                 "a CID space has 1 to {MAX_CPUS} CPUs, not {cpus} (affinities are 64-bit masks)"
             ),
+            CidError::BadScanPeriod => f.write_str("a periodic CID scan needs a period above zero"),
+            CidError::ScanThread => f.write_str("the CID scan's worker thread could not start"),
         }
     }
 }

@@ -59,6 +59,30 @@ impl CidMask {
         }
     }
 
+    /// The lowest free CID, or the mask's size if every CID is taken (`cpumask_first_zero`).
+    /// Only a hint: another thread may take it before the caller does.
+    pub(crate) fn first_free(&self) -> u32 {
+        for (index, word) in self.words.iter().enumerate() {
+            // Acquire pairs with the Release `fetch_and` in `put`, as in `try_get`.
+            let free = !word.load(Ordering::Acquire);
+            if free != 0 {
+                return (index as u32 * 64 + free.trailing_zeros()).min(self.bits);
+            }
+        }
+        self.bits
+    }
+
+    /// Takes `cid` if it is free (`cpumask_test_and_set_cpu`); false if it was taken (a race
+    /// lost, for a caller that found it free) or is beyond the mask.
+    pub(crate) fn try_take(&self, cid: u32) -> bool {
+        if cid >= self.bits {
+            return false;
+        }
+        let bit = 1u64 << (cid % 64);
+        // AcqRel, as in `try_get`: Acquire pairs with the Release `fetch_and` in `put`.
+        self.words[cid as usize / 64].fetch_or(bit, Ordering::AcqRel) & bit == 0
+    }
+
     /// Frees `cid` (`mm_drop_cid`).
     pub(crate) fn put(&self, cid: u32) {
         if cid < self.bits {

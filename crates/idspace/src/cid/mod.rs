@@ -26,9 +26,10 @@
 //!   CPUs to hand CIDs over; context switches stay a few loads and stores.
 //! * [`BitmapCids`]: the first design (Linux 6.3): take the lowest free CID under a per-space
 //!   lock at every switch-in, give it back at every switch-out.
-//! * [`LazyCids`]: the design before the rewrite: CPUs cache CIDs across switches and release
-//!   them lazily; a periodic compaction pass (seed `003_68d6ea7a8c8aa882.txt`) takes CIDs back
-//!   from idle CPUs and shrinks the range.
+//! * [`LazyCids`]: the design before the rewrite (Linux 6.4 to 6.18): CPUs cache CIDs across
+//!   switches; other CPUs take them back without locks (a lazy-put mark and a Dekker check of
+//!   the CPU's current task); a periodic scan returns the CIDs no task uses, run at a tick on
+//!   the switch path or by a worker thread ([`ScanPlacement`], seed `003_68d6ea7a8c8aa882.txt`).
 //!
 //! [`rseq`] reads the kernel's own mm_cid for the calling thread.
 
@@ -42,7 +43,7 @@ mod task;
 
 pub use bitmap::BitmapCids;
 pub use error::CidError;
-pub use lazy::LazyCids;
+pub use lazy::{LazyCids, ScanPlacement, ScanStats, KERNEL_SCAN_PERIOD, TICK_SWITCHES};
 pub use rework::Rework;
 pub use task::{affinity_mask, Task};
 
@@ -104,7 +105,9 @@ pub struct CidState {
     pub mode: Mode,
     /// Live tasks.
     pub users: u32,
-    /// The CID budget (`max_cids`); the CPU count for the baselines.
+    /// The CID budget: the rework's `max_cids`; the CPU count for the 6.3 bitmap;
+    /// `min(users, CPUs allowed)` for the lazy design (the bound its `max_nr_cid` cursor
+    /// shrinks to).
     pub max_cids: u32,
     /// Running tasks (by [`Task::id`]) and the CID each sees, by CPU order.
     pub running: Vec<(u64, u32)>,

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 
 use super::mask::CidMask;
-use super::task::{all_cpus, claim, exit_task, Claim, Rq, Rqs, SpaceId, Task, TaskState};
+use super::task::{
+    all_cpus, claim_next, exit_task, leave, Claim, Rq, Rqs, SpaceId, Task, TaskState,
+};
 use super::{
     check_affinity, check_cpu_count, user_cid, CidAllocator, CidError, CidState, Mode, ONCPU,
     TRANSIT, UNSET,
@@ -335,12 +337,17 @@ impl Rework {
         }
     }
 
-    /// Switch-in of `next` (claimed for this CPU) with the runqueue held; the CID word it gets.
-    fn schedin(&self, rq: &mut Rq, next: &Task) -> u32 {
+    /// Switch-in of `next` (claimed for this CPU, its lock `state` held) with the runqueue
+    /// held; the CID word it gets.
+    fn schedin<'t>(
+        &self,
+        rq: &mut Rq,
+        next: &'t Task,
+        mut state: MutexGuard<'t, TaskState>,
+    ) -> u32 {
         // Acquire pairs with the Release stores in `set_mode`.
         let mode = self.hot.mode.load(Ordering::Acquire);
         let max = self.hot.max_cids.load(Ordering::Relaxed);
-        let mut state = next.state();
         if mode & ONCPU != 0 {
             // Per-CPU: the CPU owns, the task borrows.
             if cpu_owned(rq.cid) {
@@ -438,12 +445,22 @@ impl CidAllocator for Rework {
             return Err(CidError::BadCpu);
         }
         let mut rq = self.rqs.lock(cpu);
-        match claim(&mut rq, cpu, next, |_| {})? {
-            Claim::AlreadyHere => Ok(next.map(|task| user_cid(task.state().cid))),
-            // Switch-out does nothing: the previous task keeps (or drops, at its next switch-in)
-            // what it has.
-            Claim::Claimed => Ok(next.map(|task| user_cid(self.schedin(&mut rq, task)))),
-        }
+        // The switch-in first, in the lock hold that claims `next` (one lock of the task per
+        // switch): it needs nothing from the previous task.
+        let cid = match next {
+            None => None,
+            Some(task) => {
+                let mut state = task.state();
+                if let Claim::AlreadyHere = claim_next(&rq, cpu, task, &mut state)? {
+                    return Ok(Some(user_cid(state.cid)));
+                }
+                Some(user_cid(self.schedin(&mut rq, task, state)))
+            }
+        };
+        // Switch-out does nothing: the previous task keeps (or drops, at its next switch-in)
+        // what it has; it only leaves the CPU.
+        leave(&mut rq, next, |_| {});
+        Ok(cid)
     }
 
     fn set_affinity(&self, task: &Task, affinity: u64) -> Result<(), CidError> {

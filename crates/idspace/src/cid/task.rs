@@ -18,6 +18,9 @@ pub(crate) struct TaskState {
     /// CPUs the task may run on.
     pub(crate) affinity: u64,
     pub(crate) exited: bool,
+    /// The CPU the task last ran on, for designs that track migrations (the lazy design's
+    /// `migrate_from_cpu`); the designs that do not leave it `None`.
+    pub(crate) last_cpu: Option<usize>,
 }
 
 /// A space's identity: one allocation that the space and each of its tasks point at. Two spaces
@@ -79,6 +82,7 @@ impl Task {
                 on_cpu: None,
                 affinity,
                 exited: false,
+                last_cpu: None,
             }),
         }))
     }
@@ -189,38 +193,57 @@ pub(crate) fn claim(
     switch_out: impl FnOnce(&mut TaskState),
 ) -> Result<Claim, CidError> {
     if let Some(next) = next {
-        let mut state = next.state();
-        if rq.curr.as_ref().is_some_and(|curr| curr.same(next)) {
-            // Already running here: nothing to switch, but the affinity still rules.
-            if state.affinity & (1 << cpu) == 0 {
-                return Err(CidError::NotAllowed);
-            }
+        if let Claim::AlreadyHere = claim_next(rq, cpu, next, &mut next.state())? {
             return Ok(Claim::AlreadyHere);
         }
-        if state.exited {
-            return Err(CidError::UnknownTask);
-        }
-        if state.on_cpu.is_some() {
-            return Err(CidError::RunningElsewhere);
-        }
+    }
+    leave(rq, next, switch_out);
+    Ok(Claim::Claimed)
+}
+
+/// The first half of [`claim`], for a design that switches `next` in while it holds the task's
+/// lock (`state`, locked by the caller): checks `next` and marks it running on `cpu`.
+pub(crate) fn claim_next(
+    rq: &Rq,
+    cpu: usize,
+    next: &Task,
+    state: &mut TaskState,
+) -> Result<Claim, CidError> {
+    if rq.curr.as_ref().is_some_and(|curr| curr.same(next)) {
+        // Already running here: nothing to switch, but the affinity still rules.
         if state.affinity & (1 << cpu) == 0 {
             return Err(CidError::NotAllowed);
         }
-        state.on_cpu = Some(cpu);
+        return Ok(Claim::AlreadyHere);
     }
-    let prev = rq.curr.take();
-    if let Some(prev) = &prev {
+    if state.exited {
+        return Err(CidError::UnknownTask);
+    }
+    if state.on_cpu.is_some() {
+        return Err(CidError::RunningElsewhere);
+    }
+    if state.affinity & (1 << cpu) == 0 {
+        return Err(CidError::NotAllowed);
+    }
+    state.on_cpu = Some(cpu);
+    Ok(Claim::Claimed)
+}
+
+/// The second half of [`claim`]: the previous task leaves the CPU (after `switch_out` on its
+/// state) and `next` becomes the CPU's current task.
+pub(crate) fn leave(rq: &mut Rq, next: Option<&Task>, switch_out: impl FnOnce(&mut TaskState)) {
+    if let Some(prev) = rq.curr.take() {
         let mut state = prev.state();
         switch_out(&mut state);
         state.on_cpu = None;
     }
     rq.curr = next.cloned();
-    Ok(Claim::Claimed)
 }
 
 /// Exit's common part: takes `task` off its CPU if it runs (the CPU becomes idle), with the
 /// runqueue and task locks taken in order, runs `off` on the task's state in that lock hold (a
-/// design gives the task's CID back there), and marks the task exited.
+/// design gives the task's CID back there; `on_cpu` still names the CPU the task ran on, whose
+/// runqueue is held), and marks the task exited.
 ///
 /// # Errors
 /// [`CidError::UnknownTask`] if the task already exited (also when two exits race).
@@ -248,8 +271,8 @@ pub(crate) fn exit_task(
         if let Some(rq) = rq.as_mut() {
             rq.curr = None;
         }
-        state.on_cpu = None;
         off(&mut state);
+        state.on_cpu = None;
         state.exited = true;
         return Ok(());
     }
