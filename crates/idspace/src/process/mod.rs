@@ -69,10 +69,19 @@
 //! * CIDs: a zombie leader leaves the CID space at once; CIDs are only held while running, as
 //!   the designs decide.
 //! * Exits take the model's lock; the switch path never does.
-//! * The PID designs have no operation that frees a space: a freed namespace's trees, ranges
-//!   or bitmaps stay in the PID design (about 150 bytes a space for `idr-once`, about 10 KiB
-//!   for `percpu` with its per-CPU ranges), so [`Processes::memory_bytes`] does not return
-//!   exactly to its start; the model's own records do.
+//! * A namespace is freed as soon as it is dead and empty (the kernel frees it once nothing
+//!   references it, which may be later: an open `/proc/<pid>/ns/pid` keeps it). The PID design
+//!   frees its space ([`PidAllocator::free_ns`](crate::pid::PidAllocator::free_ns)): its tree,
+//!   bitmap, ranges on every CPU and lookup slots. [`Processes::memory_bytes`] then returns to
+//!   its value before the namespace was made, plus [`FREED_NS_BYTES`]: the model keeps the
+//!   freed number and its parent's, so that the number answers as a dead namespace for the
+//!   whole run, as the replay protocol requires. That includes a fork into it: like one into a
+//!   dead namespace, which takes an ID at every level before `alloc_pid` sees the namespace is
+//!   dead, it moves its living ancestors' cursors (the model allocates in the nearest living
+//!   ancestor and gives the IDs back at once). Exactness also needs the ancestors' structures
+//!   as they were: the IDs the namespace's processes took there are freed, but a bitmap word or
+//!   a CPU's current range they first needed stays, and `BitmapHash`'s shared lookup stripes
+//!   keep some room.
 
 mod design;
 mod error;
@@ -84,6 +93,6 @@ mod thread;
 pub use design::{CidDesign, PidDesign, TableDesign};
 pub use error::ProcessError;
 pub use image::{Image, ThreadImage};
-pub use processes::{Exited, Processes, Restored};
+pub use processes::{Exited, Processes, Restored, FREED_NS_BYTES};
 pub use runtime::{current, spawn_thread, spawn_thread_in, Current, ProcessHooks, TaskIds};
 pub use thread::{Process, Thread};

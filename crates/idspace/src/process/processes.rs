@@ -11,7 +11,7 @@ use super::image::{Image, ThreadImage};
 use super::thread::{Process, Thread};
 use super::ProcessError;
 use crate::cid::{CidAllocator, MAX_CPUS};
-use crate::pid::{NsId, PerCpu, Pid, MAX_LEVEL, ROOT};
+use crate::pid::{NsId, PerCpu, Pid, MAX_LEVEL, PID_MAX_LIMIT, PID_MAX_MIN, ROOT};
 use crate::sync::{self, Mutex};
 use crate::table::{Owner, ScaledHash, MAX_ID};
 
@@ -46,6 +46,9 @@ impl<C> Record<C> {
 
 struct State<C> {
     namespaces: HashMap<NsId, Namespace>,
+    /// Freed namespaces, by number, with their parents: a fork into one answers as into a dead
+    /// namespace, which takes (and gives back) an ID at each living ancestor first.
+    freed: HashMap<NsId, NsId>,
     processes: BTreeMap<u32, Record<C>>,
     /// Root-level TID -> root-level PID, for every thread whose IDs are held.
     threads: HashMap<u32, u32>,
@@ -96,6 +99,10 @@ impl<P, C, T> fmt::Debug for Processes<P, C, T> {
             .finish_non_exhaustive()
     }
 }
+
+/// Bytes the model keeps for each freed namespace: its number and its parent's, so that the
+/// number goes on answering as a dead namespace (see [`Processes::model_bytes`]).
+pub const FREED_NS_BYTES: usize = 2 * size_of::<NsId>();
 
 /// The affinity that allows every CPU of a space of `cpus` CPUs.
 fn all_cpus(cpus: usize) -> u64 {
@@ -153,6 +160,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             cpus,
             state: Mutex::new(State {
                 namespaces,
+                freed: HashMap::new(),
                 processes: BTreeMap::new(),
                 threads: HashMap::new(),
                 next_owner: 1,
@@ -171,10 +179,35 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     }
 
     /// Why `ns`, which the model no longer keeps, refuses: freed (dead) or never created.
-    fn gone(&self, ns: NsId) -> ProcessError {
-        match self.pids.lookup(ns, 1) {
-            Ok(_) => ProcessError::NsDead,
-            Err(_) => ProcessError::UnknownNs,
+    fn gone(state: &State<C>, ns: NsId) -> ProcessError {
+        if state.freed.contains_key(&ns) {
+            ProcessError::NsDead
+        } else {
+            ProcessError::UnknownNs
+        }
+    }
+
+    /// A fork into freed namespace `ns`, refused as one into a dead namespace: the kernel's
+    /// `alloc_pid` takes an ID at every level before it sees that the namespace is dead, so
+    /// the living ancestors' cursors move (and a full one answers `Full`). The freed levels
+    /// are empty and can refuse nothing, so an allocation in the nearest living ancestor,
+    /// given back at once, has exactly those effects. (Were it to take some level's ID 1,
+    /// freeing it would kill that level; but a level with a freed descendant has allocated
+    /// before, so its ID 1 is free only if its init is gone and it is dead already.)
+    fn refuse_freed(&self, state: &State<C>, ns: NsId, cpu: usize) -> ProcessError {
+        let mut up = ns;
+        while let Some(&parent) = state.freed.get(&up) {
+            up = parent;
+        }
+        match self.pids.alloc(up, &[], cpu) {
+            Ok(pid) => {
+                let _ = self.pids.free(pid.ns(), pid.ids()[0], cpu);
+                ProcessError::NsDead
+            }
+            Err(error) => match ProcessError::from_pid(error) {
+                ProcessError::Full => ProcessError::Full,
+                _ => ProcessError::NsDead,
+            },
         }
     }
 
@@ -186,7 +219,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     pub fn ns_new(&self, parent: NsId) -> Result<NsId, ProcessError> {
         let mut state = sync::lock(&self.state);
         let Some(up) = state.namespaces.get(&parent) else {
-            return Err(self.gone(parent));
+            return Err(Self::gone(&state, parent));
         };
         if up.dead {
             return Err(ProcessError::NsDead);
@@ -217,7 +250,15 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// # Errors
     /// [`ProcessError::Invalid`] outside `301..=4194304`, [`ProcessError::UnknownNs`].
     pub fn set_pid_max(&self, ns: NsId, max: u32) -> Result<(), ProcessError> {
-        let _state = sync::lock(&self.state);
+        let state = sync::lock(&self.state);
+        if state.freed.contains_key(&ns) {
+            // As on a dead namespace: accepted, and it changes nothing anyone can see.
+            return if (PID_MAX_MIN..=PID_MAX_LIMIT).contains(&max) {
+                Ok(())
+            } else {
+                Err(ProcessError::Invalid)
+            };
+        }
         self.pids
             .set_pid_max(ns, max)
             .map_err(ProcessError::from_pid)
@@ -235,6 +276,9 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// [`ProcessError::NsDead`].
     pub fn fork(&self, ns: NsId, cpu: usize) -> Result<Arc<Thread<C>>, ProcessError> {
         let mut state = sync::lock(&self.state);
+        if state.freed.contains_key(&ns) {
+            return Err(self.refuse_freed(&state, ns, cpu));
+        }
         let pid = self
             .pids
             .alloc(ns, &[], cpu)
@@ -480,7 +524,18 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
                 continue;
             }
             let parent = space.parent;
+            // Dead, with no IDs and no children in the model, so none in the design either:
+            // the design gives the space's memory back; its number answers as dead from now on.
+            let freed = self.pids.free_ns(ns);
+            debug_assert_eq!(
+                freed,
+                Ok(()),
+                "the PID design refused to free namespace {ns}"
+            );
             state.namespaces.remove(&ns);
+            if let Some(parent) = parent {
+                state.freed.insert(ns, parent);
+            }
             if let Some(parent) = parent {
                 if let Some(up) = state.namespaces.get_mut(&parent) {
                     up.children -= 1;
@@ -623,7 +678,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         image.check()?;
         let mut state = sync::lock(&self.state);
         let Some(target) = state.namespaces.get(&ns) else {
-            return Err(self.gone(ns));
+            return Err(Self::gone(&state, ns));
         };
         let depth = target.level as usize + 1;
         let mut order: Vec<&ThreadImage> = image.threads.iter().skip(1).collect();
@@ -747,7 +802,10 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     }
 
     /// Bytes of the model's own records: namespaces, processes with their CID spaces, threads
-    /// with their IDs, and the TID index. Freed namespaces and ended processes hold none.
+    /// with their IDs, and the TID index. Ended processes hold none; a freed namespace holds
+    /// [`FREED_NS_BYTES`] (its number and its parent's: its number answers as a dead
+    /// namespace for good, and a fork into it moves its living ancestors' cursors as one into
+    /// a dead namespace does).
     pub fn model_bytes(&self) -> usize {
         let state = sync::lock(&self.state);
         let threads: usize = state
@@ -759,6 +817,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             })
             .sum();
         state.namespaces.len() * (size_of::<NsId>() + size_of::<Namespace>())
+            + state.freed.len() * FREED_NS_BYTES
             + state.processes.len() * (size_of::<Record<C>>() + size_of::<Process<C>>())
             + state.threads.len() * 2 * size_of::<u32>()
             + threads
