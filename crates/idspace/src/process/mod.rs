@@ -56,10 +56,11 @@
 //!   process, whose zombie leader holds it until the group ends; in the corner where a thread
 //!   was cloned into an outer namespace before it had an init, that thread. The PID designs
 //!   decide so, and the model follows them.
-//! * The table API neither reads nor sets a timer cursor. The model mirrors each process's
-//!   cursor (`create` leaves it at `id + 1`); restore sets it through restore-mode semantics:
-//!   `create_at(cursor - 1)` leaves the cursor at `cursor`, so that ID is created last (and
-//!   removed again if it was no timer). The kernel's CRIU has no cursor to restore at all.
+//! * The timer cursor is checkpointed and restored: a checkpoint reads the process's cursor
+//!   from the table ([`IdTable::cursor`](crate::table::IdTable::cursor)), and a restore sets it
+//!   ([`IdTable::set_cursor`](crate::table::IdTable::set_cursor)) after recreating the timers
+//!   in restore mode, so that IDs freed before the checkpoint are not handed out again at once.
+//!   The kernel exposes no timer cursor, so CRIU has none to restore.
 //! * A refused restore holds no IDs, makes no timers and moves no timer cursor. Taken or
 //!   duplicate `set_tid` entries are refused before anything is allocated; a later refusal
 //!   (`invalid`, `full`, `ns_dead`) frees what the restore took, but a PID design's cursors at

@@ -13,7 +13,7 @@ use super::ProcessError;
 use crate::cid::{CidAllocator, MAX_CPUS};
 use crate::pid::{NsId, PerCpu, Pid, MAX_LEVEL, PID_MAX_LIMIT, PID_MAX_MIN, ROOT};
 use crate::sync::{self, Mutex};
-use crate::table::{Owner, ScaledHash, MAX_ID};
+use crate::table::{Owner, ScaledHash};
 
 /// A namespace the model still keeps: alive, or dead with IDs or child namespaces left.
 struct Namespace {
@@ -33,9 +33,6 @@ struct Record<C> {
     threads: BTreeMap<u32, Arc<Thread<C>>>,
     /// The leader exited while other threads lived: its IDs are held, it runs no more.
     zombie_leader: bool,
-    /// Where the next timer ID search starts (the table's cursor, mirrored here so that a
-    /// checkpoint can save it: the table API reads no cursors).
-    timer_cursor: u32,
 }
 
 impl<C> Record<C> {
@@ -110,16 +107,6 @@ fn all_cpus(cpus: usize) -> u64 {
         u64::MAX
     } else {
         (1u64 << cpus) - 1
-    }
-}
-
-/// The ID before `id`, wrapping below 0 to the largest: the ID whose creation leaves the
-/// cursor at `id`.
-fn before(id: u32) -> u32 {
-    if id == 0 {
-        MAX_ID
-    } else {
-        id - 1
     }
 }
 
@@ -314,7 +301,6 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
                 process,
                 threads,
                 zombie_leader: zombie,
-                timer_cursor: 0,
             },
         );
         Ok((leader, owner))
@@ -550,17 +536,14 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// # Errors
     /// [`ProcessError::UnknownProcess`], [`ProcessError::Full`].
     pub fn timer_create(&self, pid: u32) -> Result<u32, ProcessError> {
-        let mut state = sync::lock(&self.state);
+        let state = sync::lock(&self.state);
         let record = state
             .processes
-            .get_mut(&pid)
+            .get(&pid)
             .ok_or(ProcessError::UnknownProcess)?;
-        let id = self
-            .timers
+        self.timers
             .create(record.process.owner(), ())
-            .map_err(|_| ProcessError::Full)?;
-        record.timer_cursor = crate::table::next_id(id, MAX_ID);
-        Ok(id)
+            .map_err(|_| ProcessError::Full)
     }
 
     /// Deletes timer `timer` of process `pid`.
@@ -655,7 +638,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         Ok(Image {
             threads,
             timers: self.timers.ids(record.process.owner()),
-            timer_cursor: record.timer_cursor,
+            timer_cursor: self.timers.cursor(record.process.owner()),
         })
     }
 
@@ -726,7 +709,6 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             for thread in &threads {
                 record.threads.insert(thread.tid(), Arc::clone(thread));
             }
-            record.timer_cursor = image.timer_cursor;
         }
         self.restore_timers(owner, image);
         Ok(Restored {
@@ -767,25 +749,18 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         Ok(())
     }
 
-    /// Recreates the image's timers under `owner` with their exact IDs, then leaves the cursor
-    /// where the image had it. The table reads and sets no cursor directly, but restore mode's
-    /// `create_at` leaves it at `id + 1`: so the ID just below the cursor is created last
-    /// (and removed again if it was not a timer). A fresh owner's cursor is already 0.
+    /// Recreates the image's timers under `owner` with their exact IDs (restore mode, as
+    /// CRIU's `PR_TIMER_CREATE_RESTORE_IDS`), then sets the owner's cursor where the image had
+    /// it.
     fn restore_timers(&self, owner: Owner, image: &Image) {
-        let last = before(image.timer_cursor);
-        let last_is_timer = image.timers.binary_search(&last).is_ok();
         self.timers.set_restore(owner, true);
-        for &id in image.timers.iter().filter(|&&id| id != last) {
+        for &id in &image.timers {
             // Cannot fail: the owner is new, the IDs distinct and in range (`Image::check`).
             let _ = self.timers.create_at(owner, id, ());
         }
-        if last_is_timer {
-            let _ = self.timers.create_at(owner, last, ());
-        } else if image.timer_cursor != 0 {
-            let _ = self.timers.create_at(owner, last, ());
-            let _ = self.timers.remove(owner, last);
-        }
         self.timers.set_restore(owner, false);
+        // Cannot fail: `Image::check` refused a cursor above the largest ID.
+        let _ = self.timers.set_cursor(owner, image.timer_cursor);
     }
 
     /// The live thread or zombie leader with root-level ID `tid`.
