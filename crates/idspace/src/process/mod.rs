@@ -95,5 +95,6 @@ pub use design::{CidDesign, PidDesign, TableDesign};
 pub use error::ProcessError;
 pub use image::{Image, ThreadImage};
 pub use processes::{Exited, Processes, Restored, FREED_NS_BYTES};
+pub(crate) use runtime::running;
 pub use runtime::{current, spawn_thread, spawn_thread_in, Current, ProcessHooks, TaskIds};
 pub use thread::{Process, Thread};
