@@ -164,7 +164,9 @@ fn spaces_are_freed_under_concurrent_use() {
                 let (pids, stop, current) = (pids.clone(), stop.clone(), current.clone());
                 std::thread::spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
-                        let ns = current.load(Ordering::Relaxed);
+                        // Acquire: pairs with the Release store below, so that the space's
+                        // creation is seen.
+                        let ns = current.load(Ordering::Acquire);
                         match pids.lookup(ns, 1) {
                             Ok(_) => {}
                             Err(error) => panic!("lookup in {ns}: {error:?}"),
@@ -188,7 +190,8 @@ fn spaces_are_freed_under_concurrent_use() {
             } else {
                 pids.new_ns(ROOT).unwrap()
             };
-            current.store(ns, Ordering::Relaxed);
+            // Release: publishes the new space with its number.
+            current.store(ns, Ordering::Release);
             std::thread::yield_now();
             loop {
                 match pids.free_ns(ns) {
