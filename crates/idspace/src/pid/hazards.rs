@@ -1,10 +1,10 @@
-//! [`Hazards`]: the few pointers that lookups are reading right now, so that a block of slots is
-//! freed only once no lookup reads it (hazard pointers, reduced to what `Slots` needs).
+//! [`Hazards`]: the few pointers that readers are reading right now, so that what they read is
+//! freed only once no reader reads it (hazard pointers, reduced to what `PerCpu` needs): a
+//! block of lookup slots (`Slots`), or a whole space (`PerCpu::free_ns`).
 //!
-//! A lookup publishes the block it is about to read in a free hazard slot, then checks that the
-//! block is still installed; a retirer uninstalls the block, then waits until no hazard slot
-//! holds it. Both sides are `SeqCst`: in their single order either the lookup's publication
-//! comes first (the retirer sees it and waits) or the retirer's uninstall does (the lookup's
+//! A reader publishes the pointer it is about to read in a free hazard slot, then checks that
+//! it is still installed; a retirer uninstalls it, then waits until no hazard slot holds it. Both sides are `SeqCst`: in their single order either the reader's publication
+//! comes first (the retirer sees it and waits) or the retirer's uninstall does (the reader's
 //! check fails and it reads nothing). Each slot sits on its own cache line and a thread starts
 //! its search at a slot of its own, so lookups on different CPUs write no shared line; only a
 //! retirement (once per range of IDs) reads them all.

@@ -249,8 +249,18 @@ impl RangeSource for Space {
 ///   up under RCU; here a lookup never waits behind a CPU's allocations or a carve.
 /// * Rare paths take every CPU's lock in ascending order: exact IDs (`set_tid`, restore only),
 ///   and allocation when no range is left to carve (the space is nearly full).
+/// * Spaces are freed ([`PidAllocator::free_ns`]) while other threads may be using them: every
+///   operation holds a hazard pointer on the space it names (a compare-and-swap on a slot of
+///   its thread's own, no shared line); a space's ancestors stay because a space with a child
+///   is not freed, and freeing a space lowers its parent's child count only once no hazard
+///   holds it. `free_ns` takes every CPU's lock (no allocation is then between taking an ID
+///   and publishing it), checks that no range of the space has a live ID, drops the space's
+///   ranges from every CPU and retires their lookup slots, unlinks the space, waits until no
+///   hazard holds it and frees it. An allocation that protected the space before the unlink
+///   sees, under its CPU's lock, that it was freed, and takes nothing.
 ///
-/// Lock order: a CPU's lock, then a space's directory, or a CPU's lock, then an ID's slot.
+/// Lock order: the spaces' lock (creating and freeing spaces) before any CPU's lock; a CPU's
+/// lock, then a space's directory, or a CPU's lock, then an ID's slot.
 /// Frees read the directory
 /// and release it before locking a CPU, then check that the CPU still holds the range (a range
 /// with a live ID cannot move, so the check fails only for IDs that are gone).

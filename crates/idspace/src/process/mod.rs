@@ -35,9 +35,11 @@
 //!   with live threads, which stays a zombie. The last live thread ends the process: its timers
 //!   go (`remove_owner`) and every ID it held is freed. Whenever an ID 1 is freed, its
 //!   namespace dies and every process with an ID there ends too.
-//! * A namespace is freed once it is dead and holds no IDs and no child namespaces; the model
-//!   then forgets it (its number answers as dead), and its own memory
-//!   ([`Processes::model_bytes`]) returns to where it was before the namespace was made.
+//! * A namespace is freed once it is dead and holds no IDs and no child namespaces: the PID
+//!   design frees its space ([`PidAllocator::free_ns`](crate::pid::PidAllocator::free_ns)) and
+//!   the model keeps only its number and parent's ([`FREED_NS_BYTES`]), so that the number
+//!   answers as a dead namespace; memory returns to where it was before the namespace was made
+//!   but for those bytes (see below).
 //! * In the task runtime, [`ProcessHooks`] make tasks threads: each carries its [`Thread`] as
 //!   its per-task data ([`TaskIds`]); [`Runtime::spawn_process`](crate::sched::Runtime) starts
 //!   a process, [`spawn_thread`] adds a thread to the caller's, and [`current`] gives the
