@@ -85,7 +85,9 @@ impl IndexSource {
         }
     }
 
-    /// The best source the calling thread has: mm_cid, else cpu_id, else thread IDs.
+    /// The best source the calling thread has: mm_cid, else cpu_id, else thread IDs. The task
+    /// CID is never chosen here: it binds a structure to one process, so it is asked for by
+    /// name.
     pub fn best() -> IndexSource {
         [IndexSource::MmCid, IndexSource::CpuId]
             .into_iter()
