@@ -98,7 +98,8 @@ fn storm(workers: usize, work: &(dyn Fn(usize, &AtomicBool) + Sync)) -> u64 {
     let stop = AtomicBool::new(false);
     let aborts: Vec<AtomicU64> = (0..workers).map(|_| AtomicU64::new(0)).collect();
     let pthreads = std::sync::Mutex::new(Vec::new());
-    let deadline = Instant::now() + Duration::from_secs(20);
+    // Long enough for a machine far busier than its CPUs: the loop ends as soon as an abort was seen.
+    let deadline = Instant::now() + Duration::from_secs(60);
     thread::scope(|scope| {
         for worker in 0..workers {
             let (stop, aborts, pthreads) = (&stop, &aborts, &pthreads);
