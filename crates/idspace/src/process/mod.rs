@@ -77,6 +77,7 @@
 mod design;
 mod error;
 mod image;
+mod posix_timer;
 mod processes;
 mod runtime;
 mod thread;
@@ -84,6 +85,10 @@ mod thread;
 pub use design::{CidDesign, PidDesign, TableDesign};
 pub use error::ProcessError;
 pub use image::{Image, ThreadImage};
+pub use posix_timer::{
+    Clock, Expired, ITimerSpec, Now, PosixTimer, TimeSpec, TimerError, TimerSnapshot, Token, When,
+    DELAYTIMER_MAX, FOREVER, NSEC_PER_SEC,
+};
 pub use processes::{Exited, Processes, Restored};
 pub use runtime::{current, spawn_thread, spawn_thread_in, Current, ProcessHooks, TaskIds};
 pub use thread::{Process, Thread};
