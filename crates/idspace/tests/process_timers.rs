@@ -8,8 +8,8 @@ use std::sync::mpsc;
 
 use idspace::pid::ROOT;
 use idspace::process::{
-    Clock, ITimerSpec, Image, Notify, NotifyKind, ProcessError, Processes, TimeSpec, TimerError,
-    When, NSEC_PER_SEC,
+    clock_gettime, Clock, ITimerSpec, Image, Notify, NotifyKind, ProcessError, Processes, TimeSpec,
+    TimerError, When, NSEC_PER_SEC,
 };
 
 const HOUR: i64 = 3600;
@@ -95,6 +95,27 @@ fn a_realtime_absolute_time_converts_with_the_current_offset() {
         .timer_settime(pid, timer, When::Absolute, ITimerSpec::once(at))
         .unwrap();
     assert_left(system.timer_gettime(pid, timer).unwrap().value, secs(HOUR));
+}
+
+#[test]
+fn a_monotonic_absolute_time_is_a_reading_of_clock_gettime() {
+    let system = Processes::new(1).unwrap();
+    let pid = system.fork(ROOT, 0).unwrap().tid();
+    let timer = system.timer_create(pid).unwrap();
+    let now = clock_gettime(Clock::Monotonic);
+    let at = TimeSpec::new(now.sec + HOUR, now.nsec);
+    system
+        .timer_settime(pid, timer, When::Absolute, ITimerSpec::once(at))
+        .unwrap();
+    assert_left(system.timer_gettime(pid, timer).unwrap().value, secs(HOUR));
+    // A time already past expires at once: armed, with the least time left.
+    system
+        .timer_settime(pid, timer, When::Absolute, ITimerSpec::once(now))
+        .unwrap();
+    let left = system.timer_gettime(pid, timer).unwrap().value;
+    assert_eq!(left, TimeSpec::new(0, 1));
+    let real = clock_gettime(Clock::Realtime);
+    assert!(real.sec > 1_600_000_000 && (0..NSEC_PER_SEC).contains(&real.nsec));
 }
 
 #[test]

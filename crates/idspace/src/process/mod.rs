@@ -104,4 +104,4 @@ pub use posix_timer::{
 pub use processes::{Exited, Processes, Restored};
 pub use runtime::{current, spawn_thread, spawn_thread_in, Current, ProcessHooks, TaskIds};
 pub use thread::{Process, Thread};
-pub use timers::{Notify, NotifyKind, TimerEvent, TimerImage, TimerWait};
+pub use timers::{clock_gettime, Notify, NotifyKind, TimerEvent, TimerImage, TimerWait};

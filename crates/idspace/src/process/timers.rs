@@ -49,7 +49,9 @@ use serde::{Deserialize, Serialize};
 
 use super::design::{CidDesign, PidDesign, TableDesign};
 use super::image::Image;
-use super::posix_timer::{Clock, ITimerSpec, Now, PosixTimer, TimerSnapshot, Token, When};
+use super::posix_timer::{
+    Clock, ITimerSpec, Now, PosixTimer, TimeSpec, TimerSnapshot, Token, When, NSEC_PER_SEC,
+};
 use super::{ProcessError, Processes};
 use std::sync::Arc;
 
@@ -159,16 +161,48 @@ pub(crate) fn now() -> Now {
     Now { mono, real }
 }
 
-/// The epoch of the monotonic nanoseconds: the first time any timer read the clock.
-fn epoch() -> Instant {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
+/// `clock_gettime` of the clocks timers use: the time to give [`When::Absolute`] settings.
+/// The monotonic clock is the kernel's `CLOCK_MONOTONIC`, read once and followed by
+/// [`Instant`] from then on (the same clock); the realtime clock is the system's.
+pub fn clock_gettime(clock: Clock) -> TimeSpec {
+    let at = now();
+    match clock {
+        Clock::Monotonic => TimeSpec::from_nanos(at.mono),
+        Clock::Realtime => TimeSpec::new(
+            at.real.div_euclid(NSEC_PER_SEC),
+            at.real.rem_euclid(NSEC_PER_SEC),
+        ),
+    }
 }
 
-/// Monotonic nanoseconds of `instant` (0 before the epoch).
+/// An instant and its `CLOCK_MONOTONIC` reading, taken together once: what converts between
+/// [`Instant`]s and the monotonic nanoseconds of [`PosixTimer`].
+fn epoch() -> (Instant, u64) {
+    static EPOCH: OnceLock<(Instant, u64)> = OnceLock::new();
+    *EPOCH.get_or_init(|| (Instant::now(), crate::sys::clock::monotonic_nanos()))
+}
+
+/// Monotonic nanoseconds of `instant`.
 pub(crate) fn mono_of(instant: Instant) -> u64 {
-    let nanos = instant.saturating_duration_since(epoch()).as_nanos();
-    u64::try_from(nanos).unwrap_or(u64::MAX)
+    let (base, nanos) = epoch();
+    match instant.checked_duration_since(base) {
+        Some(after) => nanos.saturating_add(u64::try_from(after.as_nanos()).unwrap_or(u64::MAX)),
+        None => {
+            let before = base.duration_since(instant).as_nanos();
+            nanos.saturating_sub(u64::try_from(before).unwrap_or(u64::MAX))
+        }
+    }
+}
+
+/// The instant of monotonic nanoseconds `mono`, if representable.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) fn instant_of(mono: u64) -> Option<Instant> {
+    let (base, nanos) = epoch();
+    if mono >= nanos {
+        base.checked_add(std::time::Duration::from_nanos(mono - nanos))
+    } else {
+        base.checked_sub(std::time::Duration::from_nanos(nanos - mono))
+    }
 }
 
 /// One timer: its state and notification under its own lock.
@@ -512,7 +546,6 @@ mod tests {
     use std::task::Wake;
 
     use super::*;
-    use crate::process::TimeSpec;
 
     const MS: u64 = 1_000_000;
 
@@ -621,6 +654,17 @@ mod tests {
             Pin::new(&mut wait).poll(&mut cx),
             Poll::Ready(Err(ProcessError::NotFound))
         );
+    }
+
+    #[test]
+    fn instants_and_monotonic_nanoseconds_convert_both_ways() {
+        let now = Instant::now();
+        let mono = mono_of(now);
+        assert!(mono > 0, "the kernel's monotonic clock, not a count from 0");
+        assert_eq!(instant_of(mono), Some(now));
+        let later = now + std::time::Duration::from_millis(1500);
+        assert_eq!(mono_of(later), mono + 1_500_000_000);
+        assert_eq!(instant_of(mono + 1_500_000_000), Some(later));
     }
 
     #[test]
