@@ -3,15 +3,14 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
-#[cfg(not(loom))]
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::hooks::Hooks;
 use super::idle::{Idle, Notice};
 use super::runtime::{Shared, TaskRef};
 use super::stats::Counters;
 use super::task::{Polled, Task};
+use super::time::Expired;
 use super::wakelist::Wakelist;
 use crate::sync::{self, AtomicUsize, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
@@ -192,15 +191,18 @@ pub(crate) fn run<H: Hooks>(shared: Arc<Shared<H>>, index: usize) {
     let entered = super::runtime::enter(Arc::clone(&shared));
     shared.hooks().worker_started(index);
     let worker = shared.worker(index);
+    let mut expired = Expired::default();
     loop {
         if shared.is_shutting_down() {
             break;
         }
+        // The timer "interrupt": due timers fire between polls, their tasks queued first.
+        shared.timers().expire(index, &mut expired);
         if let Some(task) = worker.next_task() {
             run_task(&shared, worker, index, task);
             continue;
         }
-        idle(&shared, worker);
+        idle(&shared, worker, index);
     }
     shared.hooks().worker_stopped(index);
     drop(entered);
@@ -226,25 +228,38 @@ fn run_task<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, index: usize, task
     }
 }
 
-/// The idle loop: announce, recheck, poll for a bounded while, then sleep until notified.
-fn idle<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>) {
+/// The idle loop: announce, recheck, poll for a bounded while, then sleep until notified or
+/// until the worker's next timer.
+fn idle<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, index: usize) {
     worker.idle.start_polling();
     // The recheck after the fenced announcement: a waker that published before it is seen here;
-    // one that publishes after it sees POLLING and notifies.
+    // one that publishes after it sees POLLING and notifies. The next expiry is read after the
+    // fence too: an arm from another thread that moves it earlier either is seen here or sees
+    // POLLING (or PARKED) and notifies (its fence is the one in `Idle::notify`).
     if worker.has_work() || shared.is_shutting_down() {
         worker.idle.stop_idling();
         return;
     }
-    if !poll(shared, worker, shared.poll_budget()) && worker.idle.park() {
+    let timer = shared.timers().next_deadline(index);
+    if timer.is_some_and(|timer| timer <= Instant::now()) {
+        worker.idle.stop_idling();
+        return;
+    }
+    if !poll(shared, worker, shared.poll_budget(), timer) && worker.idle.park(timer) {
         worker.counters.parks.add(1);
     }
     worker.idle.stop_idling();
 }
 
-/// Spins until work or a notification arrives or the budget runs out; returns whether it
-/// ended early.
+/// Spins until work or a notification arrives, the next timer is due or the budget runs out;
+/// returns whether it ended early (then the worker does not park).
 #[cfg(not(loom))]
-fn poll<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, budget: PollBudget) -> bool {
+fn poll<H: Hooks>(
+    shared: &Shared<H>,
+    worker: &Worker<H>,
+    budget: PollBudget,
+    timer: Option<Instant>,
+) -> bool {
     if budget.0.is_zero() {
         return false;
     }
@@ -256,14 +271,23 @@ fn poll<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, budget: PollBudget) ->
             }
             sync::cpu_relax();
         }
-        if shared.is_shutting_down() || Instant::now() >= deadline {
+        let now = Instant::now();
+        if timer.is_some_and(|timer| now >= timer) {
+            return true;
+        }
+        if shared.is_shutting_down() || now >= deadline {
             return shared.is_shutting_down();
         }
     }
 }
 
 #[cfg(loom)]
-fn poll<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, budget: PollBudget) -> bool {
+fn poll<H: Hooks>(
+    shared: &Shared<H>,
+    worker: &Worker<H>,
+    budget: PollBudget,
+    _timer: Option<Instant>,
+) -> bool {
     // As in the real loop, no budget means no look at all; otherwise one look, so that models
     // cover a waker that finds the worker polling without unbounded spinning.
     if budget.0.is_zero() {
