@@ -40,6 +40,8 @@ pub enum ProcessError {
     Timer(TimerError),
     /// `timer_wait` on a timer whose notification is not [`Notify::Wake`](super::Notify).
     NotWaitable,
+    /// The model's timers fire on another runtime already.
+    OtherWheel,
 }
 
 impl ProcessError {
@@ -61,6 +63,7 @@ impl ProcessError {
             ProcessError::NotInProcess => "not_in_process",
             ProcessError::Timer(error) => error.name(),
             ProcessError::NotWaitable => "not_waitable",
+            ProcessError::OtherWheel => "other_wheel",
         }
     }
 
@@ -104,6 +107,9 @@ impl fmt::Display for ProcessError {
                 write!(f, "not inside a task of a process of a runtime with these designs")
             }
             ProcessError::Timer(error) => write!(f, "bad timer argument: {error}"),
+            ProcessError::OtherWheel => {
+                write!(f, "the model's timers fire on another runtime already")
+            }
             ProcessError::NotWaitable => {
                 write!(f, "the timer does not notify by waking: nothing to wait for")
             }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::design::{CidDesign, PidDesign, TableDesign};
 use super::image::{Image, ThreadImage};
 use super::thread::{Process, Thread};
-use super::timers::{self, Notify, NotifyKind};
+use super::timers::{self, Notify, NotifyKind, Wheel};
 use super::{Clock, PosixTimer, ProcessError};
 use crate::cid::{CidAllocator, MAX_CPUS};
 use crate::pid::{NsId, PerCpu, Pid, MAX_LEVEL, ROOT};
@@ -88,6 +88,8 @@ pub struct Processes<P = PerCpu, C = crate::cid::Rework, T = ScaledHash<()>> {
     timers: T,
     cpus: usize,
     state: Mutex<State<C>>,
+    /// The runtime whose wheel the timers fire on.
+    wheel: Wheel,
 }
 
 impl<P, C, T> fmt::Debug for Processes<P, C, T> {
@@ -158,6 +160,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
                 threads: HashMap::new(),
                 next_owner: 1,
             }),
+            wheel: Wheel::default(),
         })
     }
 
@@ -548,6 +551,11 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         Ok(())
     }
 
+    /// The runtime whose wheel the timers fire on.
+    pub(super) fn wheel(&self) -> &Wheel {
+        &self.wheel
+    }
+
     /// Live process `pid`.
     ///
     /// # Errors
@@ -748,7 +756,9 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             record.timer_cursor = image.timer_cursor;
         }
         self.restore_timers(owner, image);
-        process.timers().restore(image, targets, timers::now().mono);
+        process
+            .timers()
+            .restore(image, targets, timers::now().mono, &self.wheel);
         Ok(Restored {
             leader,
             zombie_leader: zombie,

@@ -33,8 +33,28 @@
 //!   lost and its notification stays pending (overruns keep counting) until the next
 //!   `timer_settime`.
 //!
+//! # Expiry on the wheel
+//!
+//! An armed timer has one entry on the runtime's wheel ([`Armed`]), holding an `Arming`: the
+//! timer and the number of this arming. `timer_settime` replaces the entry (dropping the old
+//! [`Armed`] cancels it), `timer_delete` and exit drop it. The wheel calls
+//! [`Fire::fire`](crate::sched::time::Fire) with the time of its pass; the timer counts its
+//! expirations up to then ([`PosixTimer::expire`]), notifies, and gives back the next
+//! deadline of an interval timer, which re-arms the same entry. A cancel that comes while the
+//! entry is firing does not wait for it: that `fire` then finds a newer arming number (or the
+//! timer deleted) and changes nothing, so every expiration is counted by exactly one arming.
+//! Deadlines are the wheel's, rounded up to its [`RESOLUTION`](crate::sched::time::RESOLUTION)
+//! (100 µs): a timer never fires early, and a restored timer fires when the original would
+//! have, to that resolution. The model holds its runtime weakly: the runtime's hooks hold the
+//! model.
+//!
+//! Where we differ from the kernel: each arming allocates its small `Arming` (the kernel embeds
+//! the hrtimer in the `k_itimer`); the wheel's low-level API takes its target as an
+//! `Arc<dyn Fire>`, and a fresh one per arming is what tells a stale `fire` from a current one.
+//!
 //! Lock order: the model's lock, then a process's map, then one timer's lock; the wheel calls
-//! the timer's lock alone, and events are sent (never dropped) under it.
+//! the timer's lock alone (arming and cancelling under it never wait for a `fire`), and events
+//! are sent (never dropped) under it.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -50,12 +70,15 @@ use serde::{Deserialize, Serialize};
 use super::design::{CidDesign, PidDesign, TableDesign};
 use super::image::Image;
 use super::posix_timer::{
-    Clock, ITimerSpec, Now, PosixTimer, TimeSpec, TimerSnapshot, Token, When, NSEC_PER_SEC,
+    Clock, ITimerSpec, Now, PosixTimer, TimeSpec, TimerSnapshot, Token, When, FOREVER, NSEC_PER_SEC,
 };
 use super::{ProcessError, Processes};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
+use crate::sched::time::{Armed, Driver, Fire};
+use crate::sched::{Handle, Hooks};
 use crate::sync::{self, Mutex};
+use crate::util::hash::BuildIntHasher;
 
 /// How a timer tells of its expiry (`sigev_notify`).
 pub enum Notify {
@@ -195,7 +218,6 @@ pub(crate) fn mono_of(instant: Instant) -> u64 {
 }
 
 /// The instant of monotonic nanoseconds `mono`, if representable.
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn instant_of(mono: u64) -> Option<Instant> {
     let (base, nanos) = epoch();
     if mono >= nanos {
@@ -219,6 +241,51 @@ struct Inner {
     deleted: bool,
     /// Tasks waiting in `timer_wait`.
     waiters: Vec<Waker>,
+    /// The wheel entry of the current arming, if the timer is armed on a wheel. Replacing or
+    /// dropping it cancels the entry (never waiting for a `fire` in progress).
+    armed: Option<Armed>,
+    /// The number of the current arming: a `fire` of an earlier one (whose cancel came too
+    /// late, while it was running) finds another number and changes nothing.
+    arming: u64,
+}
+
+/// One arming of a timer on the wheel: what the wheel holds and calls.
+struct Arming {
+    cell: Arc<TimerCell>,
+    arming: u64,
+}
+
+impl Fire for Arming {
+    fn fire(&self, now: Instant) -> Option<Instant> {
+        let next = self.cell.fire_arming(self.arming, mono_of(now))?;
+        instant_of(next)
+    }
+}
+
+/// The wheel a model's timers arm on: a runtime's, held weakly, since the runtime's hooks
+/// may hold the model (a strong reference would make a cycle that keeps both alive).
+#[derive(Default)]
+pub(crate) struct Wheel {
+    driver: OnceLock<Weak<dyn Driver>>,
+}
+
+impl Wheel {
+    /// The runtime, if one is attached and still exists.
+    fn driver(&self) -> Option<Arc<dyn Driver>> {
+        self.driver.get()?.upgrade()
+    }
+
+    /// Attaches `driver`: `Some(true)` if it was not attached before, `Some(false)` if it
+    /// was, `None` if another runtime is.
+    fn attach(&self, driver: &Arc<dyn Driver>) -> Option<bool> {
+        let weak = Arc::downgrade(driver);
+        let mut new = false;
+        let attached = self.driver.get_or_init(|| {
+            new = true;
+            weak.clone()
+        });
+        Weak::ptr_eq(attached, &weak).then_some(new)
+    }
 }
 
 impl TimerCell {
@@ -231,17 +298,25 @@ impl TimerCell {
                 notify,
                 deleted: false,
                 waiters: Vec::new(),
+                armed: None,
+                arming: 0,
             }),
         }
     }
 
     /// The wheel fired at `now` (monotonic nanoseconds): counts the expirations, sends a
     /// notification if none is pending, and returns the next deadline of an interval timer.
-    // Until the timer wheel calls it, only the tests do.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     pub(crate) fn fire(self: &Arc<Self>, now: u64) -> Option<u64> {
+        let arming = sync::lock(&self.inner).arming;
+        self.fire_arming(arming, now)
+    }
+
+    /// [`fire`](Self::fire) for arming number `arming`: nothing if the timer was set again
+    /// (or deleted) since.
+    fn fire_arming(self: &Arc<Self>, arming: u64, now: u64) -> Option<u64> {
         let mut inner = sync::lock(&self.inner);
-        if inner.deleted {
+        if inner.deleted || inner.arming != arming {
             return None;
         }
         let expired = inner.timer.expire(now);
@@ -285,6 +360,9 @@ impl TimerCell {
     fn delete(&self) {
         let mut inner = sync::lock(&self.inner);
         inner.deleted = true;
+        inner.arming += 1;
+        // Cancels the wheel entry; its target (holding this cell) is dropped by the wheel.
+        inner.armed = None;
         let waiters = std::mem::take(&mut inner.waiters);
         // The sender goes too (events in flight keep the timer alive, and it keeps their
         // channel), dropped once the lock is let go: dropping the last sender of a channel
@@ -294,6 +372,31 @@ impl TimerCell {
         drop(notify);
         for waker in waiters {
             waker.wake();
+        }
+    }
+
+    /// Puts the timer's current deadline on `wheel` as a new arming, cancelling the entry of
+    /// the previous one; nothing is armed without a wheel, when disarmed, or at [`FOREVER`].
+    fn rearm(self: &Arc<Self>, inner: &mut Inner, wheel: Option<Arc<dyn Driver>>) {
+        inner.arming += 1;
+        inner.armed = None;
+        let deadline = inner.timer.deadline().filter(|&at| at < FOREVER);
+        let (Some(driver), Some(at)) = (wheel, deadline.and_then(instant_of)) else {
+            return;
+        };
+        let target = Arc::new(Arming {
+            cell: Arc::clone(self),
+            arming: inner.arming,
+        });
+        inner.armed = Some(Armed::on(driver, at, target));
+    }
+
+    /// Arms the timer on `wheel` if it is armed but has no wheel entry (a wheel attached
+    /// after it was set).
+    fn arm_if_unarmed(self: &Arc<Self>, wheel: &Wheel) {
+        let mut inner = sync::lock(&self.inner);
+        if !inner.deleted && inner.armed.is_none() && inner.timer.deadline().is_some() {
+            self.rearm(&mut inner, wheel.driver());
         }
     }
 
@@ -330,14 +433,14 @@ impl TimerImage {
 /// A process's timers by ID (the kernel's `signal_struct::posix_timers`).
 pub(crate) struct ProcessTimers {
     pid: u32,
-    by_id: Mutex<HashMap<u32, Arc<TimerCell>>>,
+    by_id: Mutex<HashMap<u32, Arc<TimerCell>, BuildIntHasher>>,
 }
 
 impl ProcessTimers {
     pub(crate) fn new(pid: u32) -> ProcessTimers {
         ProcessTimers {
             pid,
-            by_id: Mutex::new(HashMap::new()),
+            by_id: Mutex::new(HashMap::default()),
         }
     }
 
@@ -395,7 +498,7 @@ impl ProcessTimers {
     /// the non-plain ones notifying `targets` (in the order of `image.timer_states`), their
     /// remaining times counted from `now`. A notification pending at the checkpoint is sent
     /// again: the one sent before was lost with the checkpointed process.
-    pub(crate) fn restore(&self, image: &Image, targets: Vec<Notify>, now: u64) {
+    pub(crate) fn restore(&self, image: &Image, targets: Vec<Notify>, now: u64, wheel: &Wheel) {
         let mut states = image.timer_states.iter().zip(targets).peekable();
         for &id in &image.timers {
             let Some((state, notify)) = states.next_if(|(state, _)| state.id == id) else {
@@ -407,6 +510,7 @@ impl ProcessTimers {
                 .unwrap_or_else(|_| PosixTimer::new(state.state.clock));
             let cell = self.insert(id, timer, notify);
             let mut inner = sync::lock(&cell.inner);
+            cell.rearm(&mut inner, wheel.driver());
             if inner.timer.is_pending() {
                 let token = inner.timer.token();
                 // No task waits on a timer that did not exist a moment ago.
@@ -415,9 +519,21 @@ impl ProcessTimers {
         }
     }
 
+    /// Every timer's cell.
+    fn cells(&self) -> Vec<Arc<TimerCell>> {
+        sync::lock(&self.by_id).values().cloned().collect()
+    }
+
     /// How many timers the process has.
     pub(crate) fn len(&self) -> usize {
         sync::lock(&self.by_id).len()
+    }
+}
+
+impl Drop for ProcessTimers {
+    /// A process dropped with timers (its model went away): their wheel entries go too.
+    fn drop(&mut self) {
+        self.delete_all();
     }
 }
 
@@ -494,6 +610,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             .timer
             .settime(now(), when, setting)
             .map_err(ProcessError::Timer)?;
+        cell.rearm(&mut inner, self.wheel().driver());
         Ok(old)
     }
 
@@ -528,6 +645,29 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// [`ProcessError::NotWaitable`] for a timer that notifies otherwise.
     pub fn timer_wait(&self, pid: u32, timer: u32) -> Result<TimerWait, ProcessError> {
         Ok(TimerWait::new(self.timer_cell(pid, timer)?))
+    }
+
+    /// Makes the timers of this model fire on `handle`'s runtime (its workers' timer wheels),
+    /// arming every timer already set. [`Handle::spawn_process`] attaches its runtime by
+    /// itself; timers of a model without a runtime keep their settings but never fire.
+    ///
+    /// # Errors
+    /// [`ProcessError::OtherWheel`] if another runtime is attached already.
+    pub fn attach_wheel<H: Hooks>(&self, handle: &Handle<H>) -> Result<(), ProcessError> {
+        match self.wheel().attach(&handle.driver()) {
+            None => return Err(ProcessError::OtherWheel),
+            Some(false) => return Ok(()),
+            Some(true) => {}
+        }
+        for pid in self.process_ids() {
+            let Ok(process) = self.live_process(pid) else {
+                continue;
+            };
+            for cell in process.timers().cells() {
+                cell.arm_if_unarmed(self.wheel());
+            }
+        }
+        Ok(())
     }
 
     /// How many timers process `pid` has.
@@ -665,6 +805,64 @@ mod tests {
         let later = now + std::time::Duration::from_millis(1500);
         assert_eq!(mono_of(later), mono + 1_500_000_000);
         assert_eq!(instant_of(mono + 1_500_000_000), Some(later));
+    }
+
+    #[test]
+    fn exits_and_deletes_cancel_every_wheel_entry() {
+        use crate::pid::ROOT;
+        use crate::process::ProcessHooks;
+        let hooks: ProcessHooks = ProcessHooks::for_workers(2).unwrap();
+        let model = Arc::clone(hooks.model());
+        let runtime = crate::sched::Builder::new()
+            .workers(2)
+            .hooks(Arc::new(hooks))
+            .build()
+            .unwrap();
+        model.attach_wheel(runtime.handle()).unwrap();
+        model.fork(ROOT, 0).unwrap();
+        let mut cells = Vec::new();
+        let mut pids = Vec::new();
+        for _ in 0..8 {
+            let pid = model.fork(ROOT, 0).unwrap().tid();
+            for i in 0..50 {
+                let id = model
+                    .timer_create_with(pid, Clock::Monotonic, Notify::Wake)
+                    .unwrap();
+                let hour = ITimerSpec::every(TimeSpec::new(3600 + i, 0), TimeSpec::new(1, 0));
+                model.timer_settime(pid, id, When::Relative, hour).unwrap();
+                let cell = model.live_process(pid).unwrap().timers().get(id).unwrap();
+                let pending = sync::lock(&cell.inner)
+                    .armed
+                    .as_ref()
+                    .is_some_and(Armed::is_pending);
+                assert!(pending, "armed on the wheel");
+                if i % 5 == 0 {
+                    model.timer_delete(pid, id).unwrap();
+                }
+                cells.push(Arc::downgrade(&cell));
+            }
+            pids.push(pid);
+        }
+        for pid in pids {
+            model.kill(pid, 0).unwrap();
+        }
+        // Nothing holds a timer any more: neither its process nor a wheel entry.
+        assert!(cells.iter().all(|cell| cell.strong_count() == 0));
+    }
+
+    #[test]
+    fn a_fire_of_an_earlier_arming_changes_nothing() {
+        let timers = ProcessTimers::new(7);
+        let (tx, rx) = mpsc::channel();
+        let cell = armed(&timers, 0, 1, Notify::Channel(tx));
+        let stale = sync::lock(&cell.inner).arming;
+        cell.rearm(&mut sync::lock(&cell.inner), None);
+        assert_eq!(cell.fire_arming(stale, 5 * MS), None);
+        assert!(rx.try_recv().is_err());
+        assert_eq!(cell.with(|t| t.deadline()), Ok(Some(MS)));
+        let current = sync::lock(&cell.inner).arming;
+        assert_eq!(cell.fire_arming(current, 5 * MS), Some(6 * MS));
+        assert!(rx.try_recv().is_ok());
     }
 
     #[test]

@@ -76,6 +76,14 @@ pub struct Armed {
 }
 
 impl Armed {
+    /// Arms `target` at `deadline` on `driver`'s runtime: [`Handle::arm`] for callers that hold
+    /// the runtime type-erased (the process layer's POSIX timers, whose model the runtime's
+    /// hooks hold, keep it weakly).
+    pub(crate) fn on(driver: Arc<dyn Driver>, deadline: Instant, target: Arc<dyn Fire>) -> Armed {
+        let slot = arm(driver.as_ref(), deadline, Target::Fire { target, deadline }).ok();
+        Armed { driver, slot }
+    }
+
     /// Cancels the timer. Returns true if it was still pending: then `fire` will never be
     /// called for this arming. Returns false if it had expired already (its `fire` ran, or is
     /// running on a worker right now: cancelling does not wait for it) or was cancelled before;
@@ -152,8 +160,6 @@ impl<H: Hooks> Handle<H> {
     /// assert!(!armed.cancel());
     /// ```
     pub fn arm(&self, deadline: Instant, target: Arc<dyn Fire>) -> Armed {
-        let driver = self.driver();
-        let slot = arm(driver.as_ref(), deadline, Target::Fire { target, deadline }).ok();
-        Armed { driver, slot }
+        Armed::on(self.driver(), deadline, target)
     }
 }
