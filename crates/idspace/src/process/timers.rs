@@ -306,7 +306,7 @@ impl TimerCell {
 
     /// The wheel fired at `now` (monotonic nanoseconds): counts the expirations, sends a
     /// notification if none is pending, and returns the next deadline of an interval timer.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn fire(self: &Arc<Self>, now: u64) -> Option<u64> {
         let arming = sync::lock(&self.inner).arming;
         self.fire_arming(arming, now)
@@ -606,9 +606,17 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         if inner.deleted {
             return Err(ProcessError::NotFound);
         }
+        // Only an absolute realtime setting reads the wall clock.
+        let at = match (when, inner.timer.clock()) {
+            (When::Absolute, Clock::Realtime) => now(),
+            _ => Now {
+                mono: mono_of(Instant::now()),
+                real: 0,
+            },
+        };
         let old = inner
             .timer
-            .settime(now(), when, setting)
+            .settime(at, when, setting)
             .map_err(ProcessError::Timer)?;
         cell.rearm(&mut inner, self.wheel().driver());
         Ok(old)
@@ -620,7 +628,10 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// # Errors
     /// [`ProcessError::UnknownProcess`], [`ProcessError::NotFound`].
     pub fn timer_gettime(&self, pid: u32, timer: u32) -> Result<ITimerSpec, ProcessError> {
-        let at = now();
+        let at = Now {
+            mono: mono_of(Instant::now()),
+            real: 0,
+        };
         self.timer_cell(pid, timer)?.with(|state| state.gettime(at))
     }
 
@@ -874,5 +885,101 @@ mod tests {
         armed(&timers, 3, 0, Notify::None);
         let ids: Vec<u32> = timers.images(0).iter().map(|image| image.id).collect();
         assert_eq!(ids, [1, 2, 3]);
+    }
+}
+
+/// Loom models of a timer's arming protocol on a real runtime's wheel: a `timer_settime` or a
+/// `timer_delete` from another thread racing the worker's expiry of the current arming. The
+/// expiry either runs first (counted, notified, and then made stale by the settime or the
+/// deletion) or finds a newer arming and changes nothing; never both, never after. Run with
+/// `RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2 cargo test --release
+/// -p idspace --lib process::timers`.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::sched::{Builder, Runtime};
+
+    const HOUR: u64 = 3600 * 1_000_000_000;
+
+    /// A one-worker runtime that parks without polling, and a timer of process 7 notifying
+    /// `tx`, armed on it at a deadline already passed (due at every expiry pass: time does not
+    /// pass inside a model).
+    fn armed(tx: mpsc::Sender<TimerEvent>) -> (Runtime, Arc<TimerCell>, Wheel, u64) {
+        let runtime = Builder::new()
+            .workers(1)
+            .poll(Duration::ZERO)
+            .build()
+            .expect("runtime");
+        let wheel = Wheel::default();
+        assert_eq!(wheel.attach(&runtime.handle().driver()), Some(true));
+        let now = mono_of(Instant::now());
+        let mut timer = PosixTimer::new(Clock::Monotonic);
+        let passed = Now::at(now - NSEC_PER_SEC as u64, 0);
+        let setting = ITimerSpec::once(TimeSpec::new(0, 1));
+        timer.settime(passed, When::Relative, setting).unwrap();
+        let cell = Arc::new(TimerCell::new(7, 0, timer, Notify::Channel(tx)));
+        cell.rearm(&mut sync::lock(&cell.inner), wheel.driver());
+        (runtime, cell, wheel, now)
+    }
+
+    #[test]
+    fn a_settime_racing_the_expiry_of_the_previous_arming() {
+        loom::model(|| {
+            let (tx, rx) = mpsc::channel();
+            let (runtime, cell, wheel, now) = armed(tx);
+            let setter = {
+                let cell = Arc::clone(&cell);
+                let driver = wheel.driver();
+                crate::sync::thread::spawn(move || {
+                    let mut inner = sync::lock(&cell.inner);
+                    let later = ITimerSpec::once(TimeSpec::from_nanos(HOUR));
+                    inner
+                        .timer
+                        .settime(Now::at(now, 0), When::Relative, later)
+                        .unwrap();
+                    cell.rearm(&mut inner, driver);
+                })
+            };
+            setter.join().unwrap();
+            // Shutting down joins the worker: a fire in progress has returned.
+            drop(runtime);
+            let events: Vec<TimerEvent> = rx.try_iter().collect();
+            assert!(events.len() <= 1, "one arming, one expiry");
+            for event in events {
+                assert_eq!(event.accept(), None, "the timer was set again since");
+            }
+            let inner = sync::lock(&cell.inner);
+            assert!(!inner.timer.is_pending(), "the old expiry is not pending");
+            assert_eq!(inner.timer.getoverrun(), 0);
+            assert_eq!(
+                inner.timer.deadline(),
+                Some(now + HOUR),
+                "the new setting stands"
+            );
+        });
+    }
+
+    #[test]
+    fn a_delete_racing_the_expiry_ends_the_timer() {
+        loom::model(|| {
+            let (tx, rx) = mpsc::channel();
+            let (runtime, cell, _wheel, _now) = armed(tx);
+            let deleter = {
+                let cell = Arc::clone(&cell);
+                crate::sync::thread::spawn(move || cell.delete())
+            };
+            deleter.join().unwrap();
+            drop(runtime);
+            let events: Vec<TimerEvent> = rx.try_iter().collect();
+            assert!(events.len() <= 1);
+            for event in events {
+                assert_eq!(event.accept(), None, "the timer was deleted since");
+            }
+            // Nothing holds the timer but the test: the wheel let go of its entry.
+            assert_eq!(Arc::strong_count(&cell), 1);
+        });
     }
 }
