@@ -388,7 +388,7 @@ impl TimerCell {
             cell: Arc::clone(self),
             arming: inner.arming,
         });
-        inner.armed = Some(Armed::on(driver, at, target));
+        inner.armed = Some(Armed::on(driver.as_ref(), at, target));
     }
 
     /// Arms the timer on `wheel` if it is armed but has no wheel entry (a wheel attached

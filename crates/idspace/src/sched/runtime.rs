@@ -450,14 +450,10 @@ pub(crate) fn enter<H: Hooks>(shared: Arc<Shared<H>>) -> Entered {
     Entered(ENTERED.with(|entered| entered.borrow_mut().replace((shared, driver))))
 }
 
-/// The timers of the current thread's runtime, if it has one.
-pub(crate) fn current_driver() -> Option<Arc<dyn Driver>> {
-    ENTERED.with(|entered| {
-        entered
-            .borrow()
-            .as_ref()
-            .map(|(_, driver)| Arc::clone(driver))
-    })
+/// Runs `f` with the timers of the current thread's runtime, if it has one (borrowed: no
+/// reference count is taken).
+pub(crate) fn with_current_driver<R>(f: impl FnOnce(Option<&dyn Driver>) -> R) -> R {
+    ENTERED.with(|entered| f(entered.borrow().as_ref().map(|(_, driver)| driver.as_ref())))
 }
 
 /// Restores the previous runtime of the thread when dropped.

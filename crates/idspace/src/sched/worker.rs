@@ -185,6 +185,10 @@ pub(crate) fn current<H: Hooks>(shared: &Shared<H>) -> Option<usize> {
 #[derive(Clone, Copy)]
 pub(crate) struct PollBudget(pub(crate) Duration);
 
+/// A busy worker looks at its timers every this many passes of its loop (tokio: every 61
+/// polls). Lateness on a busy worker grows by at most this many polls.
+const TIMER_PASSES: u32 = 4;
+
 /// The worker thread's body.
 pub(crate) fn run<H: Hooks>(shared: Arc<Shared<H>>, index: usize) {
     CURRENT.with(|current| current.set((Arc::as_ptr(&shared) as usize, index)));
@@ -192,17 +196,23 @@ pub(crate) fn run<H: Hooks>(shared: Arc<Shared<H>>, index: usize) {
     shared.hooks().worker_started(index);
     let worker = shared.worker(index);
     let mut expired = Expired::default();
+    let mut passes = 0u32;
     loop {
         if shared.is_shutting_down() {
             break;
         }
-        // The timer "interrupt": due timers fire between polls, their tasks queued first.
-        shared.timers().expire(index, &mut expired);
+        // The timer "interrupt": due timers fire between polls, their tasks queued first. A
+        // busy worker looks every few passes (a clock read costs as much as a short poll); an
+        // idle one looks before it sleeps.
+        passes = passes.wrapping_add(1);
+        if passes % TIMER_PASSES == 0 {
+            shared.timers().expire(index, &mut expired);
+        }
         if let Some(task) = worker.next_task() {
             run_task(&shared, worker, index, task);
             continue;
         }
-        idle(&shared, worker, index);
+        idle(&shared, worker, index, &mut expired);
     }
     shared.hooks().worker_stopped(index);
     drop(entered);
@@ -230,7 +240,7 @@ fn run_task<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, index: usize, task
 
 /// The idle loop: announce, recheck, poll for a bounded while, then sleep until notified or
 /// until the worker's next timer.
-fn idle<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, index: usize) {
+fn idle<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, index: usize, expired: &mut Expired) {
     worker.idle.start_polling();
     // The recheck after the fenced announcement: a waker that published before it is seen here;
     // one that publishes after it sees POLLING and notifies. The next expiry is read after the
@@ -241,13 +251,17 @@ fn idle<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, index: usize) {
         return;
     }
     let timer = shared.timers().next_deadline(index);
-    if timer.is_some_and(|timer| timer <= Instant::now()) {
-        worker.idle.stop_idling();
-        return;
-    }
-    if !poll(shared, worker, shared.poll_budget(), timer) && worker.idle.park(timer) {
+    if timer.is_none_or(|timer| timer > Instant::now())
+        && !poll(shared, worker, shared.poll_budget(), timer)
+        && worker.idle.park(timer)
+    {
         worker.counters.parks.add(1);
     }
+    // Timers due now fire while the worker still counts as idle, so that the first task they
+    // wake comes to this worker, its last one, with no notification, instead of to another
+    // worker that must be woken: the kernel's timer interrupt on an idle CPU, whose wakeups
+    // find the CPU idle. Further wakeups of the pass find it loaded and spread as usual.
+    shared.timers().expire(index, expired);
     worker.idle.stop_idling();
 }
 

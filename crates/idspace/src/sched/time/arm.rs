@@ -39,23 +39,30 @@ pub(crate) trait Driver: Send + Sync + 'static {
 
 /// Arms `target` at `deadline` on the caller's worker's wheel, or, from a thread that is not
 /// one of the runtime's workers, on a worker chosen round-robin, which is told if it must now
-/// wake up earlier. `Err(target)` once the runtime has shut down.
-pub(crate) fn arm(driver: &dyn Driver, deadline: Instant, target: Target) -> Result<Slot, Target> {
+/// wake up earlier. `Ok(None)` when a [`Target::Wake`] is due already (see [`Timers::arm`]);
+/// `Err(target)` once the runtime has shut down.
+pub(crate) fn arm(
+    driver: &dyn Driver,
+    deadline: Instant,
+    target: Target,
+) -> Result<Option<Slot>, Target> {
     let here = driver.here();
     let timers = driver.timers();
     let base = here.unwrap_or_else(|| timers.external_base());
-    let (slot, earlier) = timers.arm(base, deadline, target)?;
+    let Some((slot, earlier)) = timers.arm(base, deadline, target)? else {
+        return Ok(None);
+    };
     // A worker arming on its own wheel is awake: it recomputes before it sleeps.
     if earlier && here != Some(base) {
         driver.kick(base);
     }
-    Ok(slot)
+    Ok(Some(slot))
 }
 
 /// Cancels the entry at `slot`: true if it was pending (it will never fire). The value is
 /// dropped here, after the base's lock was released.
-pub(crate) fn cancel(driver: &dyn Driver, slot: Slot) -> bool {
-    match driver.timers().cancel(slot) {
+pub(crate) fn cancel(slot: &Slot) -> bool {
+    match slot.cancel() {
         Cancelled::Pending(target) => {
             drop(target);
             true
@@ -70,7 +77,6 @@ pub(crate) fn cancel(driver: &dyn Driver, slot: Slot) -> bool {
 /// when armed from another thread) until it fires or is cancelled; cancelling frees it at once.
 /// `Armed` is `Send` and `Sync`: it can be cancelled from any thread.
 pub struct Armed {
-    driver: Arc<dyn Driver>,
     /// `None` when the runtime had shut down at arming: nothing will fire.
     slot: Option<Slot>,
 }
@@ -79,9 +85,12 @@ impl Armed {
     /// Arms `target` at `deadline` on `driver`'s runtime: [`Handle::arm`] for callers that hold
     /// the runtime type-erased (the process layer's POSIX timers, whose model the runtime's
     /// hooks hold, keep it weakly).
-    pub(crate) fn on(driver: Arc<dyn Driver>, deadline: Instant, target: Arc<dyn Fire>) -> Armed {
-        let slot = arm(driver.as_ref(), deadline, Target::Fire { target, deadline }).ok();
-        Armed { driver, slot }
+    pub(crate) fn on(driver: &dyn Driver, deadline: Instant, target: Arc<dyn Fire>) -> Armed {
+        // A `Fire` target is always armed (never `Ok(None)`), and fires even if already due.
+        let slot = arm(driver, deadline, Target::Fire { target, deadline })
+            .ok()
+            .flatten();
+        Armed { slot }
     }
 
     /// Cancels the timer. Returns true if it was still pending: then `fire` will never be
@@ -92,16 +101,14 @@ impl Armed {
     /// the expiry is decided once, under the wheel's lock: exactly one of "cancel returned true"
     /// and "`fire` was called" happens for each arming.
     pub fn cancel(&self) -> bool {
-        self.slot
-            .is_some_and(|slot| cancel(self.driver.as_ref(), slot))
+        self.slot.as_ref().is_some_and(cancel)
     }
 
     /// The deadline of the pending arming (the latest one, after a re-arm by
     /// [`Fire::fire`]); `None` once it fired without re-arming, was cancelled, or while its
     /// `fire` runs.
     pub fn deadline(&self) -> Option<Instant> {
-        self.slot
-            .and_then(|slot| self.driver.timers().deadline(slot))
+        self.slot.as_ref().and_then(Slot::deadline)
     }
 
     /// Whether the timer is pending (armed and neither fired nor cancelled).
@@ -160,6 +167,6 @@ impl<H: Hooks> Handle<H> {
     /// assert!(!armed.cancel());
     /// ```
     pub fn arm(&self, deadline: Instant, target: Arc<dyn Fire>) -> Armed {
-        Armed::on(self.driver(), deadline, target)
+        Armed::on(self.driver().as_ref(), deadline, target)
     }
 }

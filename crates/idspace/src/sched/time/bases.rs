@@ -6,8 +6,6 @@ use std::sync::Arc;
 use std::task::Waker;
 use std::time::Instant;
 
-use crossbeam_utils::CachePadded;
-
 use super::clock::Clock;
 use super::wheel::{Cancelled, Key, State, Wheel};
 use super::Fire;
@@ -35,8 +33,8 @@ struct Locked {
     closed: bool,
 }
 
-/// One worker's timers.
-struct Base {
+/// One worker's timers, in an allocation of their own (no line shared with another worker's).
+pub(crate) struct Base {
     locked: Mutex<Locked>,
     /// A tick at or before the wheel's [`next_expiry`](Wheel::next_expiry) ([`NOTHING`] if
     /// none): the owning worker reads it without the lock to decide whether to take the lock and
@@ -59,16 +57,69 @@ pub(crate) struct Expired {
 /// Every worker's timer base and the clock they share.
 pub(crate) struct Timers {
     clock: Clock,
-    bases: Box<[CachePadded<Base>]>,
+    bases: Box<[Arc<Base>]>,
     /// Round-robin choice of a base for arms from threads that are not workers.
     next_external: AtomicUsize,
 }
 
-/// Where an armed entry is: its base (worker) and key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// An armed entry: the base that holds it (shared by reference count, so that a future or an
+/// [`Armed`](super::Armed) reaches it without the runtime's own count, which every worker would
+/// bounce) and its key.
 pub(crate) struct Slot {
-    pub(crate) base: usize,
-    pub(crate) key: Key,
+    base: Arc<Base>,
+    key: Key,
+}
+
+impl Slot {
+    /// Cancels the entry; the value comes back to be dropped by the caller, outside the lock
+    /// (dropping a waker may drop a task, whose futures may cancel timers of their own).
+    pub(crate) fn cancel(&self) -> Cancelled<Target> {
+        let mut locked = sync::lock(&self.base.locked);
+        let cancelled = locked.wheel.cancel(self.key);
+        if matches!(cancelled, Cancelled::Pending(_)) {
+            // The next expiry may now be later (or none): keeping the worker's view exact
+            // spares it clock reads and early wakeups for timers that are gone.
+            self.base.publish_next(&locked.wheel);
+        }
+        cancelled
+    }
+
+    /// Whether a sleeping future's entry is still pending; if so its waker is replaced by
+    /// `waker` unless that would wake the same task, and the old one is handed back to be
+    /// dropped outside the lock.
+    pub(crate) fn still_pending(&self, waker: &Waker) -> (bool, Option<Waker>) {
+        let mut locked = sync::lock(&self.base.locked);
+        match locked.wheel.value_mut(self.key) {
+            Some(Target::Wake(old)) if old.will_wake(waker) => (true, None),
+            Some(Target::Wake(old)) => (true, Some(std::mem::replace(old, waker.clone()))),
+            _ => (false, None),
+        }
+    }
+
+    /// The deadline of a pending [`Target::Fire`] entry.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        let mut locked = sync::lock(&self.base.locked);
+        match locked.wheel.state(self.key) {
+            Some(State::Pending(_)) => match locked.wheel.value_mut(self.key) {
+                Some(Target::Fire { deadline, .. }) => Some(*deadline),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+impl Base {
+    /// Stores the wheel's next expiry as the worker's view of it, if it changed. Called under
+    /// the lock, which orders all writers. Relaxed: the worker reads it after its SeqCst fence
+    /// in `start_polling`; an arm that moves it earlier from another thread then notifies the
+    /// worker, whose `Idle::notify` fence pairs with that one.
+    fn publish_next(&self, wheel: &Wheel<Target>) {
+        let next = wheel.next_expiry().unwrap_or(NOTHING);
+        if next != self.next.load(Ordering::Relaxed) {
+            self.next.store(next, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Timers {
@@ -78,7 +129,7 @@ impl Timers {
             clock: Clock::new(),
             bases: (0..workers)
                 .map(|_| {
-                    CachePadded::new(Base {
+                    Arc::new(Base {
                         locked: Mutex::new(Locked {
                             wheel: Wheel::new(),
                             closed: false,
@@ -99,61 +150,37 @@ impl Timers {
 
     /// Arms `target` due at `deadline` on base `base`. Returns the entry and whether the base's
     /// next expiry moved earlier (then a parked worker must be told, see
-    /// [`Driver::kick`](super::Driver::kick)); `Err(target)` after shutdown.
+    /// [`Driver::kick`](super::Driver::kick)); `Ok(None)` for a [`Target::Wake`] whose deadline
+    /// the wheel has already seen pass (the sleeping future completes at once, with no clock
+    /// read); `Err(target)` after shutdown.
     pub(crate) fn arm(
         &self,
         base: usize,
         deadline: Instant,
         target: Target,
-    ) -> Result<(Slot, bool), Target> {
+    ) -> Result<Option<(Slot, bool)>, Target> {
         let tick = self.clock.tick_at_or_after(deadline);
         let at = &self.bases[base];
         let mut locked = sync::lock(&at.locked);
         if locked.closed {
             return Err(target);
         }
+        if tick <= locked.wheel.elapsed() && matches!(target, Target::Wake(_)) {
+            drop(locked);
+            return Ok(None);
+        }
         let key = locked.wheel.insert(tick, target);
-        let next = locked.wheel.next_expiry().unwrap_or(NOTHING);
-        // Relaxed, under the lock that orders all writers. The worker reads it after its
-        // SeqCst fence in `start_polling`; the arming side's fence is the one in
-        // `Idle::notify`, which the caller runs when this returns true.
-        let earlier = next < at.next.load(Ordering::Relaxed);
-        if earlier {
-            at.next.store(next, Ordering::Relaxed);
-        }
-        Ok((Slot { base, key }, earlier))
-    }
-
-    /// Cancels the entry at `slot`; the value comes back to be dropped by the caller, outside
-    /// the lock (dropping a waker may drop a task, whose futures may cancel timers of their own).
-    pub(crate) fn cancel(&self, slot: Slot) -> Cancelled<Target> {
-        sync::lock(&self.bases[slot.base].locked)
-            .wheel
-            .cancel(slot.key)
-    }
-
-    /// Whether a sleeping future's entry is still pending; if so its waker is replaced by
-    /// `waker` unless that would wake the same task, and the old one is handed back to be
-    /// dropped outside the lock.
-    pub(crate) fn still_pending(&self, slot: Slot, waker: &Waker) -> (bool, Option<Waker>) {
-        let mut locked = sync::lock(&self.bases[slot.base].locked);
-        match locked.wheel.value_mut(slot.key) {
-            Some(Target::Wake(old)) if old.will_wake(waker) => (true, None),
-            Some(Target::Wake(old)) => (true, Some(std::mem::replace(old, waker.clone()))),
-            _ => (false, None),
-        }
-    }
-
-    /// The deadline of a pending [`Target::Fire`] entry.
-    pub(crate) fn deadline(&self, slot: Slot) -> Option<Instant> {
-        let mut locked = sync::lock(&self.bases[slot.base].locked);
-        match locked.wheel.state(slot.key) {
-            Some(State::Pending(_)) => match locked.wheel.value_mut(slot.key) {
-                Some(Target::Fire { deadline, .. }) => Some(*deadline),
-                _ => None,
+        let before = at.next.load(Ordering::Relaxed);
+        at.publish_next(&locked.wheel);
+        let earlier = at.next.load(Ordering::Relaxed) < before;
+        drop(locked);
+        Ok(Some((
+            Slot {
+                base: Arc::clone(at),
+                key,
             },
-            _ => None,
-        }
+            earlier,
+        )))
     }
 
     /// When worker `base` must next look at its wheel, as an instant (`None`: nothing armed, or
@@ -192,10 +219,7 @@ impl Timers {
                     Target::Fire { target, .. } => scratch.fired.push((key, target, None)),
                 }
             }
-            at.next.store(
-                locked.wheel.next_expiry().unwrap_or(NOTHING),
-                Ordering::Relaxed,
-            );
+            at.publish_next(&locked.wheel);
         }
         let count = scratch.wakers.len() + scratch.fired.len();
         for waker in scratch.wakers.drain(..) {
@@ -228,10 +252,7 @@ impl Timers {
                     }
                 }
             }
-            at.next.store(
-                locked.wheel.next_expiry().unwrap_or(NOTHING),
-                Ordering::Relaxed,
-            );
+            at.publish_next(&locked.wheel);
         }
         scratch.done.clear();
         count

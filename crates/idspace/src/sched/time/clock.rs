@@ -15,6 +15,9 @@ pub const RESOLUTION: Duration = Duration::from_micros(100);
 /// Nanoseconds per tick.
 const TICK_NANOS: u128 = RESOLUTION.as_nanos();
 
+// `Clock::split` relies on a tick dividing a second.
+const _: () = assert!(RESOLUTION.as_secs() == 0 && 1_000_000_000 % RESOLUTION.subsec_nanos() == 0);
+
 /// Converts between instants and ticks counted from the runtime's start.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Clock {
@@ -31,14 +34,27 @@ impl Clock {
 
     /// The first tick at or after `deadline` (0 for a deadline before the runtime started).
     pub(crate) fn tick_at_or_after(&self, deadline: Instant) -> u64 {
-        let nanos = deadline.saturating_duration_since(self.origin).as_nanos();
-        u64::try_from(nanos.div_ceil(TICK_NANOS)).unwrap_or(u64::MAX)
+        let since = deadline.saturating_duration_since(self.origin);
+        let (ticks, rest) = Self::split(since);
+        ticks.saturating_add(u64::from(rest != 0))
     }
 
     /// The last tick at or before `now`: every tick up to it has passed.
     pub(crate) fn tick_passed(&self, now: Instant) -> u64 {
-        let nanos = now.saturating_duration_since(self.origin).as_nanos();
-        u64::try_from(nanos / TICK_NANOS).unwrap_or(u64::MAX)
+        Self::split(now.saturating_duration_since(self.origin)).0
+    }
+
+    /// Whole ticks in `duration`, and the nanoseconds left over. In 64-bit arithmetic: these
+    /// run on every arm and expiry check, where a 128-bit division would be a library call.
+    fn split(duration: Duration) -> (u64, u32) {
+        const TICK: u32 = RESOLUTION.subsec_nanos();
+        const PER_SECOND: u64 = 1_000_000_000 / TICK as u64;
+        let nanos = duration.subsec_nanos();
+        let ticks = duration
+            .as_secs()
+            .saturating_mul(PER_SECOND)
+            .saturating_add(u64::from(nanos / TICK));
+        (ticks, nanos % TICK)
     }
 
     /// The instant of `tick`, or `None` if it is beyond what `Instant` can hold.
@@ -76,6 +92,8 @@ mod tests {
             clock.tick_at_or_after(clock.origin - Duration::from_secs(1)),
             0
         );
-        assert_eq!(clock.instant(u64::MAX), None);
+        assert!(clock
+            .instant(u64::MAX)
+            .is_none_or(|instant| instant > clock.origin));
     }
 }

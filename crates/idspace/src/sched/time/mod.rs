@@ -30,11 +30,19 @@
 //!   never fires early and, on an idle worker, at most a tick plus a futex wakeup late. Tokio
 //!   and the kernel's `jiffies` use a millisecond or more; 100 µs keeps lateness well under a
 //!   millisecond for a little more cascading of long timers.
-//! * **Firing**: each pass of a worker's loop looks at its base's next expiry (one relaxed
-//!   load; a clock read only when something is armed) and, when it has passed, detaches the due
-//!   entries under the lock, then wakes their tasks and calls their [`Fire`] targets with no lock
-//!   held. An idle worker polls until its next expiry at most, then parks on its idle word with
-//!   a futex wait bounded by that expiry.
+//! * **Firing**: a busy worker looks at its base's next expiry every few passes of its loop
+//!   (one relaxed load; a clock read only when something is armed), an idle one before it
+//!   sleeps; when it has passed, the due entries are detached under the lock, then their tasks
+//!   are woken and their [`Fire`] targets called with no lock held. An idle worker polls until
+//!   its next expiry at most, then parks on its idle word with a futex wait bounded by that
+//!   expiry, and fires what woke it while it still counts as idle: like a timer interrupt on an
+//!   idle CPU, the first task it wakes comes to it, its last worker, with no notification,
+//!   instead of being sent to another worker that would have to be woken too.
+//! * **Costs on the hot path** (a timeout armed and cancelled): no allocation once the slab has
+//!   grown, two uncontended lock holds on the worker's own base, one clock read (the deadline's
+//!   `now + duration`; the first poll reads none: a deadline the wheel has already seen pass
+//!   completes at once, one that passed since is fired at the worker's next look), and no
+//!   reference count of the runtime taken (an armed entry holds its base's own count).
 //!
 //! # The API
 //!

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::arm::{self, Driver};
 use super::bases::{Slot, Target};
-use crate::sched::runtime::current_driver;
+use crate::sched::runtime::with_current_driver;
 use crate::sched::{Handle, Hooks};
 
 /// How far away "never" is: a duration too long for an `Instant` is cut to this (about 30
@@ -35,9 +35,11 @@ const SHUT_DOWN: &str = "an idspace timer future was polled after its runtime sh
 /// A future that completes once its deadline has passed: from [`sleep`], [`sleep_until`] or
 /// [`Handle::sleep`].
 ///
-/// It arms its entry when first polled (a deadline already passed completes at once, without
-/// touching the wheel), on the wheel of the worker polling it, and dropping it cancels the
-/// entry at once. It is `Unpin`: the entry lives in the wheel's slab, not in the future.
+/// It arms its entry when first polled, on the wheel of the worker polling it, and dropping it
+/// cancels the entry at once. A deadline the wheel has already seen pass completes at the first
+/// poll; one that passed since the wheel last looked at the clock is armed and fires at the
+/// worker's next look (first polls read no clock). It is `Unpin`: the entry lives in the
+/// wheel's slab, not in the future.
 ///
 /// # Panics
 ///
@@ -46,7 +48,8 @@ const SHUT_DOWN: &str = "an idspace timer future was polled after its runtime sh
 /// shut down (its tasks are cancelled then; only a `block_on` after shutdown can get here).
 pub struct Sleep {
     deadline: Instant,
-    /// The runtime: given by a [`Handle`], or found at the first poll.
+    /// The runtime, when given by a [`Handle`]; otherwise the thread's current runtime is used
+    /// each time the sleep arms (without taking a reference to it).
     driver: Option<Arc<dyn Driver>>,
     /// The armed entry, while it may be pending.
     slot: Option<Slot>,
@@ -98,8 +101,8 @@ impl Sleep {
     }
 
     fn cancel(&mut self) {
-        if let (Some(slot), Some(driver)) = (self.slot.take(), &self.driver) {
-            arm::cancel(driver.as_ref(), slot);
+        if let Some(slot) = self.slot.take() {
+            arm::cancel(&slot);
         }
     }
 
@@ -108,13 +111,9 @@ impl Sleep {
         if self.done {
             return Poll::Ready(());
         }
-        match self.slot {
+        match &self.slot {
             Some(slot) => {
-                let driver = self
-                    .driver
-                    .as_ref()
-                    .expect("an armed sleep knows its runtime");
-                let (pending, replaced) = driver.timers().still_pending(slot, cx.waker());
+                let (pending, replaced) = slot.still_pending(cx.waker());
                 // The waker it replaced is dropped here, outside the wheel's lock.
                 drop(replaced);
                 if pending {
@@ -124,18 +123,21 @@ impl Sleep {
                 self.slot = None;
             }
             None => {
-                if Instant::now() < self.deadline {
-                    let driver = self
-                        .driver
-                        .get_or_insert_with(|| current_driver().expect(NO_RUNTIME));
-                    let target = Target::Wake(cx.waker().clone());
-                    match arm::arm(driver.as_ref(), self.deadline, target) {
-                        Ok(slot) => {
-                            self.slot = Some(slot);
-                            return Poll::Pending;
-                        }
-                        Err(_) => panic!("{SHUT_DOWN}"),
+                let target = Target::Wake(cx.waker().clone());
+                let armed = match &self.driver {
+                    Some(driver) => arm::arm(driver.as_ref(), self.deadline, target),
+                    None => with_current_driver(|driver| {
+                        arm::arm(driver.expect(NO_RUNTIME), self.deadline, target)
+                    }),
+                };
+                match armed {
+                    Ok(Some(slot)) => {
+                        self.slot = Some(slot);
+                        return Poll::Pending;
                     }
+                    // The wheel has seen the deadline pass already.
+                    Ok(None) => {}
+                    Err(_) => panic!("{SHUT_DOWN}"),
                 }
             }
         }

@@ -131,6 +131,11 @@ impl<T> Wheel<T> {
         }
     }
 
+    /// The wheel's current tick: every tick up to it has been processed.
+    pub(crate) fn elapsed(&self) -> u64 {
+        self.elapsed
+    }
+
     /// Entries waiting in the wheel (not counting detached ones).
     #[cfg(test)]
     pub(crate) fn pending(&self) -> usize {
