@@ -9,9 +9,11 @@
 //!   sleeping on the runtime's own timers instead of the lab's timer thread, beside the lab's
 //!   timer thread on our runtime and `tokio::time` on tokio's.
 //!
-//! The seed's timer tests through the runtime (one process creates, arms and deletes N POSIX
-//! timers) have their table here too, [`POSIX_TIMERS_TABLE`], added by the POSIX-timer work.
+//! * The seed's timer tests through the runtime ([`POSIX_TIMERS_TABLE`], `posix.rs`): one
+//!   process creates and arms N POSIX timers (20k, 50k, 100k), then deletes them, beside
+//!   tokio's sleeps and the kernel's own timers.
 
+mod posix;
 mod workloads;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,9 +31,8 @@ use workloads::{Ours, Tokio};
 /// The id of the table "the seed's timer tests through the runtime": one process creates and
 /// arms N POSIX timers (20k, 50k, 100k), then deletes them; per-operation cost at each N and
 /// cost(100k) ÷ cost(20k). The POSIX-timer work (process layer) adds it to this experiment,
-/// after the lateness table, with the columns [`OURS`] and [`TOKIO`] like the others.
-// Reserved for that table: nothing builds it until the POSIX-timer work lands.
-#[allow(dead_code)]
+/// after the lateness table, with the columns [`OURS`] and [`TOKIO`] like the others, and the
+/// kernel's.
 pub const POSIX_TIMERS_TABLE: &str = "posix_timers";
 
 /// The experiment.
@@ -185,7 +186,8 @@ impl Experiment for Time {
         let sleepers = [Sleeper::OursRuntime, Sleeper::OursLabThread, Sleeper::Tokio];
         let sleeper_names = names(&sleepers);
         let steps = (plan.churn.len() + 1) * pair.len() + plan.latency.len() * sleepers.len();
-        cx.progress.set_total((steps * cx.repetitions()) as u64);
+        cx.progress
+            .set_total((steps * cx.repetitions() + posix::steps(cx)) as u64);
         let mut tables = Vec::new();
         let mut plots = Vec::new();
         let mut summary = Vec::new();
@@ -297,7 +299,15 @@ impl Experiment for Time {
             &metrics,
         ));
 
-        // The place of the POSIX-timer table (see POSIX_TIMERS_TABLE).
+        // The seed's timer tests through the runtime.
+        let (table, flat) = posix::table(cx);
+        tables.push(table);
+        summary.push(Goal::at_most(
+            "POSIX timers' cost per timer, 100k ÷ 20k, ours".into(),
+            flat,
+            1.3,
+            "x",
+        ));
 
         // The wake experiment's latency workload on runtime timers.
         let timer = Timer::start()?;
@@ -495,6 +505,7 @@ fn intro(cx: &Context, plan: &Plan) -> Vec<String> {
             "**Timeout churn** is a server guarding each request with a timeout that almost never fires: every request is pending once (so its timeout's timer is armed) and answered on the next turn (so the timer is cancelled). Our timers live on a wheel per worker, arm and cancel in O(1) under that worker's lock; tokio's on its sharded wheel. **Lateness**: all sleeps start together and each records how long after its deadline it ran; our wheel's resolution is {} µs, tokio's 1 ms, and both round deadlines up. **Wakeup latency** re-runs the `wake` experiment's schbench shape, the message tasks sleeping on each runtime's own timers (our runtime also with the lab's timer thread, the `wake` experiment's setup).",
             idspace::sched::time::RESOLUTION.as_micros()
         ),
+        "**POSIX timers** (the seed's timer tests through the runtime): a task of one process creates N timers of `idspace::process` (monotonic, no notification: `SIGEV_NONE`) and arms each an hour ahead on its worker's wheel, then deletes them all; per timer, each phase and both. tokio's column creates N `tokio::time::sleep` futures and polls each once (which arms it), then drops them (which cancels them), on a one-thread runtime; the kernel's makes the real `timer_create`, `timer_settime` and `timer_delete` system calls (each timer is charged one pending signal against `RLIMIT_SIGPENDING`, which may stop it short of 100k: the notes say so). The ratio row is the issue's flatness goal: the cost per timer at 100k over that at 20k.".into(),
     ]
 }
 
