@@ -861,9 +861,10 @@ mod tests {
         model.fork(ROOT, 0).unwrap();
         let mut cells = Vec::new();
         let mut pids = Vec::new();
-        for _ in 0..8 {
+        let (processes, timers) = if cfg!(miri) { (2, 10) } else { (8, 50) };
+        for _ in 0..processes {
             let pid = model.fork(ROOT, 0).unwrap().tid();
-            for i in 0..50 {
+            for i in 0..timers {
                 let id = model
                     .timer_create_with(pid, Clock::Monotonic, Notify::Wake)
                     .unwrap();
