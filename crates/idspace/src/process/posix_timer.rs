@@ -182,8 +182,9 @@ impl ITimerSpec {
 pub enum When {
     /// The value is a time from now.
     Relative,
-    /// The value is a time of the timer's clock (`TIMER_ABSTIME`); one already past expires at
-    /// once.
+    /// The value is a time of the timer's clock (`TIMER_ABSTIME`). One already past expires at
+    /// once, and an interval timer keeps the grid it asked for: the periods since the time
+    /// count as overruns (the kernel's `hrtimer_forward` from the requested expiry).
     Absolute,
 }
 
@@ -360,10 +361,12 @@ impl PosixTimer {
         self.interval = interval;
         self.next = Some(match (when, self.clock) {
             (When::Relative, _) => now.mono.saturating_add(value).min(FOREVER),
-            (When::Absolute, Clock::Monotonic) => value.max(now.mono),
+            // A time already past stays the deadline: the wheel fires it at once and the
+            // periods missed since count as overruns, on the grid the caller asked for.
+            (When::Absolute, Clock::Monotonic) => value,
             (When::Absolute, Clock::Realtime) => {
                 let ahead = value as i128 - now.real as i128;
-                (now.mono as i128 + ahead.max(0)).min(FOREVER as i128) as u64
+                (now.mono as i128 + ahead).clamp(0, FOREVER as i128) as u64
             }
         });
         Ok(old)
@@ -588,13 +591,14 @@ mod tests {
         real.settime(at(10 * MS), When::Absolute, ITimerSpec::once(wall))
             .unwrap();
         assert_eq!(real.deadline(), Some(25 * MS));
-        // A time already past expires at once.
+        // A time already past is due at once (and reads as 1 ns left).
         mono.settime(at(30 * MS), When::Absolute, ITimerSpec::once(ms(25)))
             .unwrap();
-        assert_eq!(mono.deadline(), Some(30 * MS));
+        assert_eq!(mono.deadline(), Some(25 * MS));
+        assert_eq!(mono.gettime(at(30 * MS)).value, TimeSpec::new(0, 1));
         real.settime(at(30 * MS), When::Absolute, ITimerSpec::once(wall))
             .unwrap();
-        assert_eq!(real.deadline(), Some(30 * MS));
+        assert_eq!(real.deadline(), Some(25 * MS));
         // The conversion is made once: a later realtime jump does not move the deadline.
         real.settime(
             Now::at(0, offset),
@@ -607,6 +611,37 @@ mod tests {
                 .value,
             ms(40)
         );
+    }
+
+    #[test]
+    fn a_past_absolute_time_keeps_its_grid_and_counts_the_missed_periods() {
+        // Asked to start at 10 ms with a 3 ms period, at 20.5 ms: the expiries at 10, 13, 16
+        // and 19 ms have passed, the next is at 22 ms (the kernel forwards from the requested
+        // time, not from the call).
+        let mut timer = PosixTimer::new(Clock::Monotonic);
+        timer
+            .settime(
+                at(20 * MS + MS / 2),
+                When::Absolute,
+                ITimerSpec::every(ms(10), ms(3)),
+            )
+            .unwrap();
+        assert_eq!(timer.deadline(), Some(10 * MS));
+        let fired = timer.expire(20 * MS + MS / 2);
+        assert_eq!(fired.count, 4);
+        assert_eq!(timer.deadline(), Some(22 * MS));
+        assert_eq!(timer.consume(fired.notify.unwrap()), Some(3));
+        // The same on the realtime clock.
+        let offset = 1_700_000_000 * NSEC_PER_SEC;
+        let mut real = PosixTimer::new(Clock::Realtime);
+        let wall = TimeSpec::from_nanos((offset + 10 * MS as i64) as u64);
+        real.settime(
+            Now::at(20 * MS + MS / 2, offset),
+            When::Absolute,
+            ITimerSpec::every(wall, ms(3)),
+        )
+        .unwrap();
+        assert_eq!(real.deadline(), Some(10 * MS));
     }
 
     #[test]
