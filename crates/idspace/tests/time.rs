@@ -399,3 +399,43 @@ fn after_shutdown_nothing_is_armed() {
     assert!(!after.cancel());
     assert_eq!(counter.fired(), 0);
 }
+
+/// Regression: a worker woken by its own timer fires it while it still counts as idle, so the
+/// task it wakes (which last ran there) is queued locally, with no notification of another
+/// worker. It used to fire after leaving idle, find itself busy, and send the task to the other
+/// (parked) worker with a futex wake each time: milliseconds of lateness under load.
+#[test]
+fn a_timer_wakeup_stays_on_its_idle_worker() {
+    let runtime = Builder::new()
+        .workers(2)
+        .poll(Duration::ZERO)
+        .build()
+        .unwrap();
+    let before = runtime.stats();
+    let task = runtime.spawn(async {
+        for _ in 0..20 {
+            time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    task.join().unwrap();
+    let after = runtime.stats();
+    assert!(
+        after.local - before.local >= 20,
+        "timer wakeups were not local: {before:?} -> {after:?}"
+    );
+    // The spawn itself may wake a parked worker; the timers' wakeups never do.
+    assert!(
+        after.notify_futex - before.notify_futex <= 1,
+        "timer wakeups woke another worker: {before:?} -> {after:?}"
+    );
+}
+
+#[test]
+fn the_handles_and_futures_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send_sync_unpin<T: Send + Sync + Unpin>() {}
+    send_sync::<idspace::sched::time::Armed>();
+    send_sync_unpin::<time::Sleep>();
+    send_sync_unpin::<time::Interval>();
+    send_sync_unpin::<time::Timeout<std::future::Ready<()>>>();
+}

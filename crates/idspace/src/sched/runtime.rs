@@ -437,9 +437,17 @@ impl<H: Hooks> Driver for Shared<H> {
 /// downcast, and as the timers' [`Driver`] for the time futures, which know no hooks' type.
 type Current = (Arc<dyn Any + Send + Sync>, Arc<dyn Driver>);
 
+#[cfg(not(loom))]
 sync::thread_local! {
     /// The runtime the current thread works for: set on its workers, and on a thread inside
-    /// [`Runtime::block_on`]. Type-erased, as the runtime is generic over its hooks.
+    /// [`Runtime::block_on`]. Type-erased, as the runtime is generic over its hooks. Const
+    /// initialised: the time futures look it up on every arm.
+    static ENTERED: RefCell<Option<Current>> = const { RefCell::new(None) };
+}
+
+// loom's `thread_local!` takes no `const` initialisers.
+#[cfg(loom)]
+sync::thread_local! {
     static ENTERED: RefCell<Option<Current>> = RefCell::new(None);
 }
 
