@@ -121,3 +121,33 @@ fn lookup_races_the_retirement_of_its_range() {
         assert!(pids.lookup(ROOT, last).unwrap().is_none());
     });
 }
+
+/// A lookup and an allocation race the freeing of their (dead, empty) namespace: the lookup
+/// finds nothing and the allocation is refused, whichever comes first; `free_ns` succeeds
+/// (waiting out the allocation's reservation if it must), and loom checks that neither the
+/// space nor its slot block is read after being freed (the space's and the block's hazards).
+#[test]
+fn free_ns_races_lookup_and_alloc() {
+    use idspace::pid::PidError;
+    run_model("free_ns_races_lookup_and_alloc", || {
+        let pids = Arc::new(PerCpu::new(2));
+        pids.alloc(ROOT, &[], 0).unwrap(); // the root's init
+        let ns = pids.new_ns(ROOT).unwrap();
+        pids.alloc(ns, &[], 0).unwrap(); // its init, 1: its range and slot block exist
+        pids.free(ns, 1, 0).unwrap(); // dead and empty
+        let user = {
+            let pids = pids.clone();
+            thread::spawn(move || {
+                assert!(pids.lookup(ns, 1).unwrap().is_none());
+                match pids.alloc(ns, &[], 1) {
+                    Err(PidError::NamespaceDead | PidError::NamespaceFreed) => {}
+                    other => panic!("an allocation in a dead namespace: {other:?}"),
+                }
+            })
+        };
+        assert_eq!(pids.free_ns(ns), Ok(()));
+        user.join().unwrap();
+        assert!(matches!(pids.lookup(ns, 1), Ok(None)));
+        assert_eq!(pids.free_ns(ns), Err(PidError::NamespaceFreed));
+    });
+}

@@ -6,12 +6,12 @@
 
 use std::sync::Arc;
 
-use idspace::cid::{CidAllocator, Rework};
-use idspace::pid::{IdrOnce, PerCpu, ROOT};
+use idspace::cid::{BitmapCids, CidAllocator, LazyCids, Rework};
+use idspace::pid::{BitmapHash, IdrOnce, IdrRelock, PerCpu, ROOT};
 use idspace::process::{
-    CidDesign, Image, PidDesign, ProcessError, Processes, TableDesign, ThreadImage,
+    CidDesign, Image, PidDesign, ProcessError, Processes, TableDesign, ThreadImage, FREED_NS_BYTES,
 };
-use idspace::table::{Radix, ScaledHash};
+use idspace::table::{GlobalHash, Radix, ScaledHash};
 
 #[test]
 fn a_zombie_leader_holds_its_ids_until_the_group_ends() {
@@ -37,10 +37,12 @@ fn a_zombie_leader_holds_its_ids_until_the_group_ends() {
     assert_eq!(system.lookup(ROOT, t.tid()).unwrap(), None);
 }
 
-fn cascade_and_memory<P: PidDesign, C: CidDesign, T: TableDesign>() {
-    let system: Processes<P, C, T> = Processes::with_designs(2).unwrap();
-    let root_init = system.fork(ROOT, 0).unwrap();
-    let start = (system.model_bytes(), system.memory_bytes());
+/// Four nested namespaces, each with an init, three more threads and ten timers, below the
+/// root; the outer init ends and takes them all.
+fn nested_round<P: PidDesign, C: CidDesign, T: TableDesign>(
+    system: &Processes<P, C, T>,
+    root_init: u32,
+) {
     let mut nses = Vec::new();
     let mut parent = ROOT;
     for _ in 0..4 {
@@ -58,27 +60,46 @@ fn cascade_and_memory<P: PidDesign, C: CidDesign, T: TableDesign>() {
     let outer_init = system.lookup(nses[0], 1).unwrap().unwrap().0;
     // The outer init ends: every process with an ID in its namespace goes with it.
     assert_eq!(system.kill(outer_init, 0), Ok(4));
-    assert_eq!(system.process_ids(), [root_init.tid()]);
+    assert_eq!(system.process_ids(), [root_init]);
     for &ns in &nses {
         assert!(!system.ns_exists(ns), "namespace {ns} kept");
         assert_eq!(system.fork(ns, 0).err(), Some(ProcessError::NsDead));
         assert_eq!(system.ns_new(ns), Err(ProcessError::NsDead));
+        assert_eq!(system.lookup(ns, 1), Ok(None));
     }
+}
+
+fn cascade_and_memory<P: PidDesign, C: CidDesign, T: TableDesign>() {
+    let system: Processes<P, C, T> = Processes::with_designs(2).unwrap();
+    let root_init = system.fork(ROOT, 0).unwrap().tid();
+    // A first round warms up what the root keeps per CPU (`PerCpu`'s current ranges, the
+    // root's radix leaf or bitmap word): the second one's namespaces, freed, give back
+    // everything they took.
+    nested_round(&system, root_init);
+    let start = (system.model_bytes(), system.memory_bytes());
+    nested_round(&system, root_init);
     let name = system.pids().name();
+    // The model keeps each freed namespace's number and parent (its number answers as a dead
+    // namespace for good), and nothing else.
+    let kept = 4 * FREED_NS_BYTES;
     assert_eq!(
         system.model_bytes(),
-        start.0,
+        start.0 + kept,
         "{name}: the model's memory back"
     );
-    // The designs' own structures for a dead, empty space stay (the PID designs have no
-    // operation that frees a space): the whole is not below where it started, nor far above.
-    assert!(system.memory_bytes() >= start.1, "{name}");
+    assert_eq!(
+        system.memory_bytes(),
+        start.1 + kept,
+        "{name}: all memory back"
+    );
 }
 
 #[test]
 fn an_init_takes_its_namespace_with_it_and_memory_returns() {
     cascade_and_memory::<PerCpu, Rework, ScaledHash<()>>();
     cascade_and_memory::<IdrOnce, Rework, Radix<()>>();
+    cascade_and_memory::<IdrRelock, BitmapCids, GlobalHash<()>>();
+    cascade_and_memory::<BitmapHash, LazyCids, ScaledHash<()>>();
 }
 
 #[test]

@@ -2,6 +2,7 @@
 
 use crossbeam_utils::CachePadded;
 
+use super::task::Binding;
 use super::{fast, index, IndexSource, PerCidError};
 use crate::sync::{AtomicU64, Ordering};
 
@@ -13,7 +14,12 @@ use crate::sync::{AtomicU64, Ordering};
 /// cache line shared with another running thread. Under thread IDs it is an atomic add on the
 /// thread's slot (threads may share one).
 ///
-/// Memory is one cache line per possible CPU, whatever the number of threads.
+/// Under the task CID ([`IndexSource::TaskCid`]) an add by a running task of the counter's
+/// process is a plain load and store of its CID's slot (the CID is the task's alone for the
+/// whole poll, see the module docs of [`percid`](super)).
+///
+/// Memory is one cache line per possible CPU (per CID of the process's space under the task
+/// CID), whatever the number of threads.
 ///
 /// ```
 /// use idspace::percid::PerCidCounter;
@@ -28,31 +34,34 @@ use crate::sync::{AtomicU64, Ordering};
 /// ```
 pub struct PerCidCounter {
     source: IndexSource,
+    /// The process whose running tasks own the slots, under the task CID.
+    binding: Option<Binding>,
     slots: Box<[CachePadded<AtomicU64>]>,
-    /// Adds of threads that have no slot under an rseq source (no area on that thread): kept
-    /// apart, because an atomic add and a section's plain store on one word could lose one.
+    /// Adds of threads that have no slot under an rseq source (no area on that thread) or under
+    /// the task CID (not a running task of the process): kept apart, because an atomic add and
+    /// a plain store on one word could lose one.
     stray: CachePadded<AtomicU64>,
 }
 
 impl PerCidCounter {
     /// A counter at 0 on the best source the calling thread has ([`IndexSource::best`]).
     pub fn new() -> PerCidCounter {
-        PerCidCounter::build(IndexSource::best())
+        PerCidCounter::build(IndexSource::best(), None, index::slot_count())
     }
 
     /// A counter at 0 on `source`; [`PerCidError::Unavailable`] if the calling thread cannot
-    /// use it.
+    /// use it (for [`IndexSource::TaskCid`]: if it is not a runtime task of a process, whose
+    /// process the counter is then bound to).
     pub fn with_source(source: IndexSource) -> Result<PerCidCounter, PerCidError> {
-        if !source.available() {
-            return Err(PerCidError::Unavailable(source));
-        }
-        Ok(PerCidCounter::build(source))
+        let (binding, slots) = source.prepare()?;
+        Ok(PerCidCounter::build(source, binding, slots))
     }
 
-    fn build(source: IndexSource) -> PerCidCounter {
+    fn build(source: IndexSource, binding: Option<Binding>, slots: usize) -> PerCidCounter {
         PerCidCounter {
             source,
-            slots: (0..index::slot_count())
+            binding,
+            slots: (0..slots)
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
             stray: CachePadded::new(AtomicU64::new(0)),
@@ -81,6 +90,19 @@ impl PerCidCounter {
             let slot = &self.slots[index::thread_id() % self.slots.len()];
             // Relaxed: a statistic; `sum` promises no ordering with other memory.
             slot.fetch_add(n, Ordering::Relaxed);
+            return;
+        }
+        if let Some(binding) = self.binding {
+            if let Some(slot) = binding.cid().and_then(|cid| self.slots.get(cid)) {
+                // The slot is this task's alone until it next yields, and the previous
+                // holder's stores happen before these accesses (see `percid`'s `task` module):
+                // a plain load and store, Relaxed because the CID's hand-off orders them.
+                let value = slot.load(Ordering::Relaxed);
+                slot.store(value.wrapping_add(n), Ordering::Relaxed);
+                return;
+            }
+            // Relaxed: a statistic, as below.
+            self.stray.fetch_add(n, Ordering::Relaxed);
             return;
         }
         if let Some(fast) = fast::current(self.source) {

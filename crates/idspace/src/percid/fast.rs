@@ -31,14 +31,15 @@ mod imp {
         let field = match source {
             IndexSource::MmCid => Field::MmCid,
             IndexSource::CpuId => Field::CpuId,
-            IndexSource::ThreadIds => return None,
+            IndexSource::ThreadIds | IndexSource::TaskCid => return None,
         };
         Area::registered().map(|(area, _)| Fast { area, field })
     }
 
     pub(crate) fn available(source: IndexSource) -> bool {
         match source {
-            IndexSource::ThreadIds => true,
+            // The task CID is decided by the caller (`IndexSource::available`).
+            IndexSource::ThreadIds | IndexSource::TaskCid => true,
             IndexSource::MmCid => mm_cid_filled() && current(source).is_some(),
             IndexSource::CpuId => current(source).is_some(),
         }

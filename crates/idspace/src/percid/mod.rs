@@ -26,7 +26,19 @@
 //! * [`IndexSource::CpuId`], the CPU the thread runs on;
 //! * [`IndexSource::ThreadIds`], the fallback without rseq: small per-thread IDs (reused after
 //!   a thread exits), folded onto the slots, with atomic read-modify-writes or a slot lock,
-//!   since two threads may share a slot.
+//!   since two threads may share a slot;
+//! * [`IndexSource::TaskCid`], inside the idspace runtime with
+//!   [`ProcessHooks`](crate::process::ProcessHooks): the running task's CID from its process's
+//!   CID space ([`process::current`](crate::process::current)). A structure on it is built
+//!   inside a task and bound to that task's process, with one slot per CID of the process's
+//!   space; that process's running tasks use their slots with plain loads and stores (no
+//!   atomic read-modify-write, no lock, no rseq), which is sound because a CID is exclusive
+//!   among the process's running tasks and a task keeps it for a whole poll (the runtime does
+//!   not preempt; see the `task` module for the whole argument). Any other caller (another
+//!   process's task, a plain thread) takes the shared fallback: the counter's shared atomic,
+//!   the pool's shared list, or for [`PerCid`] a folded thread ID (its slots synchronise
+//!   themselves anyway). Building one outside a runtime task of a process is
+//!   [`PerCidError::Unavailable`].
 //!
 //! The rseq sources need an rseq area for the calling thread: glibc's, or one this crate
 //! registers when glibc did not ([`rseq_registration`]). A thread that has none still works
@@ -40,6 +52,7 @@ mod index;
 mod list;
 mod pool;
 mod slots;
+mod task;
 
 pub use counter::PerCidCounter;
 pub use error::PerCidError;
@@ -56,6 +69,9 @@ pub enum IndexSource {
     CpuId,
     /// Compact per-thread IDs, without rseq: atomic operations or a slot lock.
     ThreadIds,
+    /// The running runtime task's CID in its process (idspace's runtime with process hooks):
+    /// plain loads and stores, exclusive while the task runs.
+    TaskCid,
 }
 
 impl IndexSource {
@@ -65,10 +81,13 @@ impl IndexSource {
             IndexSource::MmCid => "rseq mm_cid",
             IndexSource::CpuId => "rseq cpu_id",
             IndexSource::ThreadIds => "thread IDs",
+            IndexSource::TaskCid => "task CID",
         }
     }
 
-    /// The best source the calling thread has: mm_cid, else cpu_id, else thread IDs.
+    /// The best source the calling thread has: mm_cid, else cpu_id, else thread IDs. The task
+    /// CID is never chosen here: it binds a structure to one process, so it is asked for by
+    /// name.
     pub fn best() -> IndexSource {
         [IndexSource::MmCid, IndexSource::CpuId]
             .into_iter()
@@ -76,9 +95,26 @@ impl IndexSource {
             .unwrap_or(IndexSource::ThreadIds)
     }
 
-    /// Whether the calling thread can use this source (thread IDs always).
+    /// Whether the calling thread can use this source (thread IDs always; the task CID inside
+    /// a runtime task of a process).
     pub fn available(self) -> bool {
-        fast::available(self)
+        match self {
+            IndexSource::TaskCid => task::Binding::of_running_task().is_some(),
+            _ => fast::available(self),
+        }
+    }
+
+    /// What a structure built on this source by the calling thread is bound to, and how many
+    /// slots it needs; [`PerCidError::Unavailable`] if the thread cannot use the source.
+    fn prepare(self) -> Result<(Option<task::Binding>, usize), PerCidError> {
+        if self == IndexSource::TaskCid {
+            let binding = task::Binding::of_running_task().ok_or(PerCidError::Unavailable(self))?;
+            return Ok((Some(binding), binding.slots()));
+        }
+        if !self.available() {
+            return Err(PerCidError::Unavailable(self));
+        }
+        Ok((None, index::slot_count()))
     }
 }
 

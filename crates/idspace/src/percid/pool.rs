@@ -5,6 +5,7 @@ use core::marker::PhantomData;
 use crossbeam_utils::CachePadded;
 
 use super::list::{List, Popped, Pushed};
+use super::task::Binding;
 use super::{fast, index, IndexSource, PerCidError};
 use crate::sync::{lock, Mutex, Ordering};
 
@@ -34,6 +35,8 @@ const DEFAULT_CAPACITY: usize = 64;
 /// ```
 pub struct PerCidPool<T> {
     source: IndexSource,
+    /// The process whose running tasks own the lists, under the task CID.
+    binding: Option<Binding>,
     lists: Box<[CachePadded<List>]>,
     /// Objects that spilled, or were given by threads without a slot.
     shared: Mutex<Vec<*mut ()>>,
@@ -51,7 +54,12 @@ unsafe impl<T: Send> Sync for PerCidPool<T> {}
 impl<T> PerCidPool<T> {
     /// A pool on the best source the calling thread has, with room for 64 objects per slot.
     pub fn new() -> PerCidPool<T> {
-        PerCidPool::build(IndexSource::best(), DEFAULT_CAPACITY)
+        PerCidPool::build(
+            IndexSource::best(),
+            None,
+            index::slot_count(),
+            DEFAULT_CAPACITY,
+        )
     }
 
     /// A pool on `source` with room for `capacity` objects per slot; an error if the source is
@@ -60,16 +68,20 @@ impl<T> PerCidPool<T> {
         if capacity == 0 {
             return Err(PerCidError::ZeroCapacity);
         }
-        if !source.available() {
-            return Err(PerCidError::Unavailable(source));
-        }
-        Ok(PerCidPool::build(source, capacity))
+        let (binding, slots) = source.prepare()?;
+        Ok(PerCidPool::build(source, binding, slots, capacity))
     }
 
-    fn build(source: IndexSource, capacity: usize) -> PerCidPool<T> {
+    fn build(
+        source: IndexSource,
+        binding: Option<Binding>,
+        slots: usize,
+        capacity: usize,
+    ) -> PerCidPool<T> {
         PerCidPool {
             source,
-            lists: (0..index::slot_count())
+            binding,
+            lists: (0..slots)
                 .map(|_| CachePadded::new(List::new(capacity)))
                 .collect(),
             shared: Mutex::new(Vec::new()),
@@ -180,6 +192,21 @@ impl<T> PerCidPool<T> {
             list.len.store(len + 1, Ordering::Relaxed);
             return Pushed::Done;
         }
+        if let Some(binding) = self.binding {
+            let Some(list) = binding.cid().and_then(|cid| self.lists.get(cid)) else {
+                return Pushed::NoSlot;
+            };
+            // The list is this task's alone until it next yields, and the previous holder's
+            // accesses happen before these (see `percid`'s `task` module): plain loads and
+            // stores, Relaxed because the CID's hand-off orders them.
+            let len = list.len.load(Ordering::Relaxed);
+            if len == list.items.len() {
+                return Pushed::Full;
+            }
+            list.items[len].store(object, Ordering::Relaxed);
+            list.len.store(len + 1, Ordering::Relaxed);
+            return Pushed::Done;
+        }
         match fast::current(self.source) {
             Some(fast) => fast.push(&self.lists, object),
             None => Pushed::NoSlot,
@@ -191,6 +218,18 @@ impl<T> PerCidPool<T> {
             let list = &self.lists[index::thread_id() % self.lists.len()];
             let _held = lock(&list.lock);
             // Relaxed throughout: the list lock orders every access to the list.
+            let len = list.len.load(Ordering::Relaxed);
+            if len == 0 {
+                return Popped::Empty;
+            }
+            list.len.store(len - 1, Ordering::Relaxed);
+            return Popped::Item(list.items[len - 1].load(Ordering::Relaxed));
+        }
+        if let Some(binding) = self.binding {
+            let Some(list) = binding.cid().and_then(|cid| self.lists.get(cid)) else {
+                return Popped::NoSlot;
+            };
+            // As in `push_local`: the list is this task's alone for the poll.
             let len = list.len.load(Ordering::Relaxed);
             if len == 0 {
                 return Popped::Empty;

@@ -2,6 +2,7 @@
 
 use crossbeam_utils::CachePadded;
 
+use super::task::Binding;
 use super::{fast, index, IndexSource, PerCidError};
 
 /// One cache-padded `T` for every index the source can give (as many as the possible CPUs,
@@ -22,33 +23,39 @@ use super::{fast, index, IndexSource, PerCidError};
 /// ```
 pub struct PerCid<T> {
     source: IndexSource,
+    /// The process whose running tasks' CIDs index the slots, under the task CID.
+    binding: Option<Binding>,
     slots: Box<[CachePadded<T>]>,
 }
 
 impl<T> PerCid<T> {
     /// Slots made by `init(index)`, on the best source the calling thread has.
     pub fn new(init: impl FnMut(usize) -> T) -> PerCid<T> {
-        PerCid::build(IndexSource::best(), init)
+        PerCid::build(IndexSource::best(), None, index::slot_count(), init)
     }
 
     /// Slots made by `init(index)`, on `source`; [`PerCidError::Unavailable`] if the calling
-    /// thread cannot use it.
+    /// thread cannot use it (for [`IndexSource::TaskCid`]: if it is not a runtime task of a
+    /// process; the slots are then one per CID of that process's space, and its running tasks
+    /// get the slot of their CID).
     pub fn with_source(
         source: IndexSource,
         init: impl FnMut(usize) -> T,
     ) -> Result<PerCid<T>, PerCidError> {
-        if !source.available() {
-            return Err(PerCidError::Unavailable(source));
-        }
-        Ok(PerCid::build(source, init))
+        let (binding, slots) = source.prepare()?;
+        Ok(PerCid::build(source, binding, slots, init))
     }
 
-    fn build(source: IndexSource, mut init: impl FnMut(usize) -> T) -> PerCid<T> {
+    fn build(
+        source: IndexSource,
+        binding: Option<Binding>,
+        slots: usize,
+        mut init: impl FnMut(usize) -> T,
+    ) -> PerCid<T> {
         PerCid {
             source,
-            slots: (0..index::slot_count())
-                .map(|i| CachePadded::new(init(i)))
-                .collect(),
+            binding,
+            slots: (0..slots).map(|i| CachePadded::new(init(i))).collect(),
         }
     }
 
@@ -59,6 +66,9 @@ impl<T> PerCid<T> {
 
     /// The calling thread's index now, folded onto the slots.
     pub fn current_index(&self) -> usize {
+        if let Some(cid) = self.binding.and_then(Binding::cid) {
+            return cid % self.slots.len();
+        }
         let index = match fast::current(self.source) {
             Some(fast) => fast.index(),
             None => index::thread_id(),

@@ -52,6 +52,12 @@ impl IdSpace for Bitmap {
     }
 }
 
+impl Bitmap {
+    fn is_empty(&self) -> bool {
+        self.words.iter().all(|&word| word == 0)
+    }
+}
+
 const STRIPES: usize = 64;
 
 /// One stripe of the lookup hash: (space, ID) to object.
@@ -71,12 +77,13 @@ impl Striped {
         }
     }
 
-    /// Removes (ns, id); a stripe that falls below a quarter full gives memory back, so that
-    /// a table that once held many objects does not keep their space.
+    /// Removes (ns, id); a stripe that falls to a quarter full gives memory back, so that a
+    /// table that once held many objects does not keep their space (an emptied stripe gives
+    /// all of it back).
     fn remove(&self, ns: NsId, id: u32) -> Option<Pid> {
         let mut map = write(self.stripe(ns, id));
         let pid = map.remove(&(ns, id));
-        if map.len() < map.capacity() / 4 {
+        if map.len() <= map.capacity() / 4 {
             let keep = map.len() * 2;
             map.shrink_to(keep);
         }
@@ -121,7 +128,8 @@ impl PidAllocator for BitmapHash {
 
     fn new_ns(&self, parent: NsId) -> Result<NsId, PidError> {
         let ns = lock(&self.spaces).add(parent)?;
-        // Release pairs with the Acquire load in `lookup`: a space is counted once it exists.
+        // Release pairs with the Acquire loads in `lookup` and `free`: a space is counted once
+        // it exists. Numbers are never reused, so the count only grows.
         self.count.store(ns as usize + 1, Ordering::Release);
         Ok(ns)
     }
@@ -158,7 +166,13 @@ impl PidAllocator for BitmapHash {
         }
         // Whoever removes the entry named by the caller owns the free; a concurrent free of
         // the same object finds it gone.
-        let pid = self.hash.remove(ns, id).ok_or(PidError::NotFound)?;
+        let Some(pid) = self.hash.remove(ns, id) else {
+            // The error path may take the lock: a freed space says so.
+            return match lock(&self.spaces).get(ns) {
+                Err(PidError::NamespaceFreed) => Err(PidError::NamespaceFreed),
+                _ => Err(PidError::NotFound),
+            };
+        };
         for &(space, number) in pid.levels() {
             if (space, number) != (ns, id) {
                 self.hash.remove(space, number);
@@ -167,7 +181,7 @@ impl PidAllocator for BitmapHash {
         // Unpublished first, then the bits: an ID is never free while still in the hash.
         let mut spaces = lock(&self.spaces);
         for &(space, number) in pid.levels() {
-            spaces.list[space as usize].ids.release(number);
+            spaces.at(space).ids.release(number);
             spaces.note_freed(space, number);
         }
         Ok(())
@@ -178,12 +192,23 @@ impl PidAllocator for BitmapHash {
         if ns as usize >= self.count.load(Ordering::Acquire) {
             return Err(PidError::UnknownNs);
         }
+        // A freed space has no entries left: its lookups find nothing.
         Ok(read(self.hash.stripe(ns, id)).get(&(ns, id)).cloned())
+    }
+
+    fn free_ns(&self, ns: NsId) -> Result<(), PidError> {
+        // A free unpublishes before it clears the bits, and an allocation sets the bits before
+        // it publishes: a space whose bitmap is clear has no entries in the hash either.
+        lock(&self.spaces).remove(ns, |bitmap| !bitmap.is_empty())
     }
 
     fn memory_bytes(&self) -> usize {
         let spaces = lock(&self.spaces);
-        let bitmaps: usize = spaces.list.iter().map(|s| s.ids.words.capacity() * 8).sum();
+        let bitmaps: usize = spaces
+            .live
+            .values()
+            .map(|s| s.ids.words.capacity() * 8)
+            .sum();
         let mut hash = STRIPES * core::mem::size_of::<CachePadded<RwLock<()>>>();
         for stripe in self.hash.stripes.iter() {
             let map = read(stripe);
@@ -193,9 +218,6 @@ impl PidAllocator for BitmapHash {
                 .map(|pid| super::idr::pid_bytes(pid.levels().len() as u32 - 1))
                 .sum::<usize>();
         }
-        core::mem::size_of::<Self>()
-            + spaces.list.capacity() * core::mem::size_of::<super::spaces::Space<Bitmap>>()
-            + bitmaps
-            + hash
+        core::mem::size_of::<Self>() + spaces.map_bytes() + bitmaps + hash
     }
 }

@@ -21,7 +21,8 @@ pub enum PidError {
     /// A new space would be deeper than 32 levels below the root (`-ENOSPC` from
     /// `create_pid_namespace`).
     TooDeep,
-    /// No space has this number.
+    /// No space has this number (never created), or the root was named where only a created
+    /// space may be (`free_ns`).
     UnknownNs,
     /// The allocator holds as many spaces as it can: [`PerCpu::MAX_NAMESPACES`] for
     /// [`PerCpu`] (the kernel caps namespaces per user with `ucounts` instead, `-ENOSPC`).
@@ -29,6 +30,11 @@ pub enum PidError {
     /// [`PerCpu`]: super::PerCpu
     /// [`PerCpu::MAX_NAMESPACES`]: super::PerCpu::MAX_NAMESPACES
     TooManyNamespaces,
+    /// The space still holds IDs or child spaces, so it cannot be freed (the kernel keeps a
+    /// namespace while anything references it).
+    NamespaceBusy,
+    /// The space was freed: its number stays taken and answers as dead, but nothing enters it.
+    NamespaceFreed,
 }
 
 impl PidError {
@@ -43,6 +49,8 @@ impl PidError {
             PidError::TooDeep => "too_deep",
             PidError::UnknownNs => "unknown_ns",
             PidError::TooManyNamespaces => "too_many_ns",
+            PidError::NamespaceBusy => "ns_busy",
+            PidError::NamespaceFreed => "ns_freed",
         }
     }
 }
@@ -58,6 +66,8 @@ impl fmt::Display for PidError {
             PidError::TooDeep => "spaces nest at most 32 levels below the root",
             PidError::UnknownNs => "no such space",
             PidError::TooManyNamespaces => "the allocator holds no more spaces",
+            PidError::NamespaceBusy => "the space still holds IDs or child spaces",
+            PidError::NamespaceFreed => "the space was freed",
         })
     }
 }

@@ -1,10 +1,10 @@
-//! [`Hazards`]: the few pointers that lookups are reading right now, so that a block of slots is
-//! freed only once no lookup reads it (hazard pointers, reduced to what `Slots` needs).
+//! [`Hazards`]: the few pointers that readers are reading right now, so that what they read is
+//! freed only once no reader reads it (hazard pointers, reduced to what `PerCpu` needs): a
+//! block of lookup slots (`Slots`), or a whole space (`PerCpu::free_ns`).
 //!
-//! A lookup publishes the block it is about to read in a free hazard slot, then checks that the
-//! block is still installed; a retirer uninstalls the block, then waits until no hazard slot
-//! holds it. Both sides are `SeqCst`: in their single order either the lookup's publication
-//! comes first (the retirer sees it and waits) or the retirer's uninstall does (the lookup's
+//! A reader publishes the pointer it is about to read in a free hazard slot, then checks that
+//! it is still installed; a retirer uninstalls it, then waits until no hazard slot holds it. Both sides are `SeqCst`: in their single order either the reader's publication
+//! comes first (the retirer sees it and waits) or the retirer's uninstall does (the reader's
 //! check fails and it reads nothing). Each slot sits on its own cache line and a thread starts
 //! its search at a slot of its own, so lookups on different CPUs write no shared line; only a
 //! retirement (once per range of IDs) reads them all.
@@ -12,6 +12,7 @@
 use core::ptr;
 
 use crate::sync::{spin_wait, AtomicPtr, Ordering};
+#[cfg(not(loom))]
 use crate::util::hash::mix;
 use crossbeam_utils::CachePadded;
 
@@ -26,11 +27,6 @@ const SLOTS: usize = 2;
 crate::sync::thread_local! {
     /// Its address tells threads apart, to spread their first choice of slot.
     static THREAD_KEY: u8 = const { 0 };
-}
-// loom's `thread_local!` takes no `const` initialisers.
-#[cfg(loom)]
-crate::sync::thread_local! {
-    static THREAD_KEY: u8 = 0;
 }
 
 /// Pointers being read, one per slot (null: free).
@@ -64,8 +60,7 @@ impl<T> Hazards<T> {
     /// installed before reading through it.
     #[inline]
     pub(crate) fn protect(&self, pointer: *mut T) -> Hazard<'_, T> {
-        let key = THREAD_KEY.with(|key| ptr::from_ref(key).addr());
-        let start = mix(key as u64, 0) as usize;
+        let start = Self::first_choice();
         loop {
             for offset in 0..SLOTS {
                 let slot = &self.slots[(start + offset) % SLOTS];
@@ -80,6 +75,7 @@ impl<T> Hazards<T> {
                     )
                     .is_ok()
                 {
+                    loom_single_order();
                     return Hazard { slot };
                 }
             }
@@ -87,9 +83,25 @@ impl<T> Hazards<T> {
         }
     }
 
+    /// The slot a thread tries first: spread by the address of a thread-local.
+    #[cfg(not(loom))]
+    #[inline]
+    fn first_choice() -> usize {
+        let key = THREAD_KEY.with(|key| ptr::from_ref(key).addr());
+        mix(key as u64, 0) as usize
+    }
+
+    /// Under loom, always the first slot: a thread-local's address differs between the
+    /// executions loom replays, and a model must make the same choices in each.
+    #[cfg(loom)]
+    fn first_choice() -> usize {
+        0
+    }
+
     /// Waits until no slot holds `pointer`. The caller has already uninstalled it (`SeqCst`),
     /// so no new hazard on it survives its owner's check.
     pub(crate) fn wait_unused(&self, pointer: *mut T) {
+        loom_single_order();
         for slot in self.slots.iter() {
             // SeqCst: the retirer's half of the pattern in the module docs; acquiring, it pairs
             // with the Release in `Hazard::drop`.
@@ -98,4 +110,15 @@ impl<T> Hazards<T> {
             }
         }
     }
+}
+
+/// Under loom, a `SeqCst` fence between the two halves of each side. Loom models `SeqCst`
+/// loads and stores as acquire/release only, without the single total order the pattern above
+/// relies on (and that real `SeqCst` accesses have); its `SeqCst` fences do carry that order,
+/// so the model checks the protocol as the hardware runs it. Natively it compiles to nothing:
+/// the `SeqCst` accesses are enough.
+#[inline(always)]
+fn loom_single_order() {
+    #[cfg(loom)]
+    crate::sync::fence(Ordering::SeqCst);
 }

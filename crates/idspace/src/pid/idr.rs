@@ -72,7 +72,7 @@ impl IdrAllocator {
         spaces.finish(&taken)?;
         let pid = Pid::new(&taken);
         for &(ns, id) in &taken {
-            if let Some(slot) = spaces.list[ns as usize].ids.tree.get_mut(u64::from(id)) {
+            if let Some(slot) = spaces.at(ns).ids.tree.get_mut(u64::from(id)) {
                 *slot = Some(pid.clone());
             }
         }
@@ -87,10 +87,7 @@ impl IdrAllocator {
             _ => return Err(PidError::NotFound),
         };
         for &(space, number) in pid.levels() {
-            spaces.list[space as usize]
-                .ids
-                .tree
-                .remove(u64::from(number));
+            spaces.at(space).ids.tree.remove(u64::from(number));
             spaces.note_freed(space, number);
         }
         Ok(())
@@ -98,22 +95,26 @@ impl IdrAllocator {
 
     fn lookup(&self, ns: NsId, id: u32) -> Result<Option<Pid>, PidError> {
         let spaces = read(&self.spaces);
-        Ok(spaces
-            .get(ns)?
-            .ids
-            .tree
-            .get(u64::from(id))
-            .cloned()
-            .flatten())
+        match spaces.get(ns) {
+            Ok(space) => Ok(space.ids.tree.get(u64::from(id)).cloned().flatten()),
+            // A freed space holds nothing.
+            Err(PidError::NamespaceFreed) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    fn free_ns(&self, ns: NsId) -> Result<(), PidError> {
+        // Reserved IDs of an allocation in flight are in the tree too: they count as held.
+        write(&self.spaces).remove(ns, |ids| ids.tree.len() != 0)
     }
 
     fn memory_bytes(&self) -> usize {
         let spaces = read(&self.spaces);
         core::mem::size_of::<Self>()
-            + spaces.list.capacity() * core::mem::size_of::<super::spaces::Space<Idr>>()
+            + spaces.map_bytes()
             + spaces
-                .list
-                .iter()
+                .live
+                .values()
                 .map(|s| s.ids.tree.heap_bytes() + s.ids.tree.len() * pid_bytes(s.level))
                 .sum::<usize>()
     }
@@ -163,6 +164,9 @@ macro_rules! idr_design {
             }
             fn lookup(&self, ns: NsId, id: u32) -> Result<Option<Pid>, PidError> {
                 self.0.lookup(ns, id)
+            }
+            fn free_ns(&self, ns: NsId) -> Result<(), PidError> {
+                self.0.free_ns(ns)
             }
             fn memory_bytes(&self) -> usize {
                 self.0.memory_bytes()

@@ -37,6 +37,14 @@
 //!   ([`PidError::NamespaceDead`]) only after every level was allocated. A failed allocation
 //!   releases what it took; cursors already moved stay moved.
 //! * Freeing an object by its number in any space that sees it releases every level.
+//! * [`PidAllocator::free_ns`] frees a space that holds no IDs and has no child spaces (the
+//!   kernel frees a namespace once nothing references it); its number is not reused and answers
+//!   [`PidError::NamespaceFreed`] (lookups find nothing). Everything the design kept for the
+//!   space goes, so memory returns to where it was before the space was made, provided that the
+//!   space's allocations left its ancestors' structures as they found them (they took and gave
+//!   back IDs there too: a bitmap word or a CPU's current range they needed stays, and
+//!   [`BitmapHash`]'s shared lookup stripes keep up to four times their entries' room). An
+//!   allocation in a freed space is refused before it takes any ID.
 //!
 //! # Where we differ from the kernel
 //!
@@ -103,7 +111,8 @@ pub trait PidAllocator: Send + Sync {
     /// Creates a space below `parent`.
     ///
     /// # Errors
-    /// [`PidError::UnknownNs`], [`PidError::TooDeep`] past 32 levels below the root, or
+    /// [`PidError::UnknownNs`], [`PidError::NamespaceFreed`], [`PidError::TooDeep`] past 32
+    /// levels below the root, or
     /// [`PidError::TooManyNamespaces`] when the design holds no more spaces
     /// ([`PerCpu::MAX_NAMESPACES`]; the other designs are limited by memory alone).
     fn new_ns(&self, parent: NsId) -> Result<NsId, PidError>;
@@ -111,27 +120,42 @@ pub trait PidAllocator: Send + Sync {
     /// Sets a space's `pid_max`.
     ///
     /// # Errors
-    /// [`PidError::Invalid`] outside `301..=4194304`, [`PidError::UnknownNs`].
+    /// [`PidError::Invalid`] outside `301..=4194304`, [`PidError::UnknownNs`],
+    /// [`PidError::NamespaceFreed`].
     fn set_pid_max(&self, ns: NsId, max: u32) -> Result<(), PidError>;
 
     /// Allocates an object in `ns` with an ID in `ns` and every ancestor; `set_tid` requests
     /// exact IDs for the innermost levels; `cpu` is the worker slot doing it.
     ///
     /// # Errors
-    /// See the module docs: `Full`, `Exists`, `Invalid`, `NamespaceDead`, `UnknownNs`.
+    /// See the module docs: `Full`, `Exists`, `Invalid`, `NamespaceDead`, `UnknownNs`, and
+    /// `NamespaceFreed` for a freed space.
     fn alloc(&self, ns: NsId, set_tid: &[u32], cpu: usize) -> Result<Pid, PidError>;
 
     /// Frees the object that has `id` in `ns`, releasing its IDs at every level.
     ///
     /// # Errors
-    /// [`PidError::NotFound`], [`PidError::UnknownNs`].
+    /// [`PidError::NotFound`], [`PidError::UnknownNs`], [`PidError::NamespaceFreed`].
     fn free(&self, ns: NsId, id: u32, cpu: usize) -> Result<(), PidError>;
 
-    /// The object that has `id` in `ns`.
+    /// The object that has `id` in `ns`; none in a freed space.
     ///
     /// # Errors
     /// [`PidError::UnknownNs`].
     fn lookup(&self, ns: NsId, id: u32) -> Result<Option<Pid>, PidError>;
+
+    /// Frees space `ns`, which holds no IDs and has no child spaces: everything the design
+    /// kept for it (its tree, bitmap or directory, its CPUs' ranges and lookup slots) is given
+    /// back, so [`memory_bytes`](Self::memory_bytes) returns to what it was before the space
+    /// was made (see the module docs for what else a space's allocations may have changed).
+    /// The number is never handed out again: every operation on it then fails with
+    /// [`PidError::NamespaceFreed`]. A refused call changes nothing.
+    ///
+    /// # Errors
+    /// [`PidError::UnknownNs`] for a number never handed out or for the root (which is never
+    /// freed), [`PidError::NamespaceFreed`] if already freed, [`PidError::NamespaceBusy`] while
+    /// it holds IDs (an allocation in flight included) or child spaces.
+    fn free_ns(&self, ns: NsId) -> Result<(), PidError>;
 
     /// Bytes held by the structure: trees, bitmaps, ranges, hash tables and objects.
     fn memory_bytes(&self) -> usize;

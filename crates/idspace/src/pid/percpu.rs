@@ -4,13 +4,13 @@
 
 use std::collections::HashMap;
 
-use super::hazards::Hazards;
+use super::hazards::{Hazard, Hazards};
 use super::level::{check_pid_max, check_set_tid};
 use super::object::Pid;
 use super::slots::{Slot, Slots};
 use super::space_list::{SpaceList, CAPACITY};
 use super::spaces::Taken;
-use super::{NsId, PidAllocator, PidError, MAX_LEVEL, PID_MAX_DEFAULT};
+use super::{NsId, PidAllocator, PidError, MAX_LEVEL, PID_MAX_DEFAULT, ROOT};
 use crate::range::RangeSource;
 use crate::sync::{lock, read, write, Arc, AtomicUsize, Mutex, MutexGuard, Ordering, RwLock};
 use crate::util::hash::BuildIntHasher;
@@ -120,6 +120,10 @@ struct Space {
     init_seen: AtomicUsize,
     /// ID 1 was freed (0/1).
     dead: AtomicUsize,
+    /// `free_ns` took the space away (0/1): written under every CPU's lock, read under one.
+    freed: AtomicUsize,
+    /// Child spaces not freed yet: changed only under the allocator's `namespaces` lock.
+    children: AtomicUsize,
     directory: RwLock<Directory>,
     /// The objects by ID, for lookups that take no lock an allocation takes.
     slots: Slots,
@@ -133,6 +137,8 @@ impl Space {
             pid_max: AtomicUsize::new(PID_MAX_DEFAULT as usize),
             init_seen: AtomicUsize::new(0),
             dead: AtomicUsize::new(0),
+            freed: AtomicUsize::new(0),
+            children: AtomicUsize::new(0),
             directory: RwLock::new(Directory {
                 holders: HashMap::default(),
                 cursor: 0,
@@ -144,6 +150,13 @@ impl Space {
     fn pid_max(&self) -> u32 {
         // Relaxed: `pid_max` is a limit read on its own; no other data hangs on it.
         self.pid_max.load(Ordering::Relaxed) as u32
+    }
+
+    /// Whether `free_ns` took the space; the caller holds some CPU's lock, which orders this
+    /// read after or before the whole of `free_ns`'s work under every CPU's lock.
+    fn is_freed(&self) -> bool {
+        // Relaxed: ordered by the CPU lock the caller holds (see above).
+        self.freed.load(Ordering::Relaxed) != 0
     }
 
     fn holder(&self, index: u32) -> Option<usize> {
@@ -236,8 +249,18 @@ impl RangeSource for Space {
 ///   up under RCU; here a lookup never waits behind a CPU's allocations or a carve.
 /// * Rare paths take every CPU's lock in ascending order: exact IDs (`set_tid`, restore only),
 ///   and allocation when no range is left to carve (the space is nearly full).
+/// * Spaces are freed ([`PidAllocator::free_ns`]) while other threads may be using them: every
+///   operation holds a hazard pointer on the space it names (a compare-and-swap on a slot of
+///   its thread's own, no shared line); a space's ancestors stay because a space with a child
+///   is not freed, and freeing a space lowers its parent's child count only once no hazard
+///   holds it. `free_ns` takes every CPU's lock (no allocation is then between taking an ID
+///   and publishing it), checks that no range of the space has a live ID, drops the space's
+///   ranges from every CPU and retires their lookup slots, unlinks the space, waits until no
+///   hazard holds it and frees it. An allocation that protected the space before the unlink
+///   sees, under its CPU's lock, that it was freed, and takes nothing.
 ///
-/// Lock order: a CPU's lock, then a space's directory, or a CPU's lock, then an ID's slot.
+/// Lock order: the spaces' lock (creating and freeing spaces) before any CPU's lock; a CPU's
+/// lock, then a space's directory, or a CPU's lock, then an ID's slot.
 /// Frees read the directory
 /// and release it before locking a CPU, then check that the CPU still holds the range (a range
 /// with a live ID cannot move, so the check fails only for IDs that are gone).
@@ -264,6 +287,26 @@ pub struct PerCpu {
     spaces: SpaceList<Space>,
     /// The lookups' hazard pointers, shared by every space's slots.
     hazards: Arc<Hazards<Slot>>,
+    /// Hazard pointers on spaces: every operation holds one on the space it names while it
+    /// uses it, so that `free_ns` frees a space only once nobody uses it.
+    space_hazards: Hazards<Space>,
+    /// Serialises creating and freeing spaces (rare): a space's `children` and its being
+    /// linked change only under it.
+    namespaces: Mutex<()>,
+}
+
+/// A space in use: the hazard keeps it (and, through its `children` count, its ancestors)
+/// from being freed until dropped.
+struct SpaceRef<'a> {
+    space: &'a Space,
+    _hazard: Hazard<'a, Space>,
+}
+
+impl core::ops::Deref for SpaceRef<'_> {
+    type Target = Space;
+    fn deref(&self) -> &Space {
+        self.space
+    }
 }
 
 impl PerCpu {
@@ -283,6 +326,8 @@ impl PerCpu {
                 .collect(),
             spaces,
             hazards,
+            space_hazards: Hazards::new(),
+            namespaces: Mutex::new(()),
         }
     }
 
@@ -291,21 +336,65 @@ impl PerCpu {
         self.cpus.len()
     }
 
-    fn space(&self, ns: NsId) -> Result<&Space, PidError> {
-        self.spaces.get(ns as usize).ok_or(PidError::UnknownNs)
+    /// Why `ns` names no space: freed (its number was handed out) or never created.
+    fn missing(&self, ns: NsId) -> PidError {
+        if (ns as usize) < self.spaces.len() {
+            PidError::NamespaceFreed
+        } else {
+            PidError::UnknownNs
+        }
     }
 
-    /// The spaces of an allocation in `ns`, innermost first.
-    fn chain(&self, ns: NsId, set_tid: &[u32]) -> Result<Vec<(NsId, &Space)>, PidError> {
-        let space = self.space(ns)?;
-        check_set_tid(set_tid, space.level)?;
-        let mut chain = Vec::with_capacity(space.level as usize + 1);
-        let mut next = Some((ns, space));
+    /// Space `ns`, protected by a hazard until the returned reference is dropped.
+    #[inline]
+    fn space(&self, ns: NsId) -> Result<SpaceRef<'_>, PidError> {
+        let entry = self
+            .spaces
+            .entry(ns as usize)
+            .ok_or_else(|| self.missing(ns))?;
+        // Relaxed: only a hint to skip the hazard for a missing space; the SeqCst load below
+        // decides.
+        let pointer = entry.load(Ordering::Relaxed);
+        if pointer.is_null() {
+            return Err(self.missing(ns));
+        }
+        let hazard = self.space_hazards.protect(pointer);
+        // SeqCst: after the hazard's publication in the single order (see `Hazards`): a
+        // `free_ns` that unlinked the space before this load makes it fail, one that unlinks it
+        // after sees the hazard and waits. Also acquiring, for the space's initialisation.
+        if entry.load(Ordering::SeqCst) != pointer {
+            return Err(PidError::NamespaceFreed);
+        }
+        // SAFETY: linked after the hazard was published, so `free_ns` frees it only after the
+        // hazard (dropped with the returned reference) is withdrawn.
+        let space = unsafe { &*pointer };
+        Ok(SpaceRef {
+            space,
+            _hazard: hazard,
+        })
+    }
+
+    /// The spaces of an allocation in `ns`, innermost first; `target` is `ns`'s space, whose
+    /// hazard keeps them all alive for as long as it is borrowed.
+    fn chain<'a>(
+        &'a self,
+        ns: NsId,
+        target: &'a SpaceRef<'a>,
+        set_tid: &[u32],
+    ) -> Result<Vec<(NsId, &'a Space)>, PidError> {
+        check_set_tid(set_tid, target.level)?;
+        let mut chain = Vec::with_capacity(target.level as usize + 1);
+        let mut next = Some((ns, target.space));
         while let Some((ns, space)) = next {
             chain.push((ns, space));
-            next = space
-                .parent
-                .map(|p| (p, self.spaces.get(p as usize).expect("parents exist")));
+            next = match space.parent {
+                // A space with a child is not freed (`children`), and `free_ns` of the target
+                // lowers its parent's count only once no hazard holds the target.
+                // SAFETY: so every ancestor of the hazard-protected target stays alive while
+                // `target` is borrowed.
+                Some(parent) => unsafe { self.spaces.get(parent as usize) }.map(|p| (parent, p)),
+                None => None,
+            };
         }
         Ok(chain)
     }
@@ -374,6 +463,9 @@ impl PerCpu {
         cpu: usize,
     ) -> Result<Pid, PidError> {
         let mut guards = self.lock_all();
+        if chain[0].1.is_freed() {
+            return Err(PidError::NamespaceFreed);
+        }
         let mut states: Vec<&mut CpuRanges> = guards.iter_mut().map(|guard| &mut **guard).collect();
         let mut taken = Taken::new();
         let mut holders: Vec<usize> = Vec::with_capacity(chain.len());
@@ -480,14 +572,94 @@ impl PidAllocator for PerCpu {
     }
 
     fn new_ns(&self, parent: NsId) -> Result<NsId, PidError> {
-        let level = self.space(parent)?.level + 1;
+        let _structure = lock(&self.namespaces);
+        // Only `free_ns` frees spaces, under the lock we hold.
+        // SAFETY: so the parent stays alive until we release it.
+        let Some(up) = (unsafe { self.spaces.get(parent as usize) }) else {
+            return Err(self.missing(parent));
+        };
+        let level = up.level + 1;
         if level > MAX_LEVEL {
             return Err(PidError::TooDeep);
         }
-        self.spaces
+        let ns = self
+            .spaces
             .push(Space::new(Some(parent), level, self.hazards.clone()))
-            .map(|index| index as NsId)
-            .ok_or(PidError::TooManyNamespaces)
+            .ok_or(PidError::TooManyNamespaces)?;
+        // Relaxed: `children` changes and is read only under the `namespaces` lock.
+        up.children.fetch_add(1, Ordering::Relaxed);
+        Ok(ns as NsId)
+    }
+
+    fn free_ns(&self, ns: NsId) -> Result<(), PidError> {
+        if ns == ROOT {
+            return Err(PidError::UnknownNs);
+        }
+        let _structure = lock(&self.namespaces);
+        let pointer = match self.spaces.entry(ns as usize) {
+            // Relaxed: unlinking happens only here, under the lock we hold.
+            Some(entry) => entry.load(Ordering::Relaxed),
+            None => core::ptr::null_mut(),
+        };
+        if pointer.is_null() {
+            return Err(self.missing(ns));
+        }
+        // Only this function frees spaces, under the lock we hold.
+        // SAFETY: so the space lives until we free it below.
+        let space = unsafe { &*pointer };
+        // Relaxed: changed only under the `namespaces` lock, which we hold.
+        if space.children.load(Ordering::Relaxed) != 0 {
+            return Err(PidError::NamespaceBusy);
+        }
+        let mut guards = self.lock_all();
+        // Every CPU's lock: no allocation or free is between taking an ID and publishing or
+        // releasing it, so the ranges' counts are every ID the space holds.
+        let holds_ids = guards.iter().any(|state| {
+            state
+                .ranges
+                .iter()
+                .any(|(&(range_ns, _), range)| range_ns == ns && range.live != 0)
+        });
+        if holds_ids {
+            return Err(PidError::NamespaceBusy);
+        }
+        // Relaxed: under every CPU's lock; allocations read it under theirs (`is_freed`).
+        space.freed.store(1, Ordering::Relaxed);
+        for state in guards.iter_mut() {
+            let held: Vec<u32> = state
+                .ranges
+                .keys()
+                .filter(|&&(range_ns, _)| range_ns == ns)
+                .map(|&(_, index)| index)
+                .collect();
+            for index in held {
+                state.ranges.remove(&(ns, index));
+                // Its slots are all empty (no live ID); lookups may still read the block.
+                space.slots.retire(index);
+            }
+            state.current.remove(&ns);
+            // The maps' capacity then depends on what is left only, so memory returns.
+            state.ranges.shrink_to_fit();
+            state.current.shrink_to_fit();
+        }
+        let unlinked = self.spaces.unlink(ns as usize);
+        debug_assert_eq!(unlinked, pointer);
+        drop(guards);
+        // New operations on `ns` now fail; wait for those that hold the space.
+        self.space_hazards.wait_unused(pointer);
+        if let Some(parent) = space.parent {
+            // Alive: it has a child (this one) until now, and we hold the `namespaces` lock.
+            // SAFETY: see above.
+            if let Some(up) = unsafe { self.spaces.get(parent as usize) } {
+                // Relaxed: under the `namespaces` lock.
+                up.children.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        // Unlinked, and no hazard holds it: nobody reads it any more. It came from
+        // `Box::into_raw` in `SpaceList::push`.
+        // SAFETY: so we own it and free it once.
+        drop(unsafe { Box::from_raw(pointer) });
+        Ok(())
     }
 
     fn set_pid_max(&self, ns: NsId, max: u32) -> Result<(), PidError> {
@@ -500,11 +672,15 @@ impl PidAllocator for PerCpu {
 
     fn alloc(&self, ns: NsId, set_tid: &[u32], cpu: usize) -> Result<Pid, PidError> {
         let cpu = cpu % self.cpus.len();
-        let chain = self.chain(ns, set_tid)?;
+        let target = self.space(ns)?;
+        let chain = self.chain(ns, &target, set_tid)?;
         if !set_tid.is_empty() {
             return self.alloc_slow(&chain, set_tid, cpu);
         }
         let mut guard = lock(&self.cpus[cpu]);
+        if target.is_freed() {
+            return Err(PidError::NamespaceFreed);
+        }
         let state = &mut *guard;
         let mut taken = Taken::new();
         for &(level_ns, space) in &chain {
@@ -535,21 +711,27 @@ impl PidAllocator for PerCpu {
     }
 
     fn free(&self, ns: NsId, id: u32, _cpu: usize) -> Result<(), PidError> {
-        let space = self.space(ns)?;
         // Claim the object by taking its slot at the named level: of two frees of one object,
-        // only one finds it there.
+        // only one finds it there. The space's hazard goes at the end of the block, so that a
+        // thread holds at most one space hazard at a time.
         let pid = {
-            let Some(mut guard) = self.lock_holder(ns, space, id / RANGE) else {
+            let space = self.space(ns)?;
+            let Some(mut guard) = self.lock_holder(ns, &space, id / RANGE) else {
                 return Err(PidError::NotFound);
             };
             let state = &mut *guard;
             // An empty slot: free, or reserved by an allocation still in flight.
             let pid = space.slots.take(id).ok_or(PidError::NotFound)?;
-            Self::release_one(state, ns, id, space);
+            Self::release_one(state, ns, id, &space);
             pid
         };
         for &(level_ns, number) in pid.levels() {
-            let level_space = self.space(level_ns)?;
+            // Each level's space under a hazard of its own: an inner level named by another
+            // free of this object may be emptied and freed meanwhile.
+            let Ok(level_space) = self.space(level_ns) else {
+                continue;
+            };
+            let level_space = &*level_space;
             if (level_ns, number) != (ns, id) {
                 if let Some(mut guard) = self.lock_holder(level_ns, level_space, number / RANGE) {
                     let state = &mut *guard;
@@ -572,8 +754,13 @@ impl PidAllocator for PerCpu {
     }
 
     fn lookup(&self, ns: NsId, id: u32) -> Result<Option<Pid>, PidError> {
-        // No CPU's lock and no directory: the ID's slot alone (see `Slots`).
-        Ok(self.space(ns)?.slots.read(id))
+        // No CPU's lock and no directory: the space's hazard and the ID's slot alone (see
+        // `Slots`). A freed space holds nothing.
+        match self.space(ns) {
+            Ok(space) => Ok(space.slots.read(id)),
+            Err(PidError::NamespaceFreed) => Ok(None),
+            Err(error) => Err(error),
+        }
     }
 
     fn memory_bytes(&self) -> usize {
@@ -587,8 +774,11 @@ impl PidAllocator for PerCpu {
                 bytes += range.live as usize * super::idr::pid_bytes(0);
             }
         }
+        let _structure = lock(&self.namespaces);
         for index in 0..self.spaces.len() {
-            if let Some(space) = self.spaces.get(index) {
+            // Only `free_ns` frees spaces, under the lock we hold.
+            // SAFETY: so the space lives while we read it.
+            if let Some(space) = unsafe { self.spaces.get(index) } {
                 let directory = read(&space.directory);
                 bytes += core::mem::size_of::<Space>()
                     + space.slots.memory_bytes()

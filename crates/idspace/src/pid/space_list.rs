@@ -1,5 +1,7 @@
-//! An append-only list of spaces that readers walk without any lock: chunks of atomic
-//! pointers, each published once and freed only when the list is dropped.
+//! A list of spaces that readers walk without any lock: chunks of atomic pointers. Values are
+//! appended (their index never reused) and may be unlinked again; chunks are freed only when
+//! the list is dropped. Whoever unlinks a value decides when it may be freed: `PerCpu` waits
+//! until no hazard holds it (see `Hazards`).
 
 use core::ptr;
 
@@ -68,22 +70,46 @@ impl<T> SpaceList<T> {
         Some(index)
     }
 
+    /// Indices handed out so far: every index below it was appended (and may be unlinked).
     pub(crate) fn len(&self) -> usize {
         self.len.load(Ordering::Acquire)
     }
 
-    /// The value at `index`, if appended.
+    /// The pointer cell of `index`, if its chunk exists. Null: not appended yet, or unlinked.
     #[inline]
-    pub(crate) fn get(&self, index: usize) -> Option<&T> {
+    pub(crate) fn entry(&self, index: usize) -> Option<&AtomicPtr<T>> {
         // Acquire pairs with the Release stores in `push`.
         let chunk = self.chunks.get(index / CHUNK)?.load(Ordering::Acquire);
         if chunk.is_null() {
             return None;
         }
         // SAFETY: a published chunk lives until `drop`, which needs `&mut self`.
-        let value = unsafe { &(*chunk)[index % CHUNK] }.load(Ordering::Acquire);
-        // SAFETY: a published value lives until `drop`; it is never mutated through the list.
+        Some(unsafe { &(*chunk)[index % CHUNK] })
+    }
+
+    /// The value at `index`, if appended and not unlinked.
+    ///
+    /// # Safety
+    /// The value must not be freed while the returned reference lives: the caller holds a
+    /// hazard on it, validated after publication, or holds what keeps it from being unlinked
+    /// and freed (see the caller's comment).
+    #[inline]
+    pub(crate) unsafe fn get(&self, index: usize) -> Option<&T> {
+        // Acquire pairs with the Release store in `push`: the value is initialised.
+        let value = self.entry(index)?.load(Ordering::Acquire);
+        // SAFETY: non-null values are live boxes; the caller keeps this one from being freed.
         (!value.is_null()).then(|| unsafe { &*value })
+    }
+
+    /// Unlinks the value at `index` and hands back its box pointer (null if none). The caller
+    /// frees it once no reader can hold it.
+    pub(crate) fn unlink(&self, index: usize) -> *mut T {
+        match self.entry(index) {
+            // SeqCst: the retirer's half of the hazard pattern (see `Hazards`), ordered before
+            // the caller's scan of the hazards.
+            Some(entry) => entry.swap(ptr::null_mut(), Ordering::SeqCst),
+            None => ptr::null_mut(),
+        }
     }
 }
 

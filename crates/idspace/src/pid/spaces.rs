@@ -1,20 +1,28 @@
-//! The sequential designs' list of spaces: every space with its parent, level, kernel state and
+//! The sequential designs' spaces: every live space with its parent, level, kernel state and
 //! ID structure, kept under the design's one lock.
 
+use std::collections::HashMap;
+
 use super::level::{alloc_level, check_set_tid, IdSpace, SpaceCore};
-use super::{NsId, PidError, MAX_LEVEL};
+use super::{NsId, PidError, MAX_LEVEL, ROOT};
+use crate::util::hash::BuildIntHasher;
 
 pub(crate) struct Space<S> {
     pub(crate) parent: Option<NsId>,
     pub(crate) level: u32,
     pub(crate) core: SpaceCore,
     pub(crate) ids: S,
+    /// Child spaces not freed yet.
+    pub(crate) children: usize,
 }
 
-/// All spaces; space 0 is the root. Spaces are never removed (a dead space stays, refusing
-/// allocations), so numbers stay valid.
+/// The live spaces by number; space 0 is the root. A dead space stays (refusing allocations)
+/// until `free_ns` removes it; numbers are handed out in creation order and never reused, so a
+/// freed number below `next` answers [`PidError::NamespaceFreed`] and keeps no memory.
 pub(crate) struct Spaces<S> {
-    pub(crate) list: Vec<Space<S>>,
+    pub(crate) live: HashMap<NsId, Space<S>, BuildIntHasher>,
+    /// The number the next space gets.
+    next: NsId,
 }
 
 /// The (space, ID) pairs one allocation has reserved, innermost first.
@@ -22,22 +30,43 @@ pub(crate) type Taken = smallvec::SmallVec<[(NsId, u32); 8]>;
 
 impl<S: IdSpace + Default> Spaces<S> {
     pub(crate) fn new() -> Self {
-        Spaces {
-            list: vec![Space {
+        let mut live = HashMap::default();
+        live.insert(
+            ROOT,
+            Space {
                 parent: None,
                 level: 0,
                 core: SpaceCore::default(),
                 ids: S::default(),
-            }],
+                children: 0,
+            },
+        );
+        Spaces { live, next: 1 }
+    }
+
+    /// Why `ns` names no live space.
+    fn missing(&self, ns: NsId) -> PidError {
+        if ns < self.next {
+            PidError::NamespaceFreed
+        } else {
+            PidError::UnknownNs
         }
     }
 
     pub(crate) fn get(&self, ns: NsId) -> Result<&Space<S>, PidError> {
-        self.list.get(ns as usize).ok_or(PidError::UnknownNs)
+        self.live.get(&ns).ok_or_else(|| self.missing(ns))
     }
 
     pub(crate) fn get_mut(&mut self, ns: NsId) -> Result<&mut Space<S>, PidError> {
-        self.list.get_mut(ns as usize).ok_or(PidError::UnknownNs)
+        let missing = self.missing(ns);
+        self.live.get_mut(&ns).ok_or(missing)
+    }
+
+    /// The space of `ns`, which the caller knows is live (it is on a live object's chain).
+    pub(crate) fn at(&mut self, ns: NsId) -> &mut Space<S> {
+        self.live
+            .get_mut(&ns)
+            .expect("a live object's spaces are live")
     }
 
     pub(crate) fn add(&mut self, parent: NsId) -> Result<NsId, PidError> {
@@ -45,13 +74,49 @@ impl<S: IdSpace + Default> Spaces<S> {
         if level > MAX_LEVEL {
             return Err(PidError::TooDeep);
         }
-        self.list.push(Space {
-            parent: Some(parent),
-            level,
-            core: SpaceCore::default(),
-            ids: S::default(),
-        });
-        Ok((self.list.len() - 1) as NsId)
+        let ns = self.next;
+        // Numbers are never reused; past `u32::MAX` spaces there are none left to hand out.
+        self.next = ns.checked_add(1).ok_or(PidError::TooManyNamespaces)?;
+        self.live.insert(
+            ns,
+            Space {
+                parent: Some(parent),
+                level,
+                core: SpaceCore::default(),
+                ids: S::default(),
+                children: 0,
+            },
+        );
+        self.at(parent).children += 1;
+        Ok(ns)
+    }
+
+    /// Frees `ns`, which `holds` says holds no IDs; the map then gives its slack back, so that
+    /// its capacity depends on the live spaces only.
+    pub(crate) fn remove(
+        &mut self,
+        ns: NsId,
+        holds_ids: impl Fn(&S) -> bool,
+    ) -> Result<(), PidError> {
+        if ns == ROOT {
+            return Err(PidError::UnknownNs);
+        }
+        let space = self.get(ns)?;
+        if space.children != 0 || holds_ids(&space.ids) {
+            return Err(PidError::NamespaceBusy);
+        }
+        let parent = space.parent;
+        self.live.remove(&ns);
+        self.live.shrink_to_fit();
+        if let Some(parent) = parent {
+            self.at(parent).children -= 1;
+        }
+        Ok(())
+    }
+
+    /// Heap bytes of the map of spaces (not of what the spaces hold).
+    pub(crate) fn map_bytes(&self) -> usize {
+        self.live.capacity() * (core::mem::size_of::<(NsId, Space<S>)>() + 1)
     }
 
     /// The spaces an allocation in `ns` takes an ID in, innermost first; checks `set_tid`.
@@ -62,7 +127,7 @@ impl<S: IdSpace + Default> Spaces<S> {
         let mut next = Some(ns);
         while let Some(ns) = next {
             chain.push(ns);
-            next = self.list[ns as usize].parent;
+            next = self.live.get(&ns).and_then(|space| space.parent);
         }
         Ok(chain)
     }
@@ -76,7 +141,9 @@ impl<S: IdSpace + Default> Spaces<S> {
         taken: &mut Taken,
     ) -> Result<(), PidError> {
         let ns = chain[index];
-        let space = &mut self.list[ns as usize];
+        // A design that drops its lock between levels (`IdrRelock`) may find the target freed
+        // before it reserved anything there; once it has, the target and so its ancestors stay.
+        let space = self.get_mut(ns)?;
         let id = alloc_level(&mut space.core, &mut space.ids, set_tid.get(index).copied())?;
         taken.push((ns, id));
         Ok(())
@@ -85,7 +152,7 @@ impl<S: IdSpace + Default> Spaces<S> {
     /// Releases what a failed allocation reserved.
     pub(crate) fn release(&mut self, taken: &Taken) {
         for &(ns, id) in taken {
-            self.list[ns as usize].ids.release(id);
+            self.at(ns).ids.release(id);
         }
     }
 
@@ -93,13 +160,13 @@ impl<S: IdSpace + Default> Spaces<S> {
     /// Marks the inits of spaces where the allocation took ID 1.
     pub(crate) fn finish(&mut self, taken: &Taken) -> Result<(), PidError> {
         let target = taken[0].0;
-        if self.list[target as usize].core.dead {
+        if self.at(target).core.dead {
             self.release(taken);
             return Err(PidError::NamespaceDead);
         }
         for &(ns, id) in taken {
             if id == 1 {
-                self.list[ns as usize].core.init_seen = true;
+                self.at(ns).core.init_seen = true;
             }
         }
         Ok(())
@@ -108,7 +175,7 @@ impl<S: IdSpace + Default> Spaces<S> {
     /// Bookkeeping for freed IDs: a space whose ID 1 is freed dies.
     pub(crate) fn note_freed(&mut self, ns: NsId, id: u32) {
         if id == 1 {
-            self.list[ns as usize].core.dead = true;
+            self.at(ns).core.dead = true;
         }
     }
 

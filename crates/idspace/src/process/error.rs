@@ -73,12 +73,13 @@ impl ProcessError {
             PidError::Full => ProcessError::Full,
             PidError::Exists => ProcessError::Exists,
             PidError::Invalid => ProcessError::Invalid,
-            PidError::NamespaceDead => ProcessError::NsDead,
+            PidError::NamespaceDead | PidError::NamespaceFreed => ProcessError::NsDead,
             PidError::TooDeep => ProcessError::TooDeep,
             PidError::UnknownNs => ProcessError::UnknownNs,
             PidError::TooManyNamespaces => ProcessError::TooManyNamespaces,
             // Only `free` and `lookup` report `NotFound`, and the model frees only what it
-            // holds; should a design disagree, the thread is what is missing.
+            // holds; should a design disagree, the thread is what is missing. `NamespaceBusy`
+            // comes only from `free_ns`, which the model calls on empty namespaces alone.
             _ => ProcessError::UnknownThread,
         }
     }

@@ -35,9 +35,11 @@
 //!   with live threads, which stays a zombie. The last live thread ends the process: its timers
 //!   go (`remove_owner`) and every ID it held is freed. Whenever an ID 1 is freed, its
 //!   namespace dies and every process with an ID there ends too.
-//! * A namespace is freed once it is dead and holds no IDs and no child namespaces; the model
-//!   then forgets it (its number answers as dead), and its own memory
-//!   ([`Processes::model_bytes`]) returns to where it was before the namespace was made.
+//! * A namespace is freed once it is dead and holds no IDs and no child namespaces: the PID
+//!   design frees its space ([`PidAllocator::free_ns`](crate::pid::PidAllocator::free_ns)) and
+//!   the model keeps only its number and parent's ([`FREED_NS_BYTES`]), so that the number
+//!   answers as a dead namespace; memory returns to where it was before the namespace was made
+//!   but for those bytes (see below).
 //! * In the task runtime, [`ProcessHooks`] make tasks threads: each carries its [`Thread`] as
 //!   its per-task data ([`TaskIds`]); [`Runtime::spawn_process`](crate::sched::Runtime) starts
 //!   a process, [`spawn_thread`] adds a thread to the caller's, and [`current`] gives the
@@ -67,10 +69,11 @@
 //!   process, whose zombie leader holds it until the group ends; in the corner where a thread
 //!   was cloned into an outer namespace before it had an init, that thread. The PID designs
 //!   decide so, and the model follows them.
-//! * The table API neither reads nor sets a timer cursor. The model mirrors each process's
-//!   cursor (`create` leaves it at `id + 1`); restore sets it through restore-mode semantics:
-//!   `create_at(cursor - 1)` leaves the cursor at `cursor`, so that ID is created last (and
-//!   removed again if it was no timer). The kernel's CRIU has no cursor to restore at all.
+//! * The timer cursor is checkpointed and restored: a checkpoint reads the process's cursor
+//!   from the table ([`IdTable::cursor`](crate::table::IdTable::cursor)), and a restore sets it
+//!   ([`IdTable::set_cursor`](crate::table::IdTable::set_cursor)) after recreating the timers
+//!   in restore mode, so that IDs freed before the checkpoint are not handed out again at once.
+//!   The kernel exposes no timer cursor, so CRIU has none to restore.
 //! * A refused restore holds no IDs, makes no timers and moves no timer cursor. Taken or
 //!   duplicate `set_tid` entries are refused before anything is allocated; a later refusal
 //!   (`invalid`, `full`, `ns_dead`) frees what the restore took, but a PID design's cursors at
@@ -80,10 +83,19 @@
 //! * CIDs: a zombie leader leaves the CID space at once; CIDs are only held while running, as
 //!   the designs decide.
 //! * Exits take the model's lock; the switch path never does.
-//! * The PID designs have no operation that frees a space: a freed namespace's trees, ranges
-//!   or bitmaps stay in the PID design (about 150 bytes a space for `idr-once`, about 10 KiB
-//!   for `percpu` with its per-CPU ranges), so [`Processes::memory_bytes`] does not return
-//!   exactly to its start; the model's own records do.
+//! * A namespace is freed as soon as it is dead and empty (the kernel frees it once nothing
+//!   references it, which may be later: an open `/proc/<pid>/ns/pid` keeps it). The PID design
+//!   frees its space ([`PidAllocator::free_ns`](crate::pid::PidAllocator::free_ns)): its tree,
+//!   bitmap, ranges on every CPU and lookup slots. [`Processes::memory_bytes`] then returns to
+//!   its value before the namespace was made, plus [`FREED_NS_BYTES`]: the model keeps the
+//!   freed number and its parent's, so that the number answers as a dead namespace for the
+//!   whole run, as the replay protocol requires. That includes a fork into it: like one into a
+//!   dead namespace, which takes an ID at every level before `alloc_pid` sees the namespace is
+//!   dead, it moves its living ancestors' cursors (the model allocates in the nearest living
+//!   ancestor and gives the IDs back at once). Exactness also needs the ancestors' structures
+//!   as they were: the IDs the namespace's processes took there are freed, but a bitmap word or
+//!   a CPU's current range they first needed stays, and `BitmapHash`'s shared lookup stripes
+//!   keep some room.
 
 mod design;
 mod error;
@@ -101,7 +113,8 @@ pub use posix_timer::{
     Clock, Expired, ITimerSpec, Now, PosixTimer, TimeSpec, TimerError, TimerSnapshot, Token, When,
     DELAYTIMER_MAX, FOREVER, NSEC_PER_SEC,
 };
-pub use processes::{Exited, Processes, Restored};
+pub use processes::{Exited, Processes, Restored, FREED_NS_BYTES};
+pub(crate) use runtime::running;
 pub use runtime::{current, spawn_thread, spawn_thread_in, Current, ProcessHooks, TaskIds};
 pub use thread::{Process, Thread};
 pub use timers::{clock_gettime, Notify, NotifyKind, TimerEvent, TimerImage, TimerWait};

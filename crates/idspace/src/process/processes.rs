@@ -12,9 +12,9 @@ use super::thread::{Process, Thread};
 use super::timers::{self, Notify, NotifyKind, Wheel};
 use super::{Clock, PosixTimer, ProcessError};
 use crate::cid::{CidAllocator, MAX_CPUS};
-use crate::pid::{NsId, PerCpu, Pid, MAX_LEVEL, ROOT};
+use crate::pid::{NsId, PerCpu, Pid, MAX_LEVEL, PID_MAX_LIMIT, PID_MAX_MIN, ROOT};
 use crate::sync::{self, Mutex};
-use crate::table::{Owner, ScaledHash, MAX_ID};
+use crate::table::{Owner, ScaledHash};
 
 /// A namespace the model still keeps: alive, or dead with IDs or child namespaces left.
 struct Namespace {
@@ -34,9 +34,6 @@ struct Record<C> {
     threads: BTreeMap<u32, Arc<Thread<C>>>,
     /// The leader exited while other threads lived: its IDs are held, it runs no more.
     zombie_leader: bool,
-    /// Where the next timer ID search starts (the table's cursor, mirrored here so that a
-    /// checkpoint can save it: the table API reads no cursors).
-    timer_cursor: u32,
 }
 
 impl<C> Record<C> {
@@ -47,6 +44,9 @@ impl<C> Record<C> {
 
 struct State<C> {
     namespaces: HashMap<NsId, Namespace>,
+    /// Freed namespaces, by number, with their parents: a fork into one answers as into a dead
+    /// namespace, which takes (and gives back) an ID at each living ancestor first.
+    freed: HashMap<NsId, NsId>,
     processes: BTreeMap<u32, Record<C>>,
     /// Root-level TID -> root-level PID, for every thread whose IDs are held.
     threads: HashMap<u32, u32>,
@@ -100,22 +100,16 @@ impl<P, C, T> fmt::Debug for Processes<P, C, T> {
     }
 }
 
+/// Bytes the model keeps for each freed namespace: its number and its parent's, so that the
+/// number goes on answering as a dead namespace (see [`Processes::model_bytes`]).
+pub const FREED_NS_BYTES: usize = 2 * size_of::<NsId>();
+
 /// The affinity that allows every CPU of a space of `cpus` CPUs.
 fn all_cpus(cpus: usize) -> u64 {
     if cpus >= 64 {
         u64::MAX
     } else {
         (1u64 << cpus) - 1
-    }
-}
-
-/// The ID before `id`, wrapping below 0 to the largest: the ID whose creation leaves the
-/// cursor at `id`.
-fn before(id: u32) -> u32 {
-    if id == 0 {
-        MAX_ID
-    } else {
-        id - 1
     }
 }
 
@@ -156,6 +150,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             cpus,
             state: Mutex::new(State {
                 namespaces,
+                freed: HashMap::new(),
                 processes: BTreeMap::new(),
                 threads: HashMap::new(),
                 next_owner: 1,
@@ -175,10 +170,35 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     }
 
     /// Why `ns`, which the model no longer keeps, refuses: freed (dead) or never created.
-    fn gone(&self, ns: NsId) -> ProcessError {
-        match self.pids.lookup(ns, 1) {
-            Ok(_) => ProcessError::NsDead,
-            Err(_) => ProcessError::UnknownNs,
+    fn gone(state: &State<C>, ns: NsId) -> ProcessError {
+        if state.freed.contains_key(&ns) {
+            ProcessError::NsDead
+        } else {
+            ProcessError::UnknownNs
+        }
+    }
+
+    /// A fork into freed namespace `ns`, refused as one into a dead namespace: the kernel's
+    /// `alloc_pid` takes an ID at every level before it sees that the namespace is dead, so
+    /// the living ancestors' cursors move (and a full one answers `Full`). The freed levels
+    /// are empty and can refuse nothing, so an allocation in the nearest living ancestor,
+    /// given back at once, has exactly those effects. (Were it to take some level's ID 1,
+    /// freeing it would kill that level; but a level with a freed descendant has allocated
+    /// before, so its ID 1 is free only if its init is gone and it is dead already.)
+    fn refuse_freed(&self, state: &State<C>, ns: NsId, cpu: usize) -> ProcessError {
+        let mut up = ns;
+        while let Some(&parent) = state.freed.get(&up) {
+            up = parent;
+        }
+        match self.pids.alloc(up, &[], cpu) {
+            Ok(pid) => {
+                let _ = self.pids.free(pid.ns(), pid.ids()[0], cpu);
+                ProcessError::NsDead
+            }
+            Err(error) => match ProcessError::from_pid(error) {
+                ProcessError::Full => ProcessError::Full,
+                _ => ProcessError::NsDead,
+            },
         }
     }
 
@@ -190,7 +210,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     pub fn ns_new(&self, parent: NsId) -> Result<NsId, ProcessError> {
         let mut state = sync::lock(&self.state);
         let Some(up) = state.namespaces.get(&parent) else {
-            return Err(self.gone(parent));
+            return Err(Self::gone(&state, parent));
         };
         if up.dead {
             return Err(ProcessError::NsDead);
@@ -221,7 +241,15 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// # Errors
     /// [`ProcessError::Invalid`] outside `301..=4194304`, [`ProcessError::UnknownNs`].
     pub fn set_pid_max(&self, ns: NsId, max: u32) -> Result<(), ProcessError> {
-        let _state = sync::lock(&self.state);
+        let state = sync::lock(&self.state);
+        if state.freed.contains_key(&ns) {
+            // As on a dead namespace: accepted, and it changes nothing anyone can see.
+            return if (PID_MAX_MIN..=PID_MAX_LIMIT).contains(&max) {
+                Ok(())
+            } else {
+                Err(ProcessError::Invalid)
+            };
+        }
         self.pids
             .set_pid_max(ns, max)
             .map_err(ProcessError::from_pid)
@@ -239,6 +267,9 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// [`ProcessError::NsDead`].
     pub fn fork(&self, ns: NsId, cpu: usize) -> Result<Arc<Thread<C>>, ProcessError> {
         let mut state = sync::lock(&self.state);
+        if state.freed.contains_key(&ns) {
+            return Err(self.refuse_freed(&state, ns, cpu));
+        }
         let pid = self
             .pids
             .alloc(ns, &[], cpu)
@@ -274,7 +305,6 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
                 process,
                 threads,
                 zombie_leader: zombie,
-                timer_cursor: 0,
             },
         );
         Ok((leader, owner))
@@ -485,7 +515,18 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
                 continue;
             }
             let parent = space.parent;
+            // Dead, with no IDs and no children in the model, so none in the design either:
+            // the design gives the space's memory back; its number answers as dead from now on.
+            let freed = self.pids.free_ns(ns);
+            debug_assert_eq!(
+                freed,
+                Ok(()),
+                "the PID design refused to free namespace {ns}"
+            );
             state.namespaces.remove(&ns);
+            if let Some(parent) = parent {
+                state.freed.insert(ns, parent);
+            }
             if let Some(parent) = parent {
                 if let Some(up) = state.namespaces.get_mut(&parent) {
                     up.children -= 1;
@@ -516,16 +557,15 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         clock: Clock,
         notify: Notify,
     ) -> Result<u32, ProcessError> {
-        let mut state = sync::lock(&self.state);
+        let state = sync::lock(&self.state);
         let record = state
             .processes
-            .get_mut(&pid)
+            .get(&pid)
             .ok_or(ProcessError::UnknownProcess)?;
         let id = self
             .timers
             .create(record.process.owner(), ())
             .map_err(|_| ProcessError::Full)?;
-        record.timer_cursor = crate::table::next_id(id, MAX_ID);
         record
             .process
             .timers()
@@ -645,7 +685,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         Ok(Image {
             threads,
             timers: self.timers.ids(record.process.owner()),
-            timer_cursor: record.timer_cursor,
+            timer_cursor: self.timers.cursor(record.process.owner()),
             timer_states: record.process.timers().images(timers::now().mono),
         })
     }
@@ -705,7 +745,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             .collect::<Result<Vec<Notify>, ProcessError>>()?;
         let mut state = sync::lock(&self.state);
         let Some(target) = state.namespaces.get(&ns) else {
-            return Err(self.gone(ns));
+            return Err(Self::gone(&state, ns));
         };
         let depth = target.level as usize + 1;
         let mut order: Vec<&ThreadImage> = image.threads.iter().skip(1).collect();
@@ -753,7 +793,6 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             for thread in &threads {
                 record.threads.insert(thread.tid(), Arc::clone(thread));
             }
-            record.timer_cursor = image.timer_cursor;
         }
         self.restore_timers(owner, image);
         process
@@ -797,25 +836,18 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         Ok(())
     }
 
-    /// Recreates the image's timers under `owner` with their exact IDs, then leaves the cursor
-    /// where the image had it. The table reads and sets no cursor directly, but restore mode's
-    /// `create_at` leaves it at `id + 1`: so the ID just below the cursor is created last
-    /// (and removed again if it was not a timer). A fresh owner's cursor is already 0.
+    /// Recreates the image's timers under `owner` with their exact IDs (restore mode, as
+    /// CRIU's `PR_TIMER_CREATE_RESTORE_IDS`), then sets the owner's cursor where the image had
+    /// it.
     fn restore_timers(&self, owner: Owner, image: &Image) {
-        let last = before(image.timer_cursor);
-        let last_is_timer = image.timers.binary_search(&last).is_ok();
         self.timers.set_restore(owner, true);
-        for &id in image.timers.iter().filter(|&&id| id != last) {
+        for &id in &image.timers {
             // Cannot fail: the owner is new, the IDs distinct and in range (`Image::check`).
             let _ = self.timers.create_at(owner, id, ());
         }
-        if last_is_timer {
-            let _ = self.timers.create_at(owner, last, ());
-        } else if image.timer_cursor != 0 {
-            let _ = self.timers.create_at(owner, last, ());
-            let _ = self.timers.remove(owner, last);
-        }
         self.timers.set_restore(owner, false);
+        // Cannot fail: `Image::check` refused a cursor above the largest ID.
+        let _ = self.timers.set_cursor(owner, image.timer_cursor);
     }
 
     /// The live thread or zombie leader with root-level ID `tid`.
@@ -832,7 +864,10 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     }
 
     /// Bytes of the model's own records: namespaces, processes with their CID spaces, threads
-    /// with their IDs, and the TID index. Freed namespaces and ended processes hold none.
+    /// with their IDs, and the TID index. Ended processes hold none; a freed namespace holds
+    /// [`FREED_NS_BYTES`] (its number and its parent's: its number answers as a dead
+    /// namespace for good, and a fork into it moves its living ancestors' cursors as one into
+    /// a dead namespace does).
     pub fn model_bytes(&self) -> usize {
         let state = sync::lock(&self.state);
         let threads: usize = state
@@ -844,6 +879,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             })
             .sum();
         state.namespaces.len() * (size_of::<NsId>() + size_of::<Namespace>())
+            + state.freed.len() * FREED_NS_BYTES
             + state.processes.len() * (size_of::<Record<C>>() + size_of::<Process<C>>())
             + state.threads.len() * 2 * size_of::<u32>()
             + threads

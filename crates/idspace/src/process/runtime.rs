@@ -34,22 +34,46 @@ pub struct Current {
     pub cid: Option<u32>,
 }
 
+/// What the worker's running task is: its IDs and CID, and for per-CID structures indexed by
+/// task CIDs ([`IndexSource::TaskCid`](crate::percid::IndexSource::TaskCid)) its process's
+/// identity and CID space size.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Running {
+    pub(crate) current: Current,
+    /// The address of the task's `Process`: distinct for processes alive at once (in any
+    /// model), and the process lives while any of its tasks runs.
+    pub(crate) process: usize,
+    /// The CPU count of the process's CID space: its CIDs are below it.
+    pub(crate) cpus: usize,
+}
+
 #[cfg(not(loom))]
 sync::thread_local! {
     /// The task the current worker runs, if it belongs to a process: set at switch-in, cleared
     /// at switch-out (a few stores, no reference counting).
-    static RUNNING: Cell<Option<Current>> = const { Cell::new(None) };
+    static RUNNING: Cell<Option<Running>> = const { Cell::new(None) };
 }
 
 // loom's `thread_local!` takes no `const` initialisers.
 #[cfg(loom)]
 sync::thread_local! {
-    static RUNNING: Cell<Option<Current>> = Cell::new(None);
+    static RUNNING: Cell<Option<Running>> = Cell::new(None);
 }
 
 /// The running task's IDs and CID, if the caller is a task of a process.
 pub fn current() -> Option<Current> {
-    RUNNING.with(Cell::get)
+    running().map(|running| running.current)
+}
+
+/// The worker's running task of a process, if the caller is one (between its switch-in and
+/// switch-out, that is within one poll).
+#[inline]
+pub(crate) fn running() -> Option<Running> {
+    // During the thread's teardown (a destructor using a per-CID structure), no task runs.
+    #[cfg(not(loom))]
+    return RUNNING.try_with(Cell::get).ok().flatten();
+    #[cfg(loom)]
+    return RUNNING.with(Cell::get);
 }
 
 /// Each task's data: its thread (if it belongs to a process) and the CID it holds while it
@@ -126,12 +150,16 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Hooks for ProcessHooks<P, C, T>
         data.cid.store(cid.unwrap_or(NO_CID), Ordering::Relaxed);
         let process = thread.process();
         RUNNING.with(|running| {
-            running.set(Some(Current {
-                tid: thread.tid_in_own_ns(),
-                pid: process.pid_in_own_ns(),
-                root_tid: thread.tid(),
-                root_pid: process.pid(),
-                cid,
+            running.set(Some(Running {
+                current: Current {
+                    tid: thread.tid_in_own_ns(),
+                    pid: process.pid_in_own_ns(),
+                    root_tid: thread.tid(),
+                    root_pid: process.pid(),
+                    cid,
+                },
+                process: Arc::as_ptr(process).addr(),
+                cpus: process.cids().cpus(),
             }))
         });
     }
