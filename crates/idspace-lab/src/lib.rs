@@ -30,6 +30,7 @@ mod progress;
 mod report;
 mod stats;
 mod svg;
+mod time;
 mod timers;
 mod wake;
 
@@ -98,6 +99,7 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
         Box::new(mmcid::MmCid),
         Box::new(lease::Lease),
         Box::new(process::Process),
+        Box::new(time::Time),
     ]
 }
 

@@ -185,6 +185,7 @@ fn bad_images_are_refused_by_name() {
             threads,
             timers,
             timer_cursor: 0,
+            timer_states: Vec::new(),
         };
         match system.restore(ROOT, &image, 0) {
             Err(ProcessError::BadImage(text)) => assert!(text.contains(why), "{text}"),
@@ -195,6 +196,7 @@ fn bad_images_are_refused_by_name() {
         threads: vec![thread(&[1], false)],
         timers: vec![],
         timer_cursor: 0,
+        timer_states: Vec::new(),
     };
     assert_eq!(
         system.restore(7, &image, 0).err(),

@@ -502,6 +502,7 @@ fn check<P: PidDesign, C: CidDesign, T: TableDesign>(ops: &[Op], kernel: bool) {
                     threads,
                     timers: p.timers.iter().copied().collect(),
                     timer_cursor: p.cursor,
+                    timer_states: Vec::new(),
                 };
                 assert_eq!(image, expected, "{at}");
                 // Through serde, as a caller would keep it.

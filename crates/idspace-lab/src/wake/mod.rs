@@ -57,17 +57,18 @@ fn policies() -> Vec<&'static str> {
     Policy::ALL.iter().map(|p| p.name()).collect()
 }
 
-struct Plan {
+pub(crate) struct Plan {
     repetitions: usize,
     /// (pairs, round trips per pair)
     ping_pong: Vec<(usize, u64)>,
     /// (groups, loops)
     messaging: Vec<(usize, usize)>,
-    latency: Vec<LatencyShape>,
+    /// The latency workload's shapes (the `time` experiment re-runs them on runtime timers).
+    pub(crate) latency: Vec<LatencyShape>,
 }
 
 impl Plan {
-    fn new(scale: Scale) -> Plan {
+    pub(crate) fn new(scale: Scale) -> Plan {
         let factor = match scale {
             Scale::Quick => 1,
             Scale::Full => 5,
@@ -267,7 +268,11 @@ impl Experiment for Wake {
                         let samples = Arc::new(Mutex::new(Vec::new()));
                         let ran = runner.run(
                             workers,
-                            workloads::latency(*shape, &timer.handle(), &samples),
+                            workloads::latency(
+                                *shape,
+                                workloads::lab_timer(&timer.handle()),
+                                &samples,
+                            ),
                         )?;
                         let samples =
                             std::mem::take(&mut *samples.lock().map_err(|e| e.to_string())?);

@@ -138,14 +138,27 @@ pub struct LatencyShape {
     pub cputime: Duration,
 }
 
-/// schbench's shape: each message task sleeps, takes a time stamp and wakes each of its worker
-/// tasks; a worker records the time from the stamp to the moment it runs, burns `cputime`, and
-/// reports back. The latencies (ns) land in `samples`.
-pub fn latency(
-    shape: LatencyShape,
+/// Sleeps on the lab's timer thread: the sleep of the latency workload in the `wake`
+/// experiment.
+pub fn lab_timer(
     timer: &TimerHandle,
-    samples: &Arc<Mutex<Vec<u64>>>,
-) -> Vec<Task> {
+) -> impl Fn(Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> + Clone + Send + 'static {
+    let timer = timer.clone();
+    move |duration| {
+        let timer = timer.clone();
+        Box::pin(async move { timer.sleep(duration).await })
+    }
+}
+
+/// schbench's shape: each message task sleeps (with `sleep`: the lab's timer thread here, a
+/// runtime's own timers in the `time` experiment), takes a time stamp and wakes each of its
+/// worker tasks; a worker records the time from the stamp to the moment it runs, burns
+/// `cputime`, and reports back. The latencies (ns) land in `samples`.
+pub fn latency<S, F>(shape: LatencyShape, sleep: S, samples: &Arc<Mutex<Vec<u64>>>) -> Vec<Task>
+where
+    S: Fn(Duration) -> F + Clone + Send + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
     let epoch = Instant::now();
     let mut tasks: Vec<Task> = Vec::new();
     for _ in 0..shape.messengers {
@@ -170,10 +183,10 @@ pub fn latency(
                     .extend(mine);
             }));
         }
-        let timer = timer.clone();
+        let sleep = sleep.clone();
         tasks.push(Box::pin(async move {
             for round in 1..=shape.rounds {
-                timer.sleep(shape.interval).await;
+                sleep(shape.interval).await;
                 *stamp.lock().unwrap_or_else(|e| e.into_inner()) = epoch.elapsed();
                 for bell in &bells {
                     bell.ring();
@@ -237,7 +250,7 @@ mod tests {
                 cputime: Duration::from_micros(5),
             };
             runner
-                .run(2, latency(shape, &timer.handle(), &samples))
+                .run(2, latency(shape, lab_timer(&timer.handle()), &samples))
                 .unwrap();
             assert_eq!(samples.lock().unwrap().len(), 2 * 3 * 5);
         }

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use super::TimerError;
 use crate::pid::PidError;
 
 /// Why a process operation failed. [`ProcessError::name`] gives the replay protocol's name.
@@ -35,6 +36,12 @@ pub enum ProcessError {
     BadCpuCount(usize),
     /// Called outside a task of a process (of a runtime with these designs).
     NotInProcess,
+    /// A bad timer argument: a negative or unnormalised time, or an unknown clock.
+    Timer(TimerError),
+    /// `timer_wait` on a timer whose notification is not [`Notify::Wake`](super::Notify).
+    NotWaitable,
+    /// The model's timers fire on another runtime already.
+    OtherWheel,
 }
 
 impl ProcessError {
@@ -54,6 +61,9 @@ impl ProcessError {
             ProcessError::BadImage(_) => "bad_image",
             ProcessError::BadCpuCount(_) => "bad_cpu_count",
             ProcessError::NotInProcess => "not_in_process",
+            ProcessError::Timer(error) => error.name(),
+            ProcessError::NotWaitable => "not_waitable",
+            ProcessError::OtherWheel => "other_wheel",
         }
     }
 
@@ -96,6 +106,13 @@ impl fmt::Display for ProcessError {
             ProcessError::BadImage(why) => write!(f, "bad checkpoint image: {why}"),
             ProcessError::NotInProcess => {
                 write!(f, "not inside a task of a process of a runtime with these designs")
+            }
+            ProcessError::Timer(error) => write!(f, "bad timer argument: {error}"),
+            ProcessError::OtherWheel => {
+                write!(f, "the model's timers fire on another runtime already")
+            }
+            ProcessError::NotWaitable => {
+                write!(f, "the timer does not notify by waking: nothing to wait for")
             }
             ProcessError::BadCpuCount(cpus) => {
                 write!(f, "processes need 1 to 64 CPUs for their CID spaces, not {cpus}")

@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ProcessError;
+use super::timers::TimerImage;
+use super::{PosixTimer, ProcessError};
 use crate::table::MAX_ID;
 
 /// A process's IDs as [`checkpoint`](super::Processes::checkpoint) saw them. It carries IDs,
@@ -15,6 +16,11 @@ pub struct Image {
     pub timers: Vec<u32>,
     /// Where the process's next timer ID search starts.
     pub timer_cursor: u32,
+    /// The state of every timer that is not plain (monotonic, no notification, disarmed, no
+    /// overruns: what [`timer_create`](super::Processes::timer_create) makes), ascending by
+    /// ID; left out of the serialised image when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timer_states: Vec<TimerImage>,
 }
 
 /// One thread of an [`Image`].
@@ -58,6 +64,21 @@ impl Image {
         }
         if self.timers.last().is_some_and(|&id| id > MAX_ID) || self.timer_cursor > MAX_ID {
             return bad("a timer ID above the largest");
+        }
+        if self
+            .timer_states
+            .windows(2)
+            .any(|pair| pair[0].id >= pair[1].id)
+        {
+            return bad("timer states not strictly ascending by ID");
+        }
+        for state in &self.timer_states {
+            if self.timers.binary_search(&state.id).is_err() {
+                return bad("a timer state for an ID that is no timer");
+            }
+            if let Err(why) = PosixTimer::restore(&state.state, 0) {
+                return bad(&format!("timer {}: {why}", state.id));
+            }
         }
         Ok(())
     }

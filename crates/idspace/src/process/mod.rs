@@ -50,6 +50,17 @@
 //! * [`Processes::checkpoint`] gives an [`Image`] (serde-serialisable); [`Processes::restore`]
 //!   recreates it: leader first, then ascending by root-level ID, then the timers through
 //!   restore mode, then the timer cursor.
+//! * POSIX timers: [`Processes::timer_create_with`] makes a timer on a [`Clock`] with a
+//!   [`Notify`] target (nothing, waking [`Processes::timer_wait`], or a [`TimerEvent`] on a
+//!   channel), its ID from the process's owner in the table; [`Processes::timer_settime`],
+//!   [`Processes::timer_gettime`], [`Processes::timer_getoverrun`] and
+//!   [`Processes::timer_delete`] as POSIX defines them, over the state machine of
+//!   [`posix_timer`] (which documents the overrun accounting and the realtime clock). Each
+//!   timer has its own lock (the kernel's `it_lock`); only create and delete take the model's.
+//!   An exit deletes the process's timers; an image carries each non-plain timer's clock,
+//!   notification kind, remaining time, interval and overrun state ([`TimerImage`]), and
+//!   [`Processes::restore_with`] re-arms them with their IDs and remaining times, given
+//!   their channels.
 //!
 //! # Where we differ from the kernel
 //!
@@ -89,14 +100,21 @@
 mod design;
 mod error;
 mod image;
+pub mod posix_timer;
 mod processes;
 mod runtime;
 mod thread;
+mod timers;
 
 pub use design::{CidDesign, PidDesign, TableDesign};
 pub use error::ProcessError;
 pub use image::{Image, ThreadImage};
+pub use posix_timer::{
+    Clock, Expired, ITimerSpec, Now, PosixTimer, TimeSpec, TimerError, TimerSnapshot, Token, When,
+    DELAYTIMER_MAX, FOREVER, NSEC_PER_SEC,
+};
 pub use processes::{Exited, Processes, Restored, FREED_NS_BYTES};
 pub(crate) use runtime::running;
 pub use runtime::{current, spawn_thread, spawn_thread_in, Current, ProcessHooks, TaskIds};
 pub use thread::{Process, Thread};
+pub use timers::{clock_gettime, Notify, NotifyKind, TimerEvent, TimerImage, TimerWait};

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use super::design::{CidDesign, PidDesign, TableDesign};
 use super::image::{Image, ThreadImage};
 use super::thread::{Process, Thread};
-use super::ProcessError;
+use super::timers::{self, Notify, NotifyKind, Wheel};
+use super::{Clock, PosixTimer, ProcessError};
 use crate::cid::{CidAllocator, MAX_CPUS};
 use crate::pid::{NsId, PerCpu, Pid, MAX_LEVEL, PID_MAX_LIMIT, PID_MAX_MIN, ROOT};
 use crate::sync::{self, Mutex};
@@ -87,6 +88,8 @@ pub struct Processes<P = PerCpu, C = crate::cid::Rework, T = ScaledHash<()>> {
     timers: T,
     cpus: usize,
     state: Mutex<State<C>>,
+    /// The runtime whose wheel the timers fire on.
+    wheel: Wheel,
 }
 
 impl<P, C, T> fmt::Debug for Processes<P, C, T> {
@@ -152,6 +155,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
                 threads: HashMap::new(),
                 next_owner: 1,
             }),
+            wheel: Wheel::default(),
         })
     }
 
@@ -474,6 +478,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             return;
         };
         self.timers.remove_owner(record.process.owner());
+        record.process.timers().delete_all();
         for (tid, thread) in &record.threads {
             if !(*tid == pid && record.zombie_leader) {
                 let _ = record.process.cids().exit(thread.cid_task());
@@ -531,19 +536,41 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         }
     }
 
-    /// A new timer of process `pid`: the first free ID at or after its cursor.
+    /// A new timer of process `pid`: the first free ID at or after its cursor. It is a
+    /// disarmed monotonic timer without notification (`SIGEV_NONE`); see
+    /// [`timer_create_with`](Self::timer_create_with).
     ///
     /// # Errors
     /// [`ProcessError::UnknownProcess`], [`ProcessError::Full`].
     pub fn timer_create(&self, pid: u32) -> Result<u32, ProcessError> {
+        self.timer_create_with(pid, Clock::Monotonic, Notify::None)
+    }
+
+    /// A new disarmed timer of process `pid` on `clock`, notifying `notify`: the first free ID
+    /// at or after its cursor.
+    ///
+    /// # Errors
+    /// [`ProcessError::UnknownProcess`], [`ProcessError::Full`].
+    pub fn timer_create_with(
+        &self,
+        pid: u32,
+        clock: Clock,
+        notify: Notify,
+    ) -> Result<u32, ProcessError> {
         let state = sync::lock(&self.state);
         let record = state
             .processes
             .get(&pid)
             .ok_or(ProcessError::UnknownProcess)?;
-        self.timers
+        let id = self
+            .timers
             .create(record.process.owner(), ())
-            .map_err(|_| ProcessError::Full)
+            .map_err(|_| ProcessError::Full)?;
+        record
+            .process
+            .timers()
+            .insert(id, PosixTimer::new(clock), notify);
+        Ok(id)
     }
 
     /// Deletes timer `timer` of process `pid`.
@@ -559,7 +586,27 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         self.timers
             .remove(record.process.owner(), timer)
             .map(drop)
-            .map_err(|_| ProcessError::NotFound)
+            .map_err(|_| ProcessError::NotFound)?;
+        record.process.timers().delete(timer);
+        Ok(())
+    }
+
+    /// The runtime whose wheel the timers fire on.
+    pub(super) fn wheel(&self) -> &Wheel {
+        &self.wheel
+    }
+
+    /// Live process `pid`.
+    ///
+    /// # Errors
+    /// [`ProcessError::UnknownProcess`].
+    pub(super) fn live_process(&self, pid: u32) -> Result<Arc<Process<C>>, ProcessError> {
+        let state = sync::lock(&self.state);
+        state
+            .processes
+            .get(&pid)
+            .map(|record| Arc::clone(&record.process))
+            .ok_or(ProcessError::UnknownProcess)
     }
 
     /// Process `pid`'s timer IDs, ascending.
@@ -639,6 +686,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             threads,
             timers: self.timers.ids(record.process.owner()),
             timer_cursor: self.timers.cursor(record.process.owner()),
+            timer_states: record.process.timers().images(timers::now().mono),
         })
     }
 
@@ -651,14 +699,50 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// [`ProcessError::BadImage`]; [`ProcessError::UnknownNs`]; then, the first error in
     /// restore order: [`ProcessError::Exists`], [`ProcessError::Invalid`],
     /// [`ProcessError::Full`], [`ProcessError::NsDead`]. A refused restore holds no IDs and
-    /// makes no timers (see the module docs for the one thing it cannot undo).
+    /// makes no timers (see the module docs for the one thing it cannot undo). An image with
+    /// a timer notifying a channel is refused ([`ProcessError::BadImage`]): give its channel
+    /// with [`restore_with`](Self::restore_with).
     pub fn restore(
         &self,
         ns: NsId,
         image: &Image,
         cpu: usize,
     ) -> Result<Restored<C>, ProcessError> {
+        self.restore_with(ns, image, cpu, |_, kind| match kind {
+            NotifyKind::None => Some(Notify::None),
+            NotifyKind::Wake => Some(Notify::Wake),
+            NotifyKind::Channel => None,
+        })
+    }
+
+    /// [`restore`](Self::restore), with each timer's notification target from `notify`,
+    /// asked (before anything changes) for every timer of the image's
+    /// [`timer_states`](Image::timer_states) with its ID and kind; `None` refuses the restore.
+    /// Restored timers keep their IDs, clocks, overrun state and remaining times (counted
+    /// from the restore), and a notification pending at the checkpoint is sent again.
+    ///
+    /// # Errors
+    /// As [`restore`](Self::restore); [`ProcessError::BadImage`] when `notify` gives `None`.
+    pub fn restore_with(
+        &self,
+        ns: NsId,
+        image: &Image,
+        cpu: usize,
+        mut notify: impl FnMut(u32, NotifyKind) -> Option<Notify>,
+    ) -> Result<Restored<C>, ProcessError> {
         image.check()?;
+        let targets = image
+            .timer_states
+            .iter()
+            .map(|timer| {
+                notify(timer.id, timer.notify).ok_or_else(|| {
+                    ProcessError::BadImage(format!(
+                        "no target for timer {}'s {:?} notification",
+                        timer.id, timer.notify
+                    ))
+                })
+            })
+            .collect::<Result<Vec<Notify>, ProcessError>>()?;
         let mut state = sync::lock(&self.state);
         let Some(target) = state.namespaces.get(&ns) else {
             return Err(Self::gone(&state, ns));
@@ -711,6 +795,9 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             }
         }
         self.restore_timers(owner, image);
+        process
+            .timers()
+            .restore(image, targets, timers::now().mono, &self.wheel);
         Ok(Restored {
             leader,
             zombie_leader: zombie,

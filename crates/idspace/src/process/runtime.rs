@@ -198,6 +198,8 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Handle<ProcessHooks<P, C, T>> {
         F::Output: Send + 'static,
     {
         let cpu = self.current_worker().unwrap_or(0);
+        // The model's timers fire on this runtime, unless it was given another.
+        let _ = self.hooks().model.attach_wheel(self);
         let leader = self.hooks().model.fork(ns, cpu)?;
         Ok(self.spawn_with(TaskIds::of(leader), future))
     }
@@ -216,6 +218,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Handle<ProcessHooks<P, C, T>> {
         F::Output: Send + 'static,
     {
         let cpu = self.current_worker().unwrap_or(0);
+        let _ = self.hooks().model.attach_wheel(self);
         let thread = self.hooks().model.clone_thread(pid, cpu)?;
         Ok(self.spawn_with(TaskIds::of(thread), future))
     }

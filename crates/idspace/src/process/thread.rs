@@ -3,6 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use super::timers::ProcessTimers;
 use crate::cid::{self, CidAllocator};
 use crate::pid::{NsId, Pid};
 use crate::table::Owner;
@@ -16,17 +17,21 @@ pub struct Process<C> {
     ids: Vec<u32>,
     owner: Owner,
     cids: C,
+    /// Its POSIX timers by ID.
+    timers: ProcessTimers,
 }
 
 impl<C: CidAllocator> Process<C> {
     pub(crate) fn new(leader: &Pid, owner: Owner, cids: C) -> Process<C> {
         let ids = leader.ids();
+        let pid = ids.last().copied().unwrap_or(0);
         Process {
-            pid: ids.last().copied().unwrap_or(0),
+            pid,
             ns: leader.ns(),
             ids,
             owner,
             cids,
+            timers: ProcessTimers::new(pid),
         }
     }
 
@@ -58,6 +63,13 @@ impl<C: CidAllocator> Process<C> {
     /// Its CID space.
     pub fn cids(&self) -> &C {
         &self.cids
+    }
+}
+
+impl<C> Process<C> {
+    /// Its POSIX timers.
+    pub(crate) fn timers(&self) -> &ProcessTimers {
+        &self.timers
     }
 }
 

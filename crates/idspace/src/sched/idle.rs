@@ -13,6 +13,8 @@
 //! The full protocol, and why no wakeup is lost, is in the [`protocol`](super::protocol)
 //! document.
 
+use std::time::Instant;
+
 use crate::sync::{fence, AtomicU32, Ordering};
 #[cfg(not(loom))]
 use crate::sys::futex;
@@ -84,9 +86,14 @@ impl Idle {
         self.state.swap(RUNNING, Ordering::Relaxed);
     }
 
-    /// The worker, polling and still without work, goes to sleep until notified. Returns whether
-    /// it slept (false when a waker set its flag first).
-    pub(crate) fn park(&self) -> bool {
+    /// The worker, polling and still without work, goes to sleep until notified, or until
+    /// `deadline` (its next timer) if it has one. Returns whether it slept (false when a waker
+    /// set its flag first).
+    ///
+    /// A sleep that times out leaves the word `PARKED`; the worker's `stop_idling` then moves it
+    /// to `RUNNING`, and a waker that raced it (`PARKED -> NOTIFIED` and a futex wake that finds
+    /// no one) loses nothing: the worker goes back to its loop and looks at its queues anyway.
+    pub(crate) fn park(&self, deadline: Option<Instant>) -> bool {
         // Races the waker's CAS POLLING -> NOTIFIED on the same word: exactly one of them wins.
         if self
             .state
@@ -95,22 +102,36 @@ impl Idle {
         {
             return false;
         }
-        self.sleep_while_parked();
+        self.sleep_while_parked(deadline);
         true
     }
 
     #[cfg(not(loom))]
-    fn sleep_while_parked(&self) {
+    fn sleep_while_parked(&self, deadline: Option<Instant>) {
         // Acquire pairs with the waker's AcqRel CAS PARKED -> NOTIFIED.
         while self.state.load(Ordering::Acquire) == PARKED {
             // The kernel compares the word with PARKED atomically with going to sleep, so a
             // waker that changes it first makes the call return at once (no lost wakeup).
-            futex::wait(&self.state, PARKED);
+            match deadline {
+                None => futex::wait(&self.state, PARKED),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return;
+                    }
+                    futex::wait_timeout(&self.state, PARKED, left);
+                }
+            }
         }
     }
 
+    /// Under loom time stands still while a worker sleeps: a deadline still ahead is never
+    /// reached, so the sleep lasts until a notification, and one already passed ends it at once.
     #[cfg(loom)]
-    fn sleep_while_parked(&self) {
+    fn sleep_while_parked(&self, deadline: Option<Instant>) {
+        if deadline.is_some_and(|deadline| deadline <= Instant::now()) {
+            return;
+        }
         let (lock, condvar) = &self.sleep;
         let mut guard = crate::sync::lock(lock);
         while self.state.load(Ordering::Acquire) == PARKED {

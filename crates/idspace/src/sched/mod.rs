@@ -74,6 +74,7 @@ mod registry;
 mod runtime;
 mod stats;
 mod task;
+pub mod time;
 mod wakelist;
 mod worker;
 

@@ -16,6 +16,7 @@ use super::join::{JoinHandle, JoinSlot};
 use super::registry::Registry;
 use super::stats::{Counters, Stats};
 use super::task::{Schedule, Task};
+use super::time::{Driver, Timers};
 use super::worker::{self, PollBudget, Worker};
 use crate::sync::{self, thread, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
@@ -214,6 +215,7 @@ impl<H: Hooks> Builder<H> {
             poll: PollBudget(self.poll),
             hooks: self.hooks,
             registry: Registry::new(),
+            timers: Timers::new(self.workers),
             shutdown: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             next_worker: AtomicUsize::new(0),
@@ -254,6 +256,8 @@ pub(crate) struct Shared<H: Hooks> {
     hooks: Arc<H>,
     /// Every live task, for shutdown.
     registry: Registry<H>,
+    /// Each worker's timer wheel.
+    timers: Timers,
     shutdown: AtomicBool,
     next_id: AtomicU64,
     /// Round-robin start for tasks spawned from outside the runtime.
@@ -267,6 +271,10 @@ impl<H: Hooks> Shared<H> {
 
     pub(crate) fn hooks(&self) -> &H {
         &self.hooks
+    }
+
+    pub(crate) fn timers(&self) -> &Timers {
+        &self.timers
     }
 
     pub(crate) fn poll_budget(&self) -> PollBudget {
@@ -410,20 +418,54 @@ impl<H: Hooks> Schedule for Arc<Shared<H>> {
     }
 }
 
+/// The timers' view of a runtime: its wheels, and notifications for its workers.
+impl<H: Hooks> Driver for Shared<H> {
+    fn timers(&self) -> &Timers {
+        &self.timers
+    }
+
+    fn here(&self) -> Option<usize> {
+        worker::current(self)
+    }
+
+    fn kick(&self, index: usize) {
+        self.workers[index].notify(&self.external);
+    }
+}
+
+/// The current thread's runtime, type-erased twice: as `Any` for [`Handle::current`] to
+/// downcast, and as the timers' [`Driver`] for the time futures, which know no hooks' type.
+type Current = (Arc<dyn Any + Send + Sync>, Arc<dyn Driver>);
+
+#[cfg(not(loom))]
 sync::thread_local! {
     /// The runtime the current thread works for: set on its workers, and on a thread inside
-    /// [`Runtime::block_on`]. Type-erased, as the runtime is generic over its hooks.
-    static ENTERED: RefCell<Option<Arc<dyn Any + Send + Sync>>> = RefCell::new(None);
+    /// [`Runtime::block_on`]. Type-erased, as the runtime is generic over its hooks. Const
+    /// initialised: the time futures look it up on every arm.
+    static ENTERED: RefCell<Option<Current>> = const { RefCell::new(None) };
+}
+
+// loom's `thread_local!` takes no `const` initialisers.
+#[cfg(loom)]
+sync::thread_local! {
+    static ENTERED: RefCell<Option<Current>> = RefCell::new(None);
 }
 
 /// Makes `shared` the current thread's runtime until the guard drops (then the previous one).
 pub(crate) fn enter<H: Hooks>(shared: Arc<Shared<H>>) -> Entered {
+    let driver: Arc<dyn Driver> = Arc::clone(&shared) as Arc<dyn Driver>;
     let shared: Arc<dyn Any + Send + Sync> = shared;
-    Entered(ENTERED.with(|entered| entered.borrow_mut().replace(shared)))
+    Entered(ENTERED.with(|entered| entered.borrow_mut().replace((shared, driver))))
+}
+
+/// Runs `f` with the timers of the current thread's runtime, if it has one (borrowed: no
+/// reference count is taken).
+pub(crate) fn with_current_driver<R>(f: impl FnOnce(Option<&dyn Driver>) -> R) -> R {
+    ENTERED.with(|entered| f(entered.borrow().as_ref().map(|(_, driver)| driver.as_ref())))
 }
 
 /// Restores the previous runtime of the thread when dropped.
-pub(crate) struct Entered(Option<Arc<dyn Any + Send + Sync>>);
+pub(crate) struct Entered(Option<Current>);
 
 impl Drop for Entered {
     fn drop(&mut self) {
@@ -505,7 +547,12 @@ impl<H: Hooks> Handle<H> {
     /// [`NoRuntime`] outside a runtime, or inside one whose hooks are not `H`.
     pub fn current() -> Result<Handle<H>, NoRuntime> {
         ENTERED
-            .with(|entered| entered.borrow().clone())
+            .with(|entered| {
+                entered
+                    .borrow()
+                    .as_ref()
+                    .map(|(shared, _)| Arc::clone(shared))
+            })
             .and_then(|shared| shared.downcast::<Shared<H>>().ok())
             .map(|shared| Handle { shared })
             .ok_or(NoRuntime)
@@ -556,6 +603,11 @@ impl<H: Hooks> Handle<H> {
     /// Counters of how wakeups travelled so far.
     pub fn stats(&self) -> Stats {
         self.shared.stats()
+    }
+
+    /// The runtime's timers, its hooks' type erased.
+    pub(crate) fn driver(&self) -> Arc<dyn Driver> {
+        Arc::clone(&self.shared) as Arc<dyn Driver>
     }
 }
 
@@ -680,6 +732,10 @@ impl<H: Hooks> Runtime<H> {
                 self.cancelled += 1;
             }
         }
+        // Armed timers are dropped, outside the wheels' locks: their wakers and targets may
+        // hold the runtime (a cycle through the wheel that this breaks), and arms from now on
+        // are refused.
+        drop(shared.timers.close());
         self.cancelled
     }
 }

@@ -3,15 +3,14 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
-#[cfg(not(loom))]
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::hooks::Hooks;
 use super::idle::{Idle, Notice};
 use super::runtime::{Shared, TaskRef};
 use super::stats::Counters;
 use super::task::{Polled, Task};
+use super::time::Expired;
 use super::wakelist::Wakelist;
 use crate::sync::{self, AtomicUsize, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
@@ -186,21 +185,34 @@ pub(crate) fn current<H: Hooks>(shared: &Shared<H>) -> Option<usize> {
 #[derive(Clone, Copy)]
 pub(crate) struct PollBudget(pub(crate) Duration);
 
+/// A busy worker looks at its timers every this many passes of its loop (tokio: every 61
+/// polls). Lateness on a busy worker grows by at most this many polls.
+const TIMER_PASSES: u32 = 4;
+
 /// The worker thread's body.
 pub(crate) fn run<H: Hooks>(shared: Arc<Shared<H>>, index: usize) {
     CURRENT.with(|current| current.set((Arc::as_ptr(&shared) as usize, index)));
     let entered = super::runtime::enter(Arc::clone(&shared));
     shared.hooks().worker_started(index);
     let worker = shared.worker(index);
+    let mut expired = Expired::default();
+    let mut passes = 0u32;
     loop {
         if shared.is_shutting_down() {
             break;
+        }
+        // The timer "interrupt": due timers fire between polls, their tasks queued first. A
+        // busy worker looks every few passes (a clock read costs as much as a short poll); an
+        // idle one looks before it sleeps.
+        passes = passes.wrapping_add(1);
+        if passes % TIMER_PASSES == 0 {
+            shared.timers().expire(index, &mut expired);
         }
         if let Some(task) = worker.next_task() {
             run_task(&shared, worker, index, task);
             continue;
         }
-        idle(&shared, worker);
+        idle(&shared, worker, index, &mut expired);
     }
     shared.hooks().worker_stopped(index);
     drop(entered);
@@ -226,25 +238,42 @@ fn run_task<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, index: usize, task
     }
 }
 
-/// The idle loop: announce, recheck, poll for a bounded while, then sleep until notified.
-fn idle<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>) {
+/// The idle loop: announce, recheck, poll for a bounded while, then sleep until notified or
+/// until the worker's next timer.
+fn idle<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, index: usize, expired: &mut Expired) {
     worker.idle.start_polling();
     // The recheck after the fenced announcement: a waker that published before it is seen here;
-    // one that publishes after it sees POLLING and notifies.
+    // one that publishes after it sees POLLING and notifies. The next expiry is read after the
+    // fence too: an arm from another thread that moves it earlier either is seen here or sees
+    // POLLING (or PARKED) and notifies (its fence is the one in `Idle::notify`).
     if worker.has_work() || shared.is_shutting_down() {
         worker.idle.stop_idling();
         return;
     }
-    if !poll(shared, worker, shared.poll_budget()) && worker.idle.park() {
+    let timer = shared.timers().next_deadline(index);
+    if timer.is_none_or(|timer| timer > Instant::now())
+        && !poll(shared, worker, shared.poll_budget(), timer)
+        && worker.idle.park(timer)
+    {
         worker.counters.parks.add(1);
     }
+    // Timers due now fire while the worker still counts as idle, so that the first task they
+    // wake comes to this worker, its last one, with no notification, instead of to another
+    // worker that must be woken: the kernel's timer interrupt on an idle CPU, whose wakeups
+    // find the CPU idle. Further wakeups of the pass find it loaded and spread as usual.
+    shared.timers().expire(index, expired);
     worker.idle.stop_idling();
 }
 
-/// Spins until work or a notification arrives or the budget runs out; returns whether it
-/// ended early.
+/// Spins until work or a notification arrives, the next timer is due or the budget runs out;
+/// returns whether it ended early (then the worker does not park).
 #[cfg(not(loom))]
-fn poll<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, budget: PollBudget) -> bool {
+fn poll<H: Hooks>(
+    shared: &Shared<H>,
+    worker: &Worker<H>,
+    budget: PollBudget,
+    timer: Option<Instant>,
+) -> bool {
     if budget.0.is_zero() {
         return false;
     }
@@ -256,14 +285,23 @@ fn poll<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, budget: PollBudget) ->
             }
             sync::cpu_relax();
         }
-        if shared.is_shutting_down() || Instant::now() >= deadline {
+        let now = Instant::now();
+        if timer.is_some_and(|timer| now >= timer) {
+            return true;
+        }
+        if shared.is_shutting_down() || now >= deadline {
             return shared.is_shutting_down();
         }
     }
 }
 
 #[cfg(loom)]
-fn poll<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, budget: PollBudget) -> bool {
+fn poll<H: Hooks>(
+    shared: &Shared<H>,
+    worker: &Worker<H>,
+    budget: PollBudget,
+    _timer: Option<Instant>,
+) -> bool {
     // As in the real loop, no budget means no look at all; otherwise one look, so that models
     // cover a waker that finds the worker polling without unbounded spinning.
     if budget.0.is_zero() {

@@ -38,6 +38,32 @@ pub(crate) fn wait(word: &AtomicU32, expected: u32) {
     }
 }
 
+/// Sleeps while `word` holds `expected`, for at most `timeout` (measured on the monotonic
+/// clock, and subject like any sleep to the thread's timer slack).
+///
+/// Returns on a wake, at once if the word differs, when the timeout runs out, or for no reason
+/// (a signal): as with [`wait`], callers look at the word and at the clock again.
+pub(crate) fn wait_timeout(word: &AtomicU32, expected: u32, timeout: std::time::Duration) {
+    // FUTEX_WAIT's timeout is relative, on CLOCK_MONOTONIC. Seconds beyond `time_t` are
+    // clamped: such a sleep ends by a wake or not at all.
+    let timeout = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // The result is ignored for the reasons given in `wait`; ETIMEDOUT is one more "look again".
+    // SAFETY: FUTEX_WAIT reads the u32 at the address, a live and aligned `AtomicU32` borrowed
+    // for the whole call, and the timespec, a live local that outlives the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            &timeout as *const libc::timespec,
+        );
+    }
+}
+
 /// Wakes up to `count` threads sleeping in [`wait`] on `word`, and returns how many it woke.
 ///
 /// Call it after changing the word: a waiter that has not gone to sleep yet then sees the new
@@ -71,6 +97,19 @@ mod tests {
         let word = AtomicU32::new(1);
         // Would sleep forever if the kernel did not compare first.
         wait(&word, 0);
+    }
+
+    #[test]
+    fn wait_timeout_returns_when_the_time_is_up() {
+        let word = AtomicU32::new(0);
+        let timeout = std::time::Duration::from_millis(20);
+        let started = std::time::Instant::now();
+        // Nothing wakes it and the word keeps its value: only the timeout can end the loop (a
+        // wait that ignored it would hang the test).
+        while started.elapsed() < timeout {
+            wait_timeout(&word, 0, timeout.saturating_sub(started.elapsed()));
+        }
+        wait_timeout(&word, 0, std::time::Duration::ZERO);
     }
 
     #[test]

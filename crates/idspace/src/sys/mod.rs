@@ -2,6 +2,7 @@
 //! families need, each behind a small safe interface, so that the rest of the crate is portable
 //! Rust over these and holds no `libc` calls of its own.
 
+pub(crate) mod clock;
 #[cfg(not(loom))]
 pub(crate) mod futex;
 pub(crate) mod rseq;
