@@ -42,12 +42,21 @@
 //!   its state (cursor, restore flag, ID list): 64 cache-padded shards, each a read-write lock
 //!   over a map. Every design uses the same registry, so comparisons stay fair. Lookups in the
 //!   hash designs do not touch it.
-//! * **No owner lock to choose an ID.** As in 6.15, a create claims the owner's cursor with
-//!   an atomic operation, inserts under the bucket lock (which decides whether the ID is free),
-//!   and only then takes the owner's list lock (the kernel's `siglock`) to record the ID. A
-//!   concurrent `remove_owner` cannot miss an entry: creates hold the owner registry's shard for
-//!   reading throughout, and `remove_owner` detaches the owner under the shard's write lock
-//!   (the kernel avoids the race because only an exiting process tears down its timers).
+//! * **No owner lock to choose an ID, and a striped owner list.** As in 6.15, a create claims
+//!   the owner's cursor with an atomic operation and inserts under the bucket lock (which
+//!   decides whether the ID is free). The kernel then records the timer in the process's list
+//!   under `siglock`; here the owner's list is split into stripes by ID, each with its own lock,
+//!   so that threads of one owner creating consecutive IDs record them under different locks.
+//!   No operation holds a bucket lock and a stripe lock together: an ID enters its bucket before
+//!   the list and leaves the list before its bucket (so a removed ID stays taken until it is
+//!   unhashed, as the kernel keeps it reserved). A concurrent `remove_owner` cannot miss an
+//!   entry: creates and removes hold the owner registry's shard for reading throughout, and
+//!   `remove_owner` detaches the owner under the shard's write lock (the kernel avoids the race
+//!   because only an exiting process tears down its timers).
+//! * **Locks that yield.** The kernel's bucket locks are spinlocks held with preemption off. In
+//!   user space a lock holder can be preempted, and with more threads than CPUs std's futex
+//!   mutex then convoys (waiters sleep, every unlock pays a wake-up). The tables use
+//!   `parking_lot`'s locks, whose waiters yield to the holder before they park.
 //! * **Chains are arrays.** A chain is a contiguous vector of (owner, id, value) rather than an
 //!   `hlist` of separately allocated timers: user space owns the value inline, and scanning
 //!   contiguous memory is kinder to caches. The global design is therefore a little faster than
@@ -78,6 +87,7 @@ mod chain;
 mod entry;
 mod error;
 mod global;
+mod lock;
 mod owners;
 mod radix;
 mod scaled;
