@@ -77,6 +77,12 @@ impl<T> Chain<T> {
                 slot += 1;
             }
         }
+        // A chain that overflowed its bucket spilled to the heap, and splitting is what brings
+        // it back under `INLINE`: move it back into the bucket, so that lookups touch one line
+        // and the table does not keep a heap array for every bucket that once held three.
+        if self.nodes.spilled() && self.nodes.len() <= INLINE {
+            self.nodes.shrink_to_fit();
+        }
     }
 
     /// Heap bytes of the chain: its node array once it spills, and each value's count block
@@ -600,3 +606,35 @@ macro_rules! delegate_chained_table {
     };
 }
 pub(crate) use delegate_chained_table;
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn node(id: Id) -> Node<u64> {
+        Node {
+            owner: 1,
+            id,
+            value: Arc::new(u64::from(id)),
+        }
+    }
+
+    #[test]
+    fn a_split_moves_a_spilled_chain_back_into_its_bucket() {
+        let mut chain = Chain::default();
+        for id in 0..=INLINE as Id {
+            chain.push(node(id));
+        }
+        assert!(chain.nodes.spilled());
+        let mut to = Chain::default();
+        chain.split_into(&mut to, |node| node.id == 0);
+        assert!(
+            !chain.nodes.spilled(),
+            "back under INLINE, still on the heap"
+        );
+        assert_eq!(chain.len(), INLINE);
+        assert_eq!(to.len(), 1);
+        assert!(chain.find(1, 0).is_none() && to.find(1, 0).is_some());
+        assert!((1..=INLINE as Id).all(|id| chain.find(1, id).is_some()));
+    }
+}
