@@ -33,7 +33,11 @@
 //!   (`i32::MAX` unless configured lower).
 //! * An entry is visible to [`IdTable::get`] from the moment its ID is returned by `create` until
 //!   `remove` returns its value; nothing is lost and nothing is found twice.
-//! * [`IdTable::ids`] lists exactly the owner's live IDs, ascending, without a table-wide lock.
+//! * [`IdTable::ids`] lists exactly the owner's live IDs, ascending, without a table-wide lock
+//!   (an ID whose create or remove is in flight meanwhile may or may not be listed).
+//! * In the hash designs an ID in an owner's list is in its chain: IDs enter the chain first
+//!   and leave the list first, so the remove that takes an ID out of the list is the only one
+//!   that takes it out of the chain, and a create never finds its fresh ID already listed.
 //!
 //! # Where we differ from the kernel, and why
 //!
@@ -61,6 +65,14 @@
 //!   `hlist` of separately allocated timers: user space owns the value inline, and scanning
 //!   contiguous memory is kinder to caches. The global design is therefore a little faster than
 //!   the kernel's on long chains; it still walks them.
+//! * **Cache-line buckets and a separate allocation per value.** The kernel's bucket is 16
+//!   bytes (a spinlock and an `hlist` head) and the timer itself is the chain node. Here a
+//!   bucket is a 64-byte line holding its lock and two (owner, id, pointer) nodes inline, and
+//!   each value has its own reference-counted allocation so that an [`Entry`] can outlive the
+//!   entry's removal. Most lookups touch one bucket line, but memory per entry is higher: on
+//!   2048 IDs 512 apart the growing table holds about 218 KB, against about 120 KB for a
+//!   `dashmap`. An intrusive node in the value's allocation with 16-byte buckets, as in the
+//!   kernel, would bring it near 100 KB; that is not done here.
 //! * **`ScaledHash` grows.** The kernel sizes its table once at boot, so its per-timer cost rises
 //!   with the number of timers (on a 2-CPU machine, 1024 buckets hold ~100 timers each at
 //!   100,000). [`ScaledHash::new`] starts at the kernel's size and grows by linear hashing:
