@@ -5,9 +5,10 @@ use core::ops::{Deref, DerefMut};
 use smallvec::SmallVec;
 
 use super::entry::Entry;
+use super::lock::{lock, Mutex, MutexGuard};
 use super::owners::Owners;
 use super::{exact_id_refusal, next_id, Id, IdTable, Owner, Rejected, TableError, MAX_ID};
-use crate::sync::{lock, Arc, AtomicBool, AtomicU32, Mutex, MutexGuard, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicU32, Ordering};
 use crate::util::hash::mix;
 use crate::util::idset::IdSet;
 
@@ -76,6 +77,12 @@ impl<T> Chain<T> {
                 slot += 1;
             }
         }
+        // A chain that overflowed its bucket spilled to the heap, and splitting is what brings
+        // it back under `INLINE`: move it back into the bucket, so that lookups touch one line
+        // and the table does not keep a heap array for every bucket that once held three.
+        if self.nodes.spilled() && self.nodes.len() <= INLINE {
+            self.nodes.shrink_to_fit();
+        }
     }
 
     /// Heap bytes of the chain: its node array once it spills, and each value's count block
@@ -140,12 +147,87 @@ pub(crate) trait Chains<T>: Send + Sync {
     fn memory_bytes(&self) -> usize;
 }
 
+/// Stripes of an owner's ID list: ID `id` is recorded in stripe `id % ID_STRIPES`. Concurrent
+/// creates of one owner claim consecutive IDs, so they land in different stripes.
+#[cfg(not(loom))]
+const ID_STRIPES: usize = 8;
+#[cfg(loom)]
+const ID_STRIPES: usize = 2;
+
+/// One stripe of an owner's ID list, alone on its cache line (two CPUs recording neighbouring
+/// IDs must not pass one line back and forth).
+#[repr(align(64))]
+#[derive(Default)]
+struct IdStripe {
+    /// The IDs `id` of this stripe, each stored as `id / ID_STRIPES` so that a stripe's values
+    /// stay as dense as the IDs are (one bitmap covers `ID_STRIPES` times the IDs).
+    ids: Mutex<IdSet>,
+}
+
+/// An owner's list of live IDs (the kernel's per-process timer list under `siglock`), striped
+/// by ID so that creates and removes of one owner on different CPUs take different locks.
+///
+/// Each stripe's lock is held only to add or remove one ID, never together with a chain's lock
+/// or another stripe's: a thread preempted while it holds one stalls only the few operations
+/// that need the same stripe during those nanoseconds.
+#[derive(Default)]
+struct OwnerIds {
+    stripes: [IdStripe; ID_STRIPES],
+}
+
+impl OwnerIds {
+    #[inline]
+    fn stripe(&self, id: Id) -> (&Mutex<IdSet>, Id) {
+        let stripes = ID_STRIPES as Id;
+        (&self.stripes[(id % stripes) as usize].ids, id / stripes)
+    }
+
+    /// Records `id`; false if it was already there.
+    #[inline]
+    fn insert(&self, id: Id) -> bool {
+        let (stripe, value) = self.stripe(id);
+        lock(stripe).insert(value)
+    }
+
+    /// Forgets `id`; false if it was not there.
+    #[inline]
+    fn remove(&self, id: Id) -> bool {
+        let (stripe, value) = self.stripe(id);
+        lock(stripe).remove(value)
+    }
+
+    /// How many IDs are recorded, summed a stripe at a time.
+    fn len(&self) -> usize {
+        self.stripes.iter().map(|s| lock(&s.ids).len()).sum()
+    }
+
+    /// The IDs in ascending order, read a stripe at a time.
+    fn ascending(&self) -> Vec<Id> {
+        let mut ids = Vec::new();
+        for (index, stripe) in self.stripes.iter().enumerate() {
+            let values = lock(&stripe.ids).ascending();
+            ids.extend(
+                values
+                    .into_iter()
+                    .map(|value| value * ID_STRIPES as Id + index as Id),
+            );
+        }
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Heap bytes of the stripes' sets.
+    fn heap_bytes(&self) -> usize {
+        self.stripes.iter().map(|s| lock(&s.ids).heap_bytes()).sum()
+    }
+}
+
 /// Per-owner bookkeeping of the hash designs: the cursor, restore mode, and the owner's list of
 /// IDs (the kernel's per-process timer list, walked by `/proc/PID/timers` and at exit).
 ///
 /// As in the kernel since 6.15, choosing an ID takes no per-owner lock: a create claims the
-/// cursor's ID with a compare-exchange, and the chain's lock decides whether that ID is free.
-/// Only the list, the kernel's list under `siglock`, has a lock, held to record one ID.
+/// cursor's ID with an atomic increment, and the chain's lock decides whether that ID is free.
+/// Only the list has locks, one per stripe of IDs, each held to record or forget one ID.
 #[derive(Default)]
 pub(crate) struct OwnerSlot {
     /// The next ID a create tries. Relaxed throughout: it only steers the search; the chains'
@@ -153,7 +235,7 @@ pub(crate) struct OwnerSlot {
     cursor: AtomicU32,
     /// Restore mode. Relaxed: a flag read on its own; no other data hangs on it.
     restoring: AtomicBool,
-    ids: Mutex<IdSet>,
+    ids: OwnerIds,
 }
 
 impl OwnerSlot {
@@ -162,7 +244,7 @@ impl OwnerSlot {
     fn is_initial(&self) -> bool {
         self.cursor.load(Ordering::Relaxed) == 0
             && !self.restoring.load(Ordering::Relaxed)
-            && lock(&self.ids).len() == 0
+            && self.ids.len() == 0
     }
 
     /// Claims the cursor's ID and moves the cursor past it: the kernel's
@@ -196,8 +278,12 @@ impl OwnerSlot {
 
 /// The hash designs' [`IdTable`], written once over their [`Chains`].
 ///
-/// Lock order: the owner's list, then one chain. Creates take one chain and then the list,
-/// never both; lookups take only the chain.
+/// No operation holds two of these locks at once: a chain, a stripe of an owner's list. An ID
+/// enters the chain before the list and leaves the list before the chain, so an ID in an
+/// owner's list is always in its chain: a remove that wins the ID in the list is the one
+/// remove that takes it out of the chain, and a create that inserted an ID into the chain finds
+/// it missing from the list. Every operation on an owner runs with the registry's shard held
+/// for reading, which `remove_owner` excludes with the write lock.
 pub(crate) struct ChainedTable<C> {
     chains: C,
     owners: Owners<OwnerSlot>,
@@ -229,23 +315,33 @@ struct Inserted {
     len: usize,
 }
 
-/// Inserts (owner, id) if its chain has no such entry: the kernel's `posix_timer_add_at`.
+/// Inserts (owner, id) if its chain has no such entry: the kernel's `posix_timer_add_at`. The
+/// value was allocated before, so that the chain's lock is held only for the search and the push.
 #[inline]
-fn try_insert<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id, value: T) -> Result<Inserted, T> {
+fn try_insert<T, C: Chains<T>>(
+    chains: &C,
+    owner: Owner,
+    id: Id,
+    value: Arc<T>,
+) -> Result<Inserted, Arc<T>> {
     let hash = mix(owner, id);
     let mut chain = chains.lock(hash);
     if chain.find(owner, id).is_some() {
         return Err(value);
     }
-    chain.push(Node {
-        owner,
-        id,
-        value: Arc::new(value),
-    });
+    chain.push(Node { owner, id, value });
     Ok(Inserted {
         hash,
         len: chain.len(),
     })
+}
+
+/// The value back out of its fresh allocation, which no other thread has seen.
+fn unshared<T>(value: Arc<T>) -> T {
+    match Arc::try_unwrap(value) {
+        Ok(value) => value,
+        Err(_) => unreachable!("a value not yet inserted has one reference"),
+    }
 }
 
 /// Takes (owner, id) out of its chain.
@@ -266,14 +362,17 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
         let max_id = self.max_id;
         // The registry's shard stays read-locked across the create: a `remove_owner`, which
         // write-locks it, sees the entry in the owner's list or starts after the create.
+        // Allocated before any lock is taken.
+        let mut value = Arc::new(value);
         let (id, inserted) = self.owners.with(owner, |slot| {
-            let mut value = value;
             // Every ID claimed in turn, at most once each: Full if all are taken.
             for _ in 0..=u64::from(max_id) {
                 let id = slot.claim(max_id);
                 match try_insert(&self.chains, owner, id, value) {
                     Ok(inserted) => {
-                        lock(&slot.ids).insert(id);
+                        // Newly in the chain, so not in the list (see `ChainedTable`).
+                        let recorded = slot.ids.insert(id);
+                        debug_assert!(recorded, "ID {id} was listed but not in its chain");
                         return Ok((id, inserted));
                     }
                     Err(back) => value = back,
@@ -281,7 +380,7 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
             }
             Err(Rejected {
                 error: TableError::Full,
-                value,
+                value: unshared(value),
             })
         })?;
         // Growth runs with no lock held, so other creators of this owner do not wait for it.
@@ -300,15 +399,16 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
                     if let Some(error) = exact_id_refusal(restoring, id, max_id) {
                         return Err(Rejected { error, value });
                     }
-                    match try_insert(&self.chains, owner, id, value) {
+                    match try_insert(&self.chains, owner, id, Arc::new(value)) {
                         Ok(inserted) => {
-                            lock(&slot.ids).insert(id);
+                            let recorded = slot.ids.insert(id);
+                            debug_assert!(recorded, "ID {id} was listed but not in its chain");
                             slot.cursor.store(next_id(id, max_id), Ordering::Relaxed);
                             Ok(inserted)
                         }
                         Err(value) => Err(Rejected {
                             error: TableError::Busy,
-                            value,
+                            value: unshared(value),
                         }),
                     }
                 },
@@ -354,11 +454,12 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
     fn remove(&self, owner: Owner, id: Id) -> Result<Entry<T>, TableError> {
         self.owners
             .with_existing(owner, |slot| {
-                let mut ids = lock(&slot.ids);
-                if !ids.remove(id) {
+                // Winning the ID in the list makes this the one remove of it; until the chain
+                // lets go, a create of the same ID still finds it taken (the kernel keeps a
+                // deleted timer's ID reserved until it is unhashed).
+                if !slot.ids.remove(id) {
                     return Err(TableError::NotFound);
                 }
-                // The owner's list and the chains agree under the owner's lock.
                 take(&self.chains, owner, id)
                     .map(Entry::new)
                     .ok_or(TableError::NotFound)
@@ -368,7 +469,7 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
 
     fn ids(&self, owner: Owner) -> Vec<Id> {
         self.owners
-            .with_existing(owner, |slot| lock(&slot.ids).ascending())
+            .with_existing(owner, |slot| slot.ids.ascending())
             .unwrap_or_default()
     }
 
@@ -376,9 +477,9 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
         let Some(slot) = self.owners.remove(owner) else {
             return 0;
         };
-        // No other thread can reach `slot` any more; its lock is uncontended.
-        let ids = core::mem::take(&mut *lock(&slot.ids));
-        let values: Vec<Arc<T>> = ids
+        // No other thread can reach `slot` any more; its locks are uncontended.
+        let values: Vec<Arc<T>> = slot
+            .ids
             .ascending()
             .into_iter()
             .filter_map(|id| take(&self.chains, owner, id))
@@ -389,9 +490,7 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
     }
 
     fn memory_bytes(&self) -> usize {
-        let owners = self
-            .owners
-            .memory_bytes(|slot| lock(&slot.ids).heap_bytes());
+        let owners = self.owners.memory_bytes(|slot| slot.ids.heap_bytes());
         self.chains.memory_bytes() + owners
     }
 
@@ -400,16 +499,16 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
     }
 
     fn len(&self) -> usize {
-        self.owners.sum(|slot| lock(&slot.ids).len())
+        self.owners.sum(|slot| slot.ids.len())
     }
 
     fn entries(&self, owner: Owner) -> Vec<(Id, Entry<T>)> {
         self.owners
             .with_existing(owner, |slot| {
-                // The owner's lock keeps its list and the chains in agreement during the walk
-                // (lock order: owner, then one chain at a time).
-                let ids = lock(&slot.ids);
-                ids.ascending()
+                // IDs listed then removed before their chain is read are left out, as a remove
+                // that finished before the walk would be.
+                slot.ids
+                    .ascending()
                     .into_iter()
                     .filter_map(|id| {
                         let chain = self.chains.lock(mix(owner, id));
@@ -443,7 +542,7 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
     }
 
     fn forget_idle(&self) -> usize {
-        self.owners.remove_all_if(|slot| lock(&slot.ids).len() == 0)
+        self.owners.remove_all_if(|slot| slot.ids.len() == 0)
     }
 }
 
@@ -507,3 +606,35 @@ macro_rules! delegate_chained_table {
     };
 }
 pub(crate) use delegate_chained_table;
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn node(id: Id) -> Node<u64> {
+        Node {
+            owner: 1,
+            id,
+            value: Arc::new(u64::from(id)),
+        }
+    }
+
+    #[test]
+    fn a_split_moves_a_spilled_chain_back_into_its_bucket() {
+        let mut chain = Chain::default();
+        for id in 0..=INLINE as Id {
+            chain.push(node(id));
+        }
+        assert!(chain.nodes.spilled());
+        let mut to = Chain::default();
+        chain.split_into(&mut to, |node| node.id == 0);
+        assert!(
+            !chain.nodes.spilled(),
+            "back under INLINE, still on the heap"
+        );
+        assert_eq!(chain.len(), INLINE);
+        assert_eq!(to.len(), 1);
+        assert!(chain.find(1, 0).is_none() && to.find(1, 0).is_some());
+        assert!((1..=INLINE as Id).all(|id| chain.find(1, id).is_some()));
+    }
+}

@@ -1,9 +1,9 @@
 //! [`GlobalHash`]: the kernel's table before 6.15, 512 chains behind one global lock.
 
 use super::chain::{delegate_chained_table, Chain, ChainGuard, ChainedTable, Chains};
+use super::lock::{lock, Mutex};
 use super::Entry;
 use super::{Id, Owner, Rejected, TableError, MAX_ID};
-use crate::sync::{lock, Mutex};
 
 /// Chains in the global design: `DEFINE_HASHTABLE(posix_timers_hashtable, 9)`.
 pub const GLOBAL_BUCKETS: usize = 512;

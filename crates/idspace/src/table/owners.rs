@@ -10,8 +10,8 @@
 
 use std::collections::HashMap;
 
+use super::lock::{read, write, RwLock};
 use super::Owner;
-use crate::sync::{read, write, RwLock};
 use crate::util::hash::{mix, BuildIntHasher};
 use crossbeam_utils::CachePadded;
 

@@ -9,7 +9,8 @@ use super::{Id, Owner, Rejected, SizingError, TableError, MAX_ID};
 use crate::util::hash::mix;
 use smallvec::SmallVec;
 
-use crate::sync::{lock, try_lock, AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering};
+use super::lock::{lock, try_lock, Mutex, MutexGuard};
+use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
 
 /// Buckets per CPU in the kernel's sizing (`512 × num_possible_cpus()`).
 pub const BUCKETS_PER_CPU: usize = 512;
@@ -356,8 +357,9 @@ impl<T> Drop for ScaledChains<T> {
 /// The 6.15 kernel table: a mutex per cache-line-aligned bucket, `512 × CPUs` buckets, growing
 /// by default (see [`Sizing`]).
 ///
-/// Lookups lock one bucket; creates claim an ID from the owner's atomic cursor and lock one
-/// bucket, then the owner's list; removes lock the list, then one bucket. With
+/// Lookups lock one bucket; creates claim an ID from the owner's atomic cursor, insert under
+/// one bucket's lock and then record the ID under one stripe of the owner's list; removes forget
+/// the ID in its stripe, then take it out of its bucket. No two of these locks are held at once. With
 /// [`Sizing::Growing`] the table splits buckets as it fills, keeping chains short without ever
 /// stopping other threads. This is the recommended table design.
 ///

@@ -137,12 +137,19 @@ fn offsets_of(bits: &[u64; WORDS], len: usize) -> Vec<u16> {
     offsets
 }
 
+/// The largest array an emptied group leaves behind for the next new group.
+const SPARE_CAPACITY: usize = 16;
+
 /// A set of IDs.
 #[derive(Default)]
 pub(crate) struct IdSet {
     /// Groups by the high 16 bits of their IDs, ascending; none is empty.
     groups: Vec<(u16, Group)>,
     len: usize,
+    /// The empty array of the last small group that emptied, reused by the next new group: an
+    /// owner that creates and removes one ID at a time (the create+delete loop) would otherwise
+    /// allocate and free a group's array on every ID, as its cursor moves on.
+    spare: Vec<u16>,
 }
 
 #[inline]
@@ -173,7 +180,9 @@ impl IdSet {
         let added = match self.find(high) {
             Ok(at) => self.groups[at].1.insert(low),
             Err(at) => {
-                self.groups.insert(at, (high, Group::Sparse(vec![low])));
+                let mut offsets = core::mem::take(&mut self.spare);
+                offsets.push(low);
+                self.groups.insert(at, (high, Group::Sparse(offsets)));
                 true
             }
         };
@@ -193,7 +202,12 @@ impl IdSet {
             return false;
         }
         if group.len() == 0 {
-            self.groups.remove(at);
+            if let (_, Group::Sparse(mut offsets)) = self.groups.remove(at) {
+                if offsets.capacity() <= SPARE_CAPACITY && self.spare.capacity() == 0 {
+                    offsets.clear();
+                    self.spare = offsets;
+                }
+            }
             if self.groups.capacity() > 4 && self.groups.len() <= self.groups.capacity() / 4 {
                 self.groups.shrink_to(self.groups.len() * 2);
             }
@@ -221,9 +235,10 @@ impl IdSet {
         ids
     }
 
-    /// Heap bytes held: the group list and every group's array or bitmap.
+    /// Heap bytes held: the group list, every group's array or bitmap, and the spare array.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.groups.capacity() * core::mem::size_of::<(u16, Group)>()
+        (self.groups.capacity() * core::mem::size_of::<(u16, Group)>())
+            + self.spare.capacity() * core::mem::size_of::<u16>()
             + self
                 .groups
                 .iter()
@@ -296,6 +311,23 @@ mod tests {
         assert!(set.groups.is_empty());
     }
 
+    #[test]
+    fn one_id_at_a_time_across_groups_keeps_a_constant_footprint() {
+        let mut set = IdSet::default();
+        set.insert(0);
+        set.remove(0);
+        let bytes = set.heap_bytes();
+        // The cursor moves on: every ID in a new group, the last one's array reused.
+        for id in (1..100).map(|i| i << GROUP_BITS) {
+            assert!(set.insert(id));
+            assert_eq!(set.ascending(), [id]);
+            assert!(set.remove(id));
+            assert_eq!(set.heap_bytes(), bytes, "after ID {id}");
+        }
+        assert_eq!(set.len(), 0);
+        assert!(set.ascending().is_empty());
+    }
+
     proptest! {
         /// Against a `BTreeSet`, with IDs drawn from a few groups so that groups fill past
         /// the bitmap threshold and empty again.
@@ -333,7 +365,13 @@ mod tests {
                 prop_assert!(set.remove(id));
             }
             prop_assert_eq!(set.len(), 0);
-            prop_assert_eq!(set.heap_bytes(), set.groups.capacity() * core::mem::size_of::<(u16, Group)>());
+            // Nothing left but the group list and at most a small spare array.
+            prop_assert!(set.spare.capacity() <= SPARE_CAPACITY);
+            prop_assert_eq!(
+                set.heap_bytes(),
+                set.groups.capacity() * core::mem::size_of::<(u16, Group)>()
+                    + set.spare.capacity() * core::mem::size_of::<u16>()
+            );
         }
     }
 }

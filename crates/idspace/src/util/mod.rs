@@ -5,7 +5,8 @@
 //!   `table::Radix` design and the `pid` IDR designs store their entries in it);
 //! * [`hash`]: the locality-preserving (owner, id) hash that places buckets, locks and shards,
 //!   and the plain hasher of every integer-keyed map;
-//! * [`idset`]: a set of IDs as 64-ID bitmap words (an owner's live IDs in the hash tables).
+//! * [`idset`]: a set of IDs as sorted 16-bit offsets or bitmaps per 65,536-ID group (an
+//!   owner's live IDs in the hash tables).
 
 pub(crate) mod hash;
 pub(crate) mod idset;
