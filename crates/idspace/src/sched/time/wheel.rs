@@ -24,6 +24,9 @@
 //! nothing once the slab has grown to the peak number of live entries. An entry is named by a
 //! [`Key`]: its index and a generation that changes each time the index is freed, so a stale key
 //! (its entry fired or was cancelled, and the index perhaps reused) is recognised and refused.
+//! The generation is 32 bits: a key held across 2^32 reuses of its index would be taken for
+//! the newest entry there, which no caller comes near (a future or `Armed` holds its key only
+//! while its timer may be pending).
 //! Cancelling unlinks and frees the entry at once: nothing is left behind until its deadline.
 //!
 //! An entry that expires is *detached*: unlinked, its value handed to the caller, its index kept.
