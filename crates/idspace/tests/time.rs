@@ -3,6 +3,8 @@
 //! behaviour outside a runtime and after shutdown. No timing upper bounds: only "not before the
 //! deadline" and "eventually".
 
+#![cfg(not(loom))]
+
 use std::future::Future;
 use std::panic::{self, AssertUnwindSafe};
 use std::pin::pin;

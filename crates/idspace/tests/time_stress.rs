@@ -5,6 +5,8 @@
 //! fires; one whose cancel returned false fired exactly once; a cancelled interval timer fires
 //! at most once more (the fire already running) and never again.
 
+#![cfg(not(loom))]
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
