@@ -75,7 +75,7 @@ impl<T> Hazards<T> {
                     )
                     .is_ok()
                 {
-                    loom_single_order();
+                    single_order();
                     return Hazard { slot };
                 }
             }
@@ -101,7 +101,7 @@ impl<T> Hazards<T> {
     /// Waits until no slot holds `pointer`. The caller has already uninstalled it (`SeqCst`),
     /// so no new hazard on it survives its owner's check.
     pub(crate) fn wait_unused(&self, pointer: *mut T) {
-        loom_single_order();
+        single_order();
         for slot in self.slots.iter() {
             // SeqCst: the retirer's half of the pattern in the module docs; acquiring, it pairs
             // with the Release in `Hazard::drop`.
@@ -112,13 +112,16 @@ impl<T> Hazards<T> {
     }
 }
 
-/// Under loom, a `SeqCst` fence between the two halves of each side. Loom models `SeqCst`
-/// loads and stores as acquire/release only, without the single total order the pattern above
-/// relies on (and that real `SeqCst` accesses have); its `SeqCst` fences do carry that order,
-/// so the model checks the protocol as the hardware runs it. Natively it compiles to nothing:
-/// the `SeqCst` accesses are enough.
+/// A `SeqCst` fence between the two halves of each side (the reader's publication and its
+/// check; the retirer's unlink and its scan). The pattern needs the store of one side and the
+/// load of the other ordered in one total order; `SeqCst` fences give exactly that (if the
+/// reader's fence precedes the retirer's, the retirer's scan sees the publication or a later
+/// value of the slot; otherwise the reader's check sees the unlink). `SeqCst` accesses alone
+/// give it too on the hardware, but neither loom nor Miri models that for accesses mixed with
+/// the slot's `Release` withdrawals: Miri reported a race between a reader and the free without
+/// the fences. On x86-64 the reader's fence follows a locked compare-exchange, already a full
+/// barrier.
 #[inline(always)]
-fn loom_single_order() {
-    #[cfg(loom)]
+fn single_order() {
     crate::sync::fence(Ordering::SeqCst);
 }
