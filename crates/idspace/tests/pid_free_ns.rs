@@ -78,7 +78,14 @@ fn round_trip(depth: usize, allocs: &[(usize, usize)], order: &[usize]) {
         for &ns in chain.iter().rev() {
             pids.free_ns(ns).unwrap();
         }
-        assert_eq!(pids.memory_bytes(), start, "{name}: memory not back");
+        let back = pids.memory_bytes();
+        if name == "bitmap-hash" {
+            // Its one lookup hash serves every space and shrinks by its own policy, which may
+            // leave it below its starting capacity; it must never keep more.
+            assert!(back <= start, "{name}: memory not back: {back} > {start}");
+        } else {
+            assert_eq!(back, start, "{name}: memory not back");
+        }
         for &ns in &chain {
             assert_eq!(pids.free_ns(ns), Err(PidError::NamespaceFreed), "{name}");
             assert_eq!(
@@ -97,7 +104,7 @@ fn round_trip(depth: usize, allocs: &[(usize, usize)], order: &[usize]) {
         }
         assert_eq!(
             pids.memory_bytes(),
-            start,
+            back,
             "{name}: a refusal changed memory"
         );
         // Numbers are not reused; unknown ones stay unknown, the root cannot be freed.
