@@ -5,6 +5,7 @@
 
 #![cfg(not(loom))]
 
+mod process_util;
 mod sched_util;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -13,26 +14,14 @@ use std::time::Duration;
 
 use idspace::percid::{IndexSource, PerCid, PerCidCounter, PerCidError, PerCidPool};
 use idspace::pid::ROOT;
-use idspace::process::{self, ProcessHooks};
-use idspace::sched::{Builder, Policy, Runtime};
+use idspace::process;
+use idspace::sched::Policy;
+use process_util::{runtime, WORKERS};
 use sched_util::{join_within, yield_now};
 
-const WORKERS: usize = 3;
 const PROCESSES: usize = if cfg!(miri) { 2 } else { 8 };
 const THREADS: usize = if cfg!(miri) { 1 } else { 4 };
 const ADDS: u64 = if cfg!(miri) { 4 } else { 400 };
-
-fn runtime(policy: Policy) -> Runtime<ProcessHooks> {
-    let hooks = ProcessHooks::for_workers(WORKERS).unwrap();
-    // PID 1 of the root lives for the whole test: its end would end every process.
-    hooks.model().fork(ROOT, 0).unwrap();
-    Builder::new()
-        .workers(WORKERS)
-        .policy(policy)
-        .hooks(Arc::new(hooks))
-        .build()
-        .unwrap()
-}
 
 /// A pooled object that knows whether someone holds it.
 struct Token {

@@ -5,6 +5,7 @@
 
 #![cfg(not(loom))]
 
+mod process_util;
 mod sched_util;
 
 use std::collections::HashSet;
@@ -14,26 +15,14 @@ use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use idspace::pid::ROOT;
-use idspace::process::{self, ProcessError, ProcessHooks, Processes};
-use idspace::sched::{Builder, JoinError, Policy, Runtime};
+use idspace::process::{self, ProcessError, Processes};
+use idspace::sched::{JoinError, Policy};
+use process_util::{runtime, WORKERS};
 use sched_util::{join_within, yield_now, Bell};
 
-const WORKERS: usize = 3;
 const PROCESSES: usize = if cfg!(miri) { 2 } else { 12 };
 const THREADS: usize = if cfg!(miri) { 2 } else { 5 };
 const ROUNDS: usize = if cfg!(miri) { 3 } else { 40 };
-
-fn runtime(policy: Policy) -> Runtime<ProcessHooks> {
-    let hooks = ProcessHooks::for_workers(WORKERS).unwrap();
-    // PID 1 of the root lives for the whole test: its end would end every process.
-    hooks.model().fork(ROOT, 0).unwrap();
-    Builder::new()
-        .workers(WORKERS)
-        .policy(policy)
-        .hooks(Arc::new(hooks))
-        .build()
-        .unwrap()
-}
 
 /// Waits until the model holds no process but the root's init (exit hooks run after a join
 /// handle resolves).

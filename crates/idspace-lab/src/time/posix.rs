@@ -167,26 +167,9 @@ fn kernel(n: usize) -> Result<Vec<f64>, String> {
     Ok(per_timer(n, arm, start.elapsed()))
 }
 
-/// One `timer_create(CLOCK_MONOTONIC, SIGEV_NONE)` through the raw syscall.
+/// One kernel timer (`timer_create(CLOCK_MONOTONIC, SIGEV_NONE)`), its error as text.
 fn kernel_create() -> Result<libc::c_int, String> {
-    // SAFETY: an all-zero `sigevent` is a valid value of this plain C struct.
-    let mut event: libc::sigevent = unsafe { std::mem::zeroed() };
-    event.sigev_notify = libc::SIGEV_NONE;
-    let mut id: libc::c_int = 0;
-    // SAFETY: both pointers point at live locals of the types the syscall takes.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_timer_create,
-            libc::CLOCK_MONOTONIC,
-            &mut event as *mut libc::sigevent,
-            &mut id as *mut libc::c_int,
-        )
-    };
-    if rc == 0 {
-        Ok(id)
-    } else {
-        Err(format!("timer_create: {}", std::io::Error::last_os_error()))
-    }
+    crate::timers::kernel::timer_create(0).map_err(|e| format!("timer_create: {e}"))
 }
 
 /// The table: per-timer cost at each N (create and arm, delete, both), and the ratio of the

@@ -17,7 +17,9 @@ const PR_TIMER_CREATE_RESTORE_IDS_ON: libc::c_ulong = 1;
 /// The calling process's POSIX timers.
 pub struct KernelTimers;
 
-fn timer_create(wanted: libc::c_int) -> io::Result<libc::c_int> {
+/// One `timer_create(CLOCK_MONOTONIC, SIGEV_NONE)` through the raw syscall; `wanted` is the ID
+/// a process in restore mode asks for (ignored otherwise).
+pub(crate) fn timer_create(wanted: libc::c_int) -> io::Result<libc::c_int> {
     // SAFETY: an all-zero `sigevent` is a valid value of this plain C struct.
     let mut event: libc::sigevent = unsafe { core::mem::zeroed() };
     event.sigev_notify = libc::SIGEV_NONE;

@@ -197,11 +197,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Handle<ProcessHooks<P, C, T>> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let cpu = self.current_worker().unwrap_or(0);
-        // The model's timers fire on this runtime, unless it was given another.
-        let _ = self.hooks().model.attach_wheel(self);
-        let leader = self.hooks().model.fork(ns, cpu)?;
-        Ok(self.spawn_with(TaskIds::of(leader), future))
+        self.spawn_task(|model, cpu| model.fork(ns, cpu), future)
     }
 
     /// Adds a thread running `future` to process `pid` (its root-level PID).
@@ -217,9 +213,24 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Handle<ProcessHooks<P, C, T>> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
+        self.spawn_task(|model, cpu| model.clone_thread(pid, cpu), future)
+    }
+
+    /// Makes a thread in the model with `make` (given the model and the CPU to start on: the
+    /// calling worker's, or 0 from outside the runtime) and spawns `future` as its task.
+    fn spawn_task<F>(
+        &self,
+        make: impl FnOnce(&Processes<P, C, T>, usize) -> Result<Arc<Thread<C>>, ProcessError>,
+        future: F,
+    ) -> Result<JoinHandle<F::Output>, ProcessError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
         let cpu = self.current_worker().unwrap_or(0);
+        // The model's timers fire on this runtime, unless it was given another.
         let _ = self.hooks().model.attach_wheel(self);
-        let thread = self.hooks().model.clone_thread(pid, cpu)?;
+        let thread = make(&self.hooks().model, cpu)?;
         Ok(self.spawn_with(TaskIds::of(thread), future))
     }
 }

@@ -22,20 +22,7 @@ use std::sync::atomic::AtomicU32;
 /// nothing about the word: callers loop, reload the word and call again while they still want
 /// to sleep.
 pub(crate) fn wait(word: &AtomicU32, expected: u32) {
-    // The result is deliberately ignored: EAGAIN (the word changed), EINTR (a signal) and a
-    // real wakeup all mean "look at the word again", which the caller does anyway.
-    // SAFETY: FUTEX_WAIT reads the u32 at the address, which is a live `AtomicU32` borrowed for
-    // the whole call and aligned as the kernel requires; with a null timeout it takes no other
-    // pointer.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            std::ptr::null::<libc::timespec>(),
-        );
-    }
+    futex_wait(word, expected, None);
 }
 
 /// Sleeps while `word` holds `expected`, for at most `timeout` (measured on the monotonic
@@ -50,16 +37,24 @@ pub(crate) fn wait_timeout(word: &AtomicU32, expected: u32, timeout: std::time::
         tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
         tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
     };
-    // The result is ignored for the reasons given in `wait`; ETIMEDOUT is one more "look again".
-    // SAFETY: FUTEX_WAIT reads the u32 at the address, a live and aligned `AtomicU32` borrowed
-    // for the whole call, and the timespec, a live local that outlives the call.
+    futex_wait(word, expected, Some(&timeout));
+}
+
+/// FUTEX_WAIT on `word`, without a timeout or with a relative one.
+fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<&libc::timespec>) {
+    let timeout = timeout.map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // The result is deliberately ignored: EAGAIN (the word changed), EINTR (a signal),
+    // ETIMEDOUT and a real wakeup all mean "look at the word again", which callers do anyway.
+    // SAFETY: FUTEX_WAIT reads the u32 at the address, which is a live `AtomicU32` borrowed for
+    // the whole call and aligned as the kernel requires, and the timespec, null or a reference
+    // borrowed for the whole call; it takes no other pointer.
     unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
             libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
             expected,
-            &timeout as *const libc::timespec,
+            timeout,
         );
     }
 }
