@@ -100,6 +100,7 @@ mod entry;
 mod error;
 mod global;
 mod lock;
+mod node;
 mod owners;
 mod radix;
 mod scaled;
@@ -108,7 +109,7 @@ pub use entry::Entry;
 pub use error::{Rejected, SizingError, TableError};
 pub use global::GlobalHash;
 pub use radix::Radix;
-pub use scaled::{ScaledHash, Sizing, MAX_SIZED_BUCKETS};
+pub use scaled::{ScaledHash, Sizing, DEFAULT_MAX_LOAD, MAX_SIZED_BUCKETS};
 
 /// Names an independent ID space (the kernel's `signal_struct`: one per process).
 pub type Owner = u64;
