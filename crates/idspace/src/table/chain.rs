@@ -8,6 +8,7 @@ use super::entry::Entry;
 use super::lock::{lock, Mutex, MutexGuard};
 use super::node::Node;
 use super::owners::Owners;
+use super::readers::{Readers, Session};
 use super::{exact_id_refusal, next_id, Id, IdTable, Owner, Rejected, TableError, MAX_ID};
 use crate::sync::{exclusive_load, AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use crate::util::hash::mix;
@@ -152,10 +153,46 @@ pub(crate) fn release_chain<T>(head: &mut Head<T>) {
     }
 }
 
+/// The node of (owner, id) in the chain at `head`, walked without the chain's lock as the
+/// kernel walks its hlist under RCU. Links are loaded with Acquire, pairing with the Release
+/// stores that link nodes, so the fields of every node reached are visible; a node's key
+/// never changes once it is linked.
+///
+/// The caller is in a reader session of the table (see [`Readers`]): every node it can reach
+/// stays allocated until the session ends, and the pointer returned may be used until then.
+#[inline]
+pub(crate) fn find_unlocked<T>(
+    _session: &Session<'_>,
+    head: &Head<T>,
+    owner: Owner,
+    id: Id,
+) -> Option<NonNull<Node<T>>> {
+    let mut next = head.load(Ordering::Acquire);
+    while let Some(node) = NonNull::new(next) {
+        // SAFETY: reached from the chain during the session, so allocated (see `Readers`).
+        let node_ref = unsafe { node.as_ref() };
+        node_ref.reached();
+        if node_ref.is(owner, id) {
+            return Some(node);
+        }
+        next = node_ref.next.load(Ordering::Acquire);
+    }
+    None
+}
+
 /// How a hash design finds and locks the chain of a hash.
 pub(crate) trait Chains<T>: Send + Sync {
     /// Locks the chain that holds (or would hold) keys with this hash.
     fn lock(&self, hash: u64) -> ChainGuard<'_, T>;
+    /// The node of (owner, id), whose hash is `hash`, found without taking a lock (see
+    /// [`find_unlocked`]); valid while `session` lives.
+    fn find(
+        &self,
+        session: &Session<'_>,
+        hash: u64,
+        owner: Owner,
+        id: Id,
+    ) -> Option<NonNull<Node<T>>>;
     /// Called after an insert of a key with `hash` left its chain `len` entries long, with no
     /// chain locked: a growing table may split buckets here.
     fn inserted(&self, _hash: u64, _len: usize) {}
@@ -302,6 +339,8 @@ impl OwnerSlot {
 pub(crate) struct ChainedTable<C> {
     chains: C,
     owners: Owners<OwnerSlot>,
+    /// Lookups in flight, which a remove waits out before it hands its node on.
+    readers: Readers,
     max_id: Id,
 }
 
@@ -310,6 +349,7 @@ impl<C> ChainedTable<C> {
         ChainedTable {
             chains,
             owners: Owners::new(),
+            readers: Readers::for_this_machine(),
             max_id,
         }
     }
@@ -438,13 +478,22 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
     }
 
     fn get(&self, owner: Owner, id: Id) -> Option<Entry<T>> {
-        // The chain is locked only while it is searched: the entry leaves with a reference of
-        // its own, and the lock is released before `get` returns.
-        self.chains.lock(mix(owner, id)).get(owner, id)
+        let hash = mix(owner, id);
+        let Some(session) = self.readers.enter() else {
+            // Every reader slot is taken: search under the chain's lock instead.
+            return self.chains.lock(hash).get(owner, id);
+        };
+        let node = self.chains.find(&session, hash, owner, id)?;
+        // SAFETY: the session keeps the node allocated, and the chain's reference to it is not
+        // given away before the session ends (see `Readers`), so its count is not zero.
+        let entry = unsafe { Entry::retained(node) };
+        drop(session);
+        Some(entry)
     }
 
     fn remove(&self, owner: Owner, id: Id) -> Result<Entry<T>, TableError> {
-        self.owners
+        let removed = self
+            .owners
             .with_existing(owner, |slot| {
                 // Winning the ID in the list makes this the one remove of it; until the chain
                 // lets go, a create of the same ID still finds it taken (the kernel keeps a
@@ -454,7 +503,13 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
                 }
                 take(&self.chains, owner, id).ok_or(TableError::NotFound)
             })
-            .unwrap_or(Err(TableError::NotFound))
+            .unwrap_or(Err(TableError::NotFound));
+        if removed.is_ok() {
+            // Lookups that may still be walking over the node end before the caller may free
+            // it (the kernel's `kfree_rcu`, done synchronously).
+            self.readers.wait();
+        }
+        removed
     }
 
     fn ids(&self, owner: Owner) -> Vec<Id> {
@@ -475,13 +530,15 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
             .filter_map(|id| take(&self.chains, owner, id))
             .collect();
         let removed = values.len();
+        // As in `remove`: lookups walking over the nodes end first.
+        self.readers.wait();
         drop(values); // user destructors run with no lock held
         removed
     }
 
     fn memory_bytes(&self) -> usize {
         let owners = self.owners.memory_bytes(|slot| slot.ids.heap_bytes());
-        self.chains.memory_bytes() + owners
+        self.chains.memory_bytes() + owners + self.readers.memory_bytes()
     }
 
     fn owners(&self) -> Vec<Owner> {

@@ -30,6 +30,11 @@ pub(crate) struct Node<T> {
     refs: AtomicU32,
     /// The entry's value; read-only once the node is shared.
     pub(crate) value: T,
+    /// Under loom, the node's lifetime as a cell: lock-free walks read it at every node they
+    /// reach and the free writes it, so that loom reports a free that does not happen after
+    /// every walk that reached the node.
+    #[cfg(loom)]
+    lifetime: crate::sync::UnsafeCell<()>,
 }
 
 impl<T> Node<T> {
@@ -42,6 +47,8 @@ impl<T> Node<T> {
             id,
             refs: AtomicU32::new(1),
             value,
+            #[cfg(loom)]
+            lifetime: crate::sync::UnsafeCell::new(()),
         })
     }
 
@@ -49,6 +56,20 @@ impl<T> Node<T> {
     #[inline]
     pub(crate) fn is(&self, owner: Owner, id: Id) -> bool {
         self.id == id && self.owner == owner
+    }
+
+    /// Records, under loom, that a lock-free walk reached the node (see `lifetime`).
+    #[inline(always)]
+    pub(crate) fn reached(&self) {
+        #[cfg(loom)]
+        self.lifetime.with(|_| ());
+    }
+
+    /// Records, under loom, that the node is being freed (see `lifetime`).
+    #[inline(always)]
+    fn freed(&self) {
+        #[cfg(loom)]
+        self.lifetime.with_mut(|_| ());
     }
 
     /// Adds a reference to a node the caller keeps alive by a reference of its own (or by the
@@ -77,6 +98,8 @@ impl<T> Node<T> {
             return;
         }
         fence(Ordering::Acquire);
+        // SAFETY: still allocated: ours was the last reference.
+        unsafe { node.as_ref() }.freed();
         // SAFETY: that was the last reference, so no other thread can reach the node; it came
         // from `Box::into_raw` of a `Node::boxed`.
         drop(unsafe { Box::from_raw(node.as_ptr()) });
@@ -94,6 +117,8 @@ impl<T> Node<T> {
         // uses of the value happen before we take it.
         refs.compare_exchange(1, 0, Ordering::Acquire, Ordering::Relaxed)
             .ok()?;
+        // SAFETY: still allocated: ours was the last reference.
+        unsafe { node.as_ref() }.freed();
         // SAFETY: the count was 1 and is now 0: ours was the last reference and no other can be
         // made from nothing, so we own the allocation from `Box::into_raw`.
         let node = unsafe { Box::from_raw(node.as_ptr()) };

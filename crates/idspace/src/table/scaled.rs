@@ -3,16 +3,21 @@
 
 use core::ptr;
 
+use core::ptr::NonNull;
+
 use super::chain::{
-    delegate_chained_table, empty_head, release_chain, ChainGuard, ChainedTable, Chains, Head,
+    delegate_chained_table, empty_head, find_unlocked, release_chain, ChainGuard, ChainedTable,
+    Chains, Head,
 };
+use super::node::Node;
+use super::readers::Session;
 use super::Entry;
 use super::{Id, Owner, Rejected, SizingError, TableError, MAX_ID};
 use crate::util::hash::mix;
 use smallvec::SmallVec;
 
 use super::lock::{lock, try_lock, Mutex};
-use crate::sync::{exclusive_load, AtomicPtr, AtomicUsize, Ordering};
+use crate::sync::{exclusive_load, fence, spin_wait, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 /// Buckets per CPU in the kernel's sizing (`512 × num_possible_cpus()`).
 pub const BUCKETS_PER_CPU: usize = 512;
@@ -107,10 +112,14 @@ fn available_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// One bucket, as the kernel's `timer_hash_bucket`: a lock and the head of its chain, 16
-/// bytes (four to a cache line).
+/// One bucket, as the kernel's `timer_hash_bucket`: a lock and the head of its chain, and in
+/// the lock's padding a count of the splits that moved nodes out of it; 16 bytes (four to a
+/// cache line).
 pub(crate) struct Bucket<T> {
     lock: Mutex<()>,
+    /// Odd while a split moves nodes out of the bucket (a seqcount): a lookup that walked the
+    /// chain meanwhile may have followed a moved node into another chain, and walks again.
+    splits: AtomicU32,
     head: Head<T>,
 }
 
@@ -118,6 +127,7 @@ impl<T> Bucket<T> {
     fn new() -> Self {
         Bucket {
             lock: Mutex::new(()),
+            splits: AtomicU32::new(0),
             head: empty_head(),
         }
     }
@@ -336,6 +346,13 @@ impl<T: Send + Sync> ScaledChains<T> {
         let mut sources: SmallVec<[ChainGuard<'_, T>; GROWTH_SPAN]> = (n - m..n - m + span)
             .map(|index| self.bucket(index).chain())
             .collect();
+        for index in n - m..n - m + span {
+            // Relaxed: ordered before the moves by the fence below.
+            self.bucket(index).splits.fetch_add(1, Ordering::Relaxed);
+        }
+        // Release pairs with the Acquire fence in `find`: a lookup that sees a moved link sees
+        // its bucket's split count odd, or moved on.
+        fence(Ordering::Release);
         let mask = 2 * m - 1;
         for (offset, source) in sources.iter_mut().enumerate() {
             let target = n + offset;
@@ -350,6 +367,11 @@ impl<T: Send + Sync> ScaledChains<T> {
         // the new block. Stored while every source is still locked: a thread that locks a
         // source after us re-reads the count and learns that its key may have moved.
         self.buckets.store(n + span, Ordering::Release);
+        for index in n - m..n - m + span {
+            // Release pairs with the Acquire load in `find`: a lookup that sees the split over
+            // sees the new count, and with it the key's new home.
+            self.bucket(index).splits.fetch_add(1, Ordering::Release);
+        }
         drop(sources);
     }
 }
@@ -373,6 +395,42 @@ impl<T: Send + Sync> Chains<T> for ScaledChains<T> {
                 return guard;
             }
             // A split moved our key's home between the read and the lock: go again.
+        }
+    }
+
+    #[inline]
+    fn find(
+        &self,
+        session: &Session<'_>,
+        hash: u64,
+        owner: Owner,
+        id: Id,
+    ) -> Option<NonNull<Node<T>>> {
+        loop {
+            // Acquire pairs with the Release stores in `grow`.
+            let n = self.buckets.load(Ordering::Acquire);
+            let index = self.address(hash, n);
+            let bucket = self.bucket(index);
+            // Acquire pairs with the Release increment that ends a split: if it ended before
+            // this load, the count below shows where our key went.
+            let splits = bucket.splits.load(Ordering::Acquire);
+            if splits % 2 == 1 {
+                spin_wait(); // the bucket is being split: its new count comes soon
+                continue;
+            }
+            if self.max_load != 0 {
+                let now = self.buckets.load(Ordering::Acquire);
+                if now != n && self.address(hash, now) != index {
+                    continue; // split since we read the count: our key may have moved
+                }
+            }
+            let found = find_unlocked(session, &bucket.head, owner, id);
+            // Acquire pairs with the Release fence in `grow`: if the walk saw a link a split
+            // stored, the load below sees that split's odd count or later.
+            fence(Ordering::Acquire);
+            if bucket.splits.load(Ordering::Relaxed) == splits {
+                return found;
+            }
         }
     }
 
@@ -447,7 +505,8 @@ impl<T> Drop for ScaledChains<T> {
 /// The 6.15 kernel table: `512 × CPUs` buckets of 16 bytes (a lock and a chain head), growing
 /// by default (see [`Sizing`]).
 ///
-/// Lookups lock one bucket; creates claim an ID from the owner's atomic cursor, insert under
+/// Lookups take no lock (see "Lookups without locks" below); creates claim an ID from the
+/// owner's atomic cursor, insert under
 /// one bucket's lock and then record the ID under one stripe of the owner's list; removes forget
 /// the ID in its stripe, then take it out of its bucket. No two of these locks are held at once. With
 /// [`Sizing::Growing`] the table splits buckets as it fills, keeping chains short without ever
@@ -516,6 +575,29 @@ impl<T> Drop for ScaledChains<T> {
 ///
 /// The table never shrinks: a table that once held many entries keeps its buckets (the kernel's
 /// never shrinks either).
+///
+/// # Lookups without locks
+///
+/// A lookup walks its chain without the bucket's lock inside a reader session of the table,
+/// which keeps every node it can reach allocated (see the table module docs). Inserts link a
+/// node at the head and removes unlink one; either way a walker sees the chain before or
+/// after, and an unlinked node keeps its link, so a walker standing on it goes on along the
+/// chain. A split is different: it relinks the nodes it moves into the new bucket's chain, so
+/// a walker standing on a moved node would continue in the wrong chain and could miss its key.
+/// Each bucket therefore counts its splits, a seqcount in the lock's padding:
+///
+/// * The splitter makes the count of each source odd, then a Release fence, then moves the
+///   nodes, publishes the new bucket count, and makes each source's count even again
+///   (Release).
+/// * A lookup reads the bucket count, computes its bucket, reads that bucket's split count
+///   (Acquire; if odd, it waits for the split to finish), reads the bucket count again (if the
+///   key's bucket changed, it starts over), walks, then an Acquire fence and the split count
+///   again: if it changed, it starts over.
+/// * If the walk saw any link a split stored, the fences make the second read see that split's
+///   odd count or a later one, so a walk that crossed a split never counts. If a split of the
+///   bucket ended before the first read of its count, that read synchronises with its end, so
+///   the second read of the bucket count shows the key's new home. Otherwise the walk saw the
+///   chain as no split changed it, and the lookup's answer is that chain's.
 pub struct ScaledHash<T> {
     table: ChainedTable<ScaledChains<T>>,
     sizing: Sizing,
@@ -610,6 +692,8 @@ mod tests {
         }
     }
 
+    // std's mutex, used under Miri, is larger than `parking_lot`'s byte.
+    #[cfg(not(miri))]
     #[test]
     fn a_bucket_is_a_lock_and_a_head_as_in_the_kernel() {
         assert_eq!(core::mem::size_of::<Bucket<u64>>(), 16);
