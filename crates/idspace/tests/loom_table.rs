@@ -1,6 +1,8 @@
 //! Loom models of the tables' concurrent protocols: create, get and remove on the scaled hash's
-//! chains while another thread splits buckets (growth by linear hashing), and in every design a
-//! lookup racing a remove or a `remove_owner`, its entry then held across both.
+//! chains while another thread splits buckets (growth by linear hashing, which lock-free
+//! lookups validate with the bucket's split count), in every design a lookup racing a remove or
+//! a `remove_owner`, its entry then held across both, and in the hash designs a lock-free walk
+//! over a node that is removed and freed meanwhile.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_table`.
 //! Tables start with one bucket and split past one entry per bucket, so each model crosses at
@@ -182,6 +184,35 @@ fn a_read_races_remove_owner() {
         assert!(table.ids(1).is_empty());
         assert_eq!(table.get(2, 0).map(|e| *e), Some(200));
     });
+}
+
+/// A lookup walks a chain without its lock while a remove unlinks the node in front of the one
+/// it looks for and frees it at once (its value dropped with the last reference): the walk
+/// must never reach freed memory (nodes record, under loom, every walk that reaches them and
+/// their free, so loom reports a free that is not ordered after such a walk), and the lookup
+/// finds its entry. The two keys share one chain: owners 33 and 232 in the global table, any
+/// two in a scaled table of one fixed bucket.
+#[test]
+fn a_read_walks_past_a_node_removed_and_freed() {
+    let designs: [fn() -> Shared; 2] = [
+        || std::sync::Arc::new(GlobalHash::new()),
+        || std::sync::Arc::new(ScaledHash::with_sizing(Sizing::Fixed { buckets: 1 }).unwrap()),
+    ];
+    for (index, make) in designs.into_iter().enumerate() {
+        run_model(
+            &format!("a_read_walks_past_a_node_removed_and_freed, design {index}"),
+            move || {
+                let table = make();
+                table.create(33, 330).unwrap();
+                table.create(232, 2320).unwrap(); // linked first, in front of 33's
+                let reader = table.clone();
+                let read = thread::spawn(move || reader.get(33, 0).map(|e| *e));
+                drop(table.remove(232, 0).unwrap()); // the last reference: freed here
+                assert_eq!(read.join().unwrap(), Some(330), "{}", table.name());
+                assert!(table.get(232, 0).is_none());
+            },
+        );
+    }
 }
 
 /// A remove races a restore-mode create of the same ID. The hash designs record an ID in the

@@ -372,3 +372,106 @@ fn concurrent_creates_of_one_owner_take_the_ids_in_order() {
         assert_eq!(table.cursor(1), 4 * per_thread as u32, "{name}");
     });
 }
+
+/// A value that counts its drops.
+struct Counted(std::sync::Arc<std::sync::atomic::AtomicUsize>, u64);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn every_value_is_dropped_exactly_once_whoever_holds_it_last() {
+    use idspace::table::{GlobalHash, Radix, ScaledHash, Sizing};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let tiny = Sizing::Growing {
+        initial: 1,
+        max_load: 1,
+    };
+    type Make = Box<dyn Fn() -> Box<dyn IdTable<Counted>>>;
+    let designs: Vec<Make> = vec![
+        Box::new(|| Box::new(GlobalHash::new())),
+        Box::new(move || Box::new(ScaledHash::with_sizing(tiny).unwrap())),
+        Box::new(|| Box::new(ScaledHash::new())),
+        Box::new(|| Box::new(Radix::new())),
+    ];
+    let entries = miri_scaled(400) as u64;
+    for make in &designs {
+        let drops = std::sync::Arc::new(AtomicUsize::new(0));
+        let table = make();
+        let name = table.name();
+        for value in 0..entries {
+            let counted = Counted(drops.clone(), value);
+            table
+                .create(value % 3, counted)
+                .map_err(|r| r.error)
+                .unwrap();
+        }
+        // Held across everything below: every fourth entry.
+        let held: Vec<_> = (0..entries)
+            .step_by(4)
+            .map(|value| table.get(value % 3, (value / 3) as u32).expect("created"))
+            .collect();
+        // Removed and dropped at once: every odd entry; held ones stay alive.
+        for value in (1..entries).step_by(2) {
+            drop(table.remove(value % 3, (value / 3) as u32).unwrap());
+        }
+        let odd_held = held.iter().filter(|entry| entry.1 % 2 == 1).count();
+        assert_eq!(odd_held, 0, "{name}: every fourth is even");
+        let removed = (entries / 2) as usize;
+        assert_eq!(drops.load(Ordering::Relaxed), removed, "{name}");
+        // A removed value held elsewhere is not unwrapped; once alone, it is.
+        table.set_restore(9, true);
+        table
+            .create_at(9, 0, Counted(drops.clone(), 1000))
+            .map_err(|r| r.error)
+            .unwrap();
+        let other = table.get(9, 0).unwrap();
+        let removed_entry = table.remove(9, 0).unwrap();
+        let removed_entry = removed_entry
+            .try_unwrap()
+            .map(|_| ())
+            .expect_err("held twice");
+        drop(other);
+        let value = removed_entry.try_unwrap().ok().expect("alone now");
+        assert_eq!(value.1, 1000, "{name}");
+        drop(value);
+        assert_eq!(drops.load(Ordering::Relaxed), removed + 1, "{name}");
+        // Owner 0 goes with `remove_owner`, the rest with the table; held values outlive both.
+        table.remove_owner(0);
+        drop(table);
+        let alive = held.len();
+        assert_eq!(
+            drops.load(Ordering::Relaxed),
+            entries as usize + 1 - alive,
+            "{name}: only the held values are alive"
+        );
+        drop(held);
+        assert_eq!(
+            drops.load(Ordering::Relaxed),
+            entries as usize + 1,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn sparse_ids_fit_in_a_hundred_kilobytes_on_two_cpus() {
+    use idspace::table::{ScaledHash, Sizing};
+    // The kernel's sizing for two CPUs, growing as `ScaledHash::new` does.
+    let table = ScaledHash::<u64>::with_sizing(Sizing::Growing {
+        initial: Sizing::kernel_buckets(2),
+        max_load: idspace::table::DEFAULT_MAX_LOAD,
+    })
+    .unwrap();
+    table.set_restore(1, true);
+    let sparse = miri_scaled(2048) as u32;
+    for index in 0..sparse {
+        table.create_at(1, index * 512, index.into()).unwrap();
+    }
+    let bytes = table.memory_bytes();
+    eprintln!("sparse: {bytes} bytes, {} buckets", table.buckets());
+    assert!(bytes <= 100_000, "{bytes} bytes");
+}

@@ -170,3 +170,71 @@ fn stress_reuse_of_a_small_id_space() {
         reuse_a_small_space(table.as_ref(), &label(table.as_ref(), index));
     }
 }
+
+/// A value on the heap that names its key, so that a lookup which read a freed or reused node
+/// would see the wrong name (and AddressSanitizer, which CI runs this under, the bad access).
+type Named = Box<(u32, u64)>;
+
+fn named(id: u32) -> Named {
+    Box::new((id, u64::from(id) * 3 + 1))
+}
+
+/// Lookups race removes of the very entries they look for (whose values are freed at once),
+/// while another owner's creates make the growing tables split: every entry found names its
+/// key.
+#[test]
+fn lookups_race_removes_and_splits() {
+    use idspace::table::{GlobalHash, Radix, ScaledHash, Sizing};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let tiny = Sizing::Growing {
+        initial: 1,
+        max_load: 1,
+    };
+    let designs: Vec<Box<dyn IdTable<Named>>> = vec![
+        Box::new(GlobalHash::new()),
+        Box::new(ScaledHash::with_sizing(tiny).expect("a valid sizing")),
+        Box::new(ScaledHash::new()),
+        Box::new(Radix::new()),
+    ];
+    let rounds: u32 = if cfg!(debug_assertions) {
+        20_000
+    } else {
+        200_000
+    };
+    for table in &designs {
+        let table = table.as_ref();
+        let name = table.name();
+        let stop = AtomicBool::new(false);
+        table.set_restore(1, true);
+        thread::scope(|scope| {
+            for reader in 0..3u32 {
+                let stop = &stop;
+                scope.spawn(move || {
+                    let mut id = reader;
+                    while !stop.load(Ordering::Relaxed) {
+                        id = (id + 1) % 64;
+                        if let Some(entry) = table.get(1, id) {
+                            assert_eq!(**entry, *named(id), "{name}: found under ID {id}");
+                        }
+                    }
+                });
+            }
+            // Splits: another owner's entries pile up (the tiny table grows all along).
+            scope.spawn(|| {
+                for _ in 0..rounds / 4 {
+                    table.create(2, named(0)).expect("never full");
+                }
+            });
+            for round in 0..rounds {
+                let id = round.wrapping_mul(7) % 64;
+                if let Err(rejected) = table.create_at(1, id, named(id)) {
+                    drop(rejected);
+                    let removed = table.remove(1, id).expect("created before");
+                    assert_eq!(**removed, *named(id), "{name}: removed ID {id}");
+                }
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        assert_eq!(table.remove_owner(2), (rounds / 4) as usize, "{name}");
+    }
+}

@@ -1,152 +1,204 @@
-//! What the two hash designs share: chains of entries, the owner bookkeeping around them, and
-//! the [`IdTable`] operations written once over any way of finding and locking a chain.
+//! What the two hash designs share: chains of intrusive nodes, the owner bookkeeping around
+//! them, and the [`IdTable`] operations written once over any way of finding and locking a
+//! chain.
 
-use core::ops::{Deref, DerefMut};
-use smallvec::SmallVec;
+use core::ptr::NonNull;
 
 use super::entry::Entry;
 use super::lock::{lock, Mutex, MutexGuard};
+use super::node::Node;
 use super::owners::Owners;
+use super::readers::{Readers, Session};
 use super::{exact_id_refusal, next_id, Id, IdTable, Owner, Rejected, TableError, MAX_ID};
-use crate::sync::{Arc, AtomicBool, AtomicU32, Ordering};
+use crate::sync::{exclusive_load, AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use crate::util::hash::mix;
 use crate::util::idset::IdSet;
 
-/// One entry: its key and its value, stored inline in the chain. The value is reference
-/// counted so that a lookup can hand it out and let go of the chain's lock (see [`Entry`]).
-pub(crate) struct Node<T> {
-    pub(crate) owner: Owner,
-    pub(crate) id: Id,
-    pub(crate) value: Arc<T>,
+/// The head of a chain: its first node, or null (the kernel's `hlist_head`). A chain owns one
+/// reference to each node linked into it.
+pub(crate) type Head<T> = AtomicPtr<Node<T>>;
+
+/// An empty chain's head.
+pub(crate) fn empty_head<T>() -> Head<T> {
+    AtomicPtr::new(core::ptr::null_mut())
 }
 
-/// Entries a chain holds inline, in its bucket, before it spills to the heap. Two entries of a
-/// pointer-sized value fill a 64-byte bucket line with its lock; the designs keep chains
-/// around two entries long, so most lookups touch one line.
-const INLINE: usize = 2;
-
-/// The entries that hash to one bucket, in no particular order.
-pub(crate) struct Chain<T> {
-    nodes: SmallVec<[Node<T>; INLINE]>,
+/// A locked chain: the guard of the lock that covers it (its bucket's, or the global one) and
+/// its head. Links are changed only through a guard.
+///
+/// Links are stored with Release and loaded with Acquire: a node's fields are written before
+/// the store that links it, so whoever finds the node through a link sees them.
+pub(crate) struct ChainGuard<'a, T> {
+    _lock: MutexGuard<'a, ()>,
+    head: &'a Head<T>,
 }
 
-impl<T> Default for Chain<T> {
-    fn default() -> Self {
-        Chain {
-            nodes: SmallVec::new(),
+impl<'a, T> ChainGuard<'a, T> {
+    /// The chain at `head`, whose lock the caller holds in `lock`.
+    #[inline]
+    pub(crate) fn new(lock: MutexGuard<'a, ()>, head: &'a Head<T>) -> Self {
+        ChainGuard { _lock: lock, head }
+    }
+
+    /// The node after the link `link` (a pointer with the provenance of the node's allocation,
+    /// so that the last reference can free it).
+    #[inline]
+    fn follow(link: &Head<T>) -> Option<NonNull<Node<T>>> {
+        // Acquire pairs with the Release stores that link nodes (see the type's docs).
+        NonNull::new(link.load(Ordering::Acquire))
+    }
+
+    /// A linked node, borrowed for as long as the chain is.
+    #[inline]
+    fn node(&self, node: NonNull<Node<T>>) -> &Node<T> {
+        // SAFETY: a linked node holds the chain's reference, and only a holder of the chain's
+        // lock (which `self` is, for the borrow) can unlink it and give that reference away.
+        unsafe { node.as_ref() }
+    }
+
+    /// The chain's nodes, first to last.
+    #[inline]
+    fn nodes(&self) -> impl Iterator<Item = NonNull<Node<T>>> + '_ {
+        core::iter::successors(Self::follow(self.head), |&node| {
+            Self::follow(&self.node(node).next)
+        })
+    }
+
+    /// A new reference to the node of (owner, id), found by walking the chain as the kernel
+    /// walks its hlist.
+    #[inline]
+    pub(crate) fn get(&self, owner: Owner, id: Id) -> Option<Entry<T>> {
+        let node = self.nodes().find(|&node| self.node(node).is(owner, id))?;
+        // SAFETY: the chain's reference keeps the node alive while we hold its lock.
+        Some(unsafe { Entry::retained(node) })
+    }
+
+    /// Links `node` first unless the chain already holds its key (the node comes back then);
+    /// the chain's length afterwards.
+    #[inline]
+    pub(crate) fn insert(&mut self, node: Box<Node<T>>) -> Result<usize, Box<Node<T>>> {
+        let mut len = 0;
+        for other in self.nodes() {
+            if self.node(other).is(node.owner, node.id) {
+                return Err(node);
+            }
+            len += 1;
         }
+        self.link(NonNull::from(Box::leak(node)));
+        Ok(len + 1)
     }
-}
 
-impl<T> Chain<T> {
-    /// The slot of (owner, id), walking the chain as the kernel walks its hlist.
+    /// Links `node` first; the caller's reference to it becomes the chain's.
     #[inline]
-    pub(crate) fn find(&self, owner: Owner, id: Id) -> Option<usize> {
-        self.nodes
-            .iter()
-            .position(|node| node.id == id && node.owner == owner)
+    fn link(&mut self, node: NonNull<Node<T>>) {
+        // Relaxed: the node is not reachable from the chain yet; the store below publishes it.
+        self.node(node)
+            .next
+            .store(self.head.load(Ordering::Relaxed), Ordering::Relaxed);
+        // Release: see the type's docs.
+        self.head.store(node.as_ptr(), Ordering::Release);
     }
 
+    /// Unlinks the node of (owner, id) and hands over the chain's reference to it.
     #[inline]
-    pub(crate) fn len(&self) -> usize {
-        self.nodes.len()
+    pub(crate) fn unlink(&mut self, owner: Owner, id: Id) -> Option<Entry<T>> {
+        let mut link = self.head;
+        while let Some(node) = Self::follow(link) {
+            let node_ref = self.node(node);
+            if node_ref.is(owner, id) {
+                // Release: see the type's docs.
+                link.store(node_ref.next.load(Ordering::Acquire), Ordering::Release);
+                // SAFETY: the chain's reference to the node, given up by unlinking it.
+                return Some(unsafe { Entry::from_reference(node) });
+            }
+            link = &node_ref.next;
+        }
+        None
     }
 
-    #[inline]
-    pub(crate) fn push(&mut self, node: Node<T>) {
-        self.nodes.push(node);
-    }
-
-    /// Removes the node in `slot`; the last node takes its place.
-    #[inline]
-    pub(crate) fn take(&mut self, slot: usize) -> Node<T> {
-        self.nodes.swap_remove(slot)
-    }
-
-    /// Moves out every node for which `moves` holds, appending it to `to` (a bucket split).
+    /// Moves every node for which `moves` holds into `to` (a bucket split).
     pub(crate) fn split_into(
         &mut self,
-        to: &mut Chain<T>,
+        to: &mut ChainGuard<'_, T>,
         mut moves: impl FnMut(&Node<T>) -> bool,
     ) {
-        let mut slot = 0;
-        while slot < self.nodes.len() {
-            if moves(&self.nodes[slot]) {
-                to.nodes.push(self.nodes.swap_remove(slot));
+        let mut link = self.head;
+        while let Some(node) = Self::follow(link) {
+            let node_ref = self.node(node);
+            if moves(node_ref) {
+                link.store(node_ref.next.load(Ordering::Acquire), Ordering::Release);
+                // The chain's reference moves from this chain to `to` (both locked).
+                to.link(node);
             } else {
-                slot += 1;
+                link = &node_ref.next;
             }
         }
-        // A chain that overflowed its bucket spilled to the heap, and splitting is what brings
-        // it back under `INLINE`: move it back into the bucket, so that lookups touch one line
-        // and the table does not keep a heap array for every bucket that once held three.
-        if self.nodes.spilled() && self.nodes.len() <= INLINE {
-            self.nodes.shrink_to_fit();
-        }
     }
 
-    /// Heap bytes of the chain: its node array once it spills, and each value's count block
-    /// (two counters and the value).
-    pub(crate) fn heap_bytes(&self) -> usize {
-        let shared =
-            self.nodes.len() * (2 * core::mem::size_of::<usize>() + core::mem::size_of::<T>());
-        if self.nodes.spilled() {
-            self.nodes.capacity() * core::mem::size_of::<Node<T>>() + shared
-        } else {
-            shared
-        }
-    }
-
-    #[inline]
-    pub(crate) fn value(&self, slot: usize) -> &Arc<T> {
-        &self.nodes[slot].value
+    /// Bytes of the chain's nodes.
+    pub(crate) fn node_bytes(&self) -> usize {
+        self.nodes().count() * core::mem::size_of::<Node<T>>()
     }
 }
 
-/// A locked chain: either one chain of a table behind one global lock, or a chain with a lock
-/// of its own.
-pub(crate) enum ChainGuard<'a, T> {
-    /// The global design: the whole table is locked; `index` names the chain.
-    Shared {
-        all: MutexGuard<'a, Box<[Chain<T>]>>,
-        index: usize,
-    },
-    /// A per-bucket lock.
-    Own(MutexGuard<'a, Chain<T>>),
-}
-
-impl<T> Deref for ChainGuard<'_, T> {
-    type Target = Chain<T>;
-    #[inline]
-    fn deref(&self) -> &Chain<T> {
-        match self {
-            ChainGuard::Shared { all, index } => &all[*index],
-            ChainGuard::Own(chain) => chain,
-        }
+/// Drops the chain's references to its nodes (the table is going away).
+pub(crate) fn release_chain<T>(head: &mut Head<T>) {
+    let mut next = exclusive_load(head);
+    while let Some(node) = NonNull::new(next) {
+        // SAFETY: `&mut` to the head means no other thread reaches the chain; the node is live
+        // while the chain's reference to it is.
+        next = exclusive_load(unsafe { &mut (*node.as_ptr()).next });
+        // SAFETY: the chain's reference to the node, given up.
+        unsafe { Node::release(node) };
     }
 }
 
-impl<T> DerefMut for ChainGuard<'_, T> {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut Chain<T> {
-        match self {
-            ChainGuard::Shared { all, index } => &mut all[*index],
-            ChainGuard::Own(chain) => chain,
+/// The node of (owner, id) in the chain at `head`, walked without the chain's lock as the
+/// kernel walks its hlist under RCU. Links are loaded with Acquire, pairing with the Release
+/// stores that link nodes, so the fields of every node reached are visible; a node's key
+/// never changes once it is linked.
+///
+/// The caller is in a reader session of the table (see [`Readers`]): every node it can reach
+/// stays allocated until the session ends, and the pointer returned may be used until then.
+#[inline]
+pub(crate) fn find_unlocked<T>(
+    _session: &Session<'_>,
+    head: &Head<T>,
+    owner: Owner,
+    id: Id,
+) -> Option<NonNull<Node<T>>> {
+    let mut next = head.load(Ordering::Acquire);
+    while let Some(node) = NonNull::new(next) {
+        // SAFETY: reached from the chain during the session, so allocated (see `Readers`).
+        let node_ref = unsafe { node.as_ref() };
+        node_ref.reached();
+        if node_ref.is(owner, id) {
+            return Some(node);
         }
+        next = node_ref.next.load(Ordering::Acquire);
     }
+    None
 }
 
 /// How a hash design finds and locks the chain of a hash.
 pub(crate) trait Chains<T>: Send + Sync {
     /// Locks the chain that holds (or would hold) keys with this hash.
     fn lock(&self, hash: u64) -> ChainGuard<'_, T>;
+    /// The node of (owner, id), whose hash is `hash`, found without taking a lock (see
+    /// [`find_unlocked`]); valid while `session` lives.
+    fn find(
+        &self,
+        session: &Session<'_>,
+        hash: u64,
+        owner: Owner,
+        id: Id,
+    ) -> Option<NonNull<Node<T>>>;
     /// Called after an insert of a key with `hash` left its chain `len` entries long, with no
     /// chain locked: a growing table may split buckets here.
     fn inserted(&self, _hash: u64, _len: usize) {}
     /// Bytes held by the buckets and chains.
     fn memory_bytes(&self) -> usize;
 }
-
 /// Stripes of an owner's ID list: ID `id` is recorded in stripe `id % ID_STRIPES`. Concurrent
 /// creates of one owner claim consecutive IDs, so they land in different stripes.
 #[cfg(not(loom))]
@@ -287,6 +339,8 @@ impl OwnerSlot {
 pub(crate) struct ChainedTable<C> {
     chains: C,
     owners: Owners<OwnerSlot>,
+    /// Lookups in flight, which a remove waits out before it hands its node on.
+    readers: Readers,
     max_id: Id,
 }
 
@@ -295,6 +349,7 @@ impl<C> ChainedTable<C> {
         ChainedTable {
             chains,
             owners: Owners::new(),
+            readers: Readers::for_this_machine(),
             max_id,
         }
     }
@@ -315,42 +370,20 @@ struct Inserted {
     len: usize,
 }
 
-/// Inserts (owner, id) if its chain has no such entry: the kernel's `posix_timer_add_at`. The
-/// value was allocated before, so that the chain's lock is held only for the search and the push.
+/// Links `node` into its chain unless the chain holds its key: the kernel's
+/// `posix_timer_add_at`. The node was allocated before, so that the chain's lock is held only
+/// for the search and the link.
 #[inline]
-fn try_insert<T, C: Chains<T>>(
-    chains: &C,
-    owner: Owner,
-    id: Id,
-    value: Arc<T>,
-) -> Result<Inserted, Arc<T>> {
-    let hash = mix(owner, id);
-    let mut chain = chains.lock(hash);
-    if chain.find(owner, id).is_some() {
-        return Err(value);
-    }
-    chain.push(Node { owner, id, value });
-    Ok(Inserted {
-        hash,
-        len: chain.len(),
-    })
+fn try_insert<T, C: Chains<T>>(chains: &C, node: Box<Node<T>>) -> Result<Inserted, Box<Node<T>>> {
+    let hash = mix(node.owner, node.id);
+    let len = chains.lock(hash).insert(node)?;
+    Ok(Inserted { hash, len })
 }
 
-/// The value back out of its fresh allocation, which no other thread has seen.
-fn unshared<T>(value: Arc<T>) -> T {
-    match Arc::try_unwrap(value) {
-        Ok(value) => value,
-        Err(_) => unreachable!("a value not yet inserted has one reference"),
-    }
-}
-
-/// Takes (owner, id) out of its chain.
+/// Takes (owner, id) out of its chain, with the chain's reference.
 #[inline]
-fn take<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id) -> Option<Arc<T>> {
-    let hash = mix(owner, id);
-    let mut chain = chains.lock(hash);
-    let slot = chain.find(owner, id)?;
-    Some(chain.take(slot).value)
+fn take<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id) -> Option<Entry<T>> {
+    chains.lock(mix(owner, id)).unlink(owner, id)
 }
 
 impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
@@ -362,25 +395,26 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
         let max_id = self.max_id;
         // The registry's shard stays read-locked across the create: a `remove_owner`, which
         // write-locks it, sees the entry in the owner's list or starts after the create.
-        // Allocated before any lock is taken.
-        let mut value = Arc::new(value);
+        // The entry's one allocation, made before any lock is taken.
+        let mut node = Node::boxed(owner, 0, value);
         let (id, inserted) = self.owners.with(owner, |slot| {
             // Every ID claimed in turn, at most once each: Full if all are taken.
             for _ in 0..=u64::from(max_id) {
                 let id = slot.claim(max_id);
-                match try_insert(&self.chains, owner, id, value) {
+                node.id = id;
+                match try_insert(&self.chains, node) {
                     Ok(inserted) => {
                         // Newly in the chain, so not in the list (see `ChainedTable`).
                         let recorded = slot.ids.insert(id);
                         debug_assert!(recorded, "ID {id} was listed but not in its chain");
                         return Ok((id, inserted));
                     }
-                    Err(back) => value = back,
+                    Err(back) => node = back,
                 }
             }
             Err(Rejected {
                 error: TableError::Full,
-                value: unshared(value),
+                value: node.value, // never linked, so ours alone
             })
         })?;
         // Growth runs with no lock held, so other creators of this owner do not wait for it.
@@ -399,16 +433,16 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
                     if let Some(error) = exact_id_refusal(restoring, id, max_id) {
                         return Err(Rejected { error, value });
                     }
-                    match try_insert(&self.chains, owner, id, Arc::new(value)) {
+                    match try_insert(&self.chains, Node::boxed(owner, id, value)) {
                         Ok(inserted) => {
                             let recorded = slot.ids.insert(id);
                             debug_assert!(recorded, "ID {id} was listed but not in its chain");
                             slot.cursor.store(next_id(id, max_id), Ordering::Relaxed);
                             Ok(inserted)
                         }
-                        Err(value) => Err(Rejected {
+                        Err(node) => Err(Rejected {
                             error: TableError::Busy,
-                            value: unshared(value),
+                            value: node.value, // never linked, so ours alone
                         }),
                     }
                 },
@@ -444,15 +478,22 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
     }
 
     fn get(&self, owner: Owner, id: Id) -> Option<Entry<T>> {
-        // The chain is locked only while it is searched: the entry leaves with a count of its
-        // own, and the lock is released before `get` returns.
-        let chain = self.chains.lock(mix(owner, id));
-        let slot = chain.find(owner, id)?;
-        Some(Entry::new(chain.value(slot).clone()))
+        let hash = mix(owner, id);
+        let Some(session) = self.readers.enter() else {
+            // Every reader slot is taken: search under the chain's lock instead.
+            return self.chains.lock(hash).get(owner, id);
+        };
+        let node = self.chains.find(&session, hash, owner, id)?;
+        // SAFETY: the session keeps the node allocated, and the chain's reference to it is not
+        // given away before the session ends (see `Readers`), so its count is not zero.
+        let entry = unsafe { Entry::retained(node) };
+        drop(session);
+        Some(entry)
     }
 
     fn remove(&self, owner: Owner, id: Id) -> Result<Entry<T>, TableError> {
-        self.owners
+        let removed = self
+            .owners
             .with_existing(owner, |slot| {
                 // Winning the ID in the list makes this the one remove of it; until the chain
                 // lets go, a create of the same ID still finds it taken (the kernel keeps a
@@ -460,11 +501,15 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
                 if !slot.ids.remove(id) {
                     return Err(TableError::NotFound);
                 }
-                take(&self.chains, owner, id)
-                    .map(Entry::new)
-                    .ok_or(TableError::NotFound)
+                take(&self.chains, owner, id).ok_or(TableError::NotFound)
             })
-            .unwrap_or(Err(TableError::NotFound))
+            .unwrap_or(Err(TableError::NotFound));
+        if removed.is_ok() {
+            // Lookups that may still be walking over the node end before the caller may free
+            // it (the kernel's `kfree_rcu`, done synchronously).
+            self.readers.wait();
+        }
+        removed
     }
 
     fn ids(&self, owner: Owner) -> Vec<Id> {
@@ -478,20 +523,22 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
             return 0;
         };
         // No other thread can reach `slot` any more; its locks are uncontended.
-        let values: Vec<Arc<T>> = slot
+        let values: Vec<Entry<T>> = slot
             .ids
             .ascending()
             .into_iter()
             .filter_map(|id| take(&self.chains, owner, id))
             .collect();
         let removed = values.len();
+        // As in `remove`: lookups walking over the nodes end first.
+        self.readers.wait();
         drop(values); // user destructors run with no lock held
         removed
     }
 
     fn memory_bytes(&self) -> usize {
         let owners = self.owners.memory_bytes(|slot| slot.ids.heap_bytes());
-        self.chains.memory_bytes() + owners
+        self.chains.memory_bytes() + owners + self.readers.memory_bytes()
     }
 
     fn owners(&self) -> Vec<Owner> {
@@ -510,11 +557,7 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
                 slot.ids
                     .ascending()
                     .into_iter()
-                    .filter_map(|id| {
-                        let chain = self.chains.lock(mix(owner, id));
-                        let slot = chain.find(owner, id)?;
-                        Some((id, Entry::new(chain.value(slot).clone())))
-                    })
+                    .filter_map(|id| Some((id, self.chains.lock(mix(owner, id)).get(owner, id)?)))
                     .collect()
             })
             .unwrap_or_default()
@@ -611,30 +654,44 @@ pub(crate) use delegate_chained_table;
 mod tests {
     use super::*;
 
-    fn node(id: Id) -> Node<u64> {
-        Node {
-            owner: 1,
-            id,
-            value: Arc::new(u64::from(id)),
-        }
+    fn chain_of(head: &Head<u64>, lock: &Mutex<()>, f: impl FnOnce(&mut ChainGuard<'_, u64>)) {
+        f(&mut ChainGuard::new(super::lock(lock), head));
     }
 
     #[test]
-    fn a_split_moves_a_spilled_chain_back_into_its_bucket() {
-        let mut chain = Chain::default();
-        for id in 0..=INLINE as Id {
-            chain.push(node(id));
+    fn a_split_moves_exactly_the_chosen_nodes_and_keeps_every_reference() {
+        let (lock, mut from, mut to) = (Mutex::new(()), empty_head(), empty_head());
+        chain_of(&from, &lock, |chain| {
+            for id in 0..5 {
+                assert_eq!(
+                    chain.insert(Node::boxed(1, id, u64::from(id))).ok(),
+                    Some(id as usize + 1)
+                );
+            }
+            assert!(chain.insert(Node::boxed(1, 3, 0)).is_err(), "a key twice");
+        });
+        let held = chain_of_get(&from, &lock, 2);
+        {
+            let mut source = ChainGuard::new(super::lock(&lock), &from);
+            let other = Mutex::new(());
+            let mut target = ChainGuard::new(super::lock(&other), &to);
+            source.split_into(&mut target, |node| node.id % 2 == 0);
+            assert_eq!(source.nodes().count(), 2);
+            assert_eq!(target.nodes().count(), 3);
+            assert!((0..5).all(|id| (id % 2 == 0) == target.get(1, id).is_some()));
+            assert!((0..5).all(|id| (id % 2 == 1) == source.get(1, id).is_some()));
+            let removed = target.unlink(1, 2).expect("moved");
+            assert_eq!((*removed, *held), (2, 2));
+            assert!(target.unlink(1, 2).is_none());
         }
-        assert!(chain.nodes.spilled());
-        let mut to = Chain::default();
-        chain.split_into(&mut to, |node| node.id == 0);
-        assert!(
-            !chain.nodes.spilled(),
-            "back under INLINE, still on the heap"
-        );
-        assert_eq!(chain.len(), INLINE);
-        assert_eq!(to.len(), 1);
-        assert!(chain.find(1, 0).is_none() && to.find(1, 0).is_some());
-        assert!((1..=INLINE as Id).all(|id| chain.find(1, id).is_some()));
+        release_chain(&mut from);
+        release_chain(&mut to);
+        assert_eq!(held.try_unwrap().ok(), Some(2), "the last reference");
+    }
+
+    fn chain_of_get(head: &Head<u64>, lock: &Mutex<()>, id: Id) -> Entry<u64> {
+        ChainGuard::new(super::lock(lock), head)
+            .get(1, id)
+            .expect("inserted")
     }
 }

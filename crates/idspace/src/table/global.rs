@@ -1,38 +1,79 @@
 //! [`GlobalHash`]: the kernel's table before 6.15, 512 chains behind one global lock.
 
-use super::chain::{delegate_chained_table, Chain, ChainGuard, ChainedTable, Chains};
+use core::ptr::NonNull;
+
+use super::chain::{
+    delegate_chained_table, empty_head, find_unlocked, release_chain, ChainGuard, ChainedTable,
+    Chains, Head,
+};
 use super::lock::{lock, Mutex};
+use super::node::Node;
+use super::readers::Session;
 use super::Entry;
 use super::{Id, Owner, Rejected, TableError, MAX_ID};
 
 /// Chains in the global design: `DEFINE_HASHTABLE(posix_timers_hashtable, 9)`.
 pub const GLOBAL_BUCKETS: usize = 512;
 
+/// The chains' heads, all behind one lock (`hash_lock`).
 pub(crate) struct GlobalChains<T> {
-    chains: Mutex<Box<[Chain<T>]>>,
+    lock: Mutex<()>,
+    heads: Box<[Head<T>]>,
 }
+
+// SAFETY: the heads point at nodes holding `T`s that any thread may read or drop, as
+// `Arc<T>`s would be; links change only under `lock`.
+unsafe impl<T: Send + Sync> Send for GlobalChains<T> {}
+// SAFETY: see `Send`.
+unsafe impl<T: Send + Sync> Sync for GlobalChains<T> {}
 
 impl<T: Send + Sync> Chains<T> for GlobalChains<T> {
     #[inline]
     fn lock(&self, hash: u64) -> ChainGuard<'_, T> {
-        ChainGuard::Shared {
-            all: lock(&self.chains),
-            index: hash as usize & (GLOBAL_BUCKETS - 1),
-        }
+        let head = &self.heads[hash as usize & (GLOBAL_BUCKETS - 1)];
+        ChainGuard::new(lock(&self.lock), head)
+    }
+
+    #[inline]
+    fn find(
+        &self,
+        session: &Session<'_>,
+        hash: u64,
+        owner: Owner,
+        id: Id,
+    ) -> Option<NonNull<Node<T>>> {
+        // The chains never move: nothing to validate.
+        find_unlocked(
+            session,
+            &self.heads[hash as usize & (GLOBAL_BUCKETS - 1)],
+            owner,
+            id,
+        )
     }
 
     fn memory_bytes(&self) -> usize {
-        let chains = lock(&self.chains);
         core::mem::size_of::<Self>()
-            + chains.len() * core::mem::size_of::<Chain<T>>()
-            + chains.iter().map(Chain::heap_bytes).sum::<usize>()
+            + self.heads.len() * core::mem::size_of::<Head<T>>()
+            + self
+                .heads
+                .iter()
+                .map(|head| ChainGuard::new(lock(&self.lock), head).node_bytes())
+                .sum::<usize>()
     }
 }
 
-/// The pre-6.15 kernel table: 512 chains, every operation under one global mutex.
+impl<T> Drop for GlobalChains<T> {
+    fn drop(&mut self) {
+        self.heads.iter_mut().for_each(release_chain);
+    }
+}
+
+/// The pre-6.15 kernel table: 512 chains, every create and remove under one global mutex;
+/// lookups walk their chain without it, as the kernel's did under RCU.
 ///
 /// Kept as the baseline the rework is measured against: with many entries the chains grow long
-/// (~200 entries each at 100,000) and every thread waits for the one lock.
+/// (~200 entries each at 100,000), every lookup walks one, and every create and remove waits
+/// for the one lock.
 pub struct GlobalHash<T> {
     table: ChainedTable<GlobalChains<T>>,
 }
@@ -45,11 +86,12 @@ impl<T: Send + Sync> GlobalHash<T> {
 
     /// An empty table whose IDs run `0..=max_id` (a smaller space wraps and fills sooner).
     pub fn with_max_id(max_id: Id) -> Self {
-        let chains = (0..GLOBAL_BUCKETS).map(|_| Chain::default()).collect();
+        let heads = (0..GLOBAL_BUCKETS).map(|_| empty_head()).collect();
         GlobalHash {
             table: ChainedTable::new(
                 GlobalChains {
-                    chains: Mutex::new(chains),
+                    lock: Mutex::new(()),
+                    heads,
                 },
                 max_id.min(MAX_ID),
             ),

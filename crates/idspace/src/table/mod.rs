@@ -23,8 +23,8 @@
 //!
 //! | design | storage | locks | seed column |
 //! |---|---|---|---|
-//! | [`GlobalHash`] | 512 chains | one global mutex | "mainline" (before 6.15) |
-//! | [`ScaledHash`] | `512 × CPUs` chains, cache-line aligned | one mutex per chain | "newhash" (6.15) |
+//! | [`GlobalHash`] | 512 chains | one global mutex; lookups take none | "mainline" (before 6.15) |
+//! | [`ScaledHash`] | `512 × CPUs` 16-byte buckets, growing | one mutex per bucket; lookups take none | "newhash" (6.15) |
 //! | [`Radix`] | a radix tree of 64-slot nodes per owner | one rwlock per owner | "xarray" |
 //!
 //! # Invariants
@@ -38,6 +38,9 @@
 //! * In the hash designs an ID in an owner's list is in its chain: IDs enter the chain first
 //!   and leave the list first, so the remove that takes an ID out of the list is the only one
 //!   that takes it out of the chain, and a create never finds its fresh ID already listed.
+//! * In the hash designs a node a lock-free lookup can reach is allocated: a chain holds a
+//!   reference to each of its nodes, and a remove hands that reference on (to the [`Entry`] it
+//!   returns) only after every lookup in flight when it unlinked the node has ended.
 //!
 //! # Where we differ from the kernel, and why
 //!
@@ -61,18 +64,16 @@
 //!   user space a lock holder can be preempted, and with more threads than CPUs std's futex
 //!   mutex then convoys (waiters sleep, every unlock pays a wake-up). The tables use
 //!   `parking_lot`'s locks, whose waiters yield to the holder before they park.
-//! * **Chains are arrays.** A chain is a contiguous vector of (owner, id, value) rather than an
-//!   `hlist` of separately allocated timers: user space owns the value inline, and scanning
-//!   contiguous memory is kinder to caches. The global design is therefore a little faster than
-//!   the kernel's on long chains; it still walks them.
-//! * **Cache-line buckets and a separate allocation per value.** The kernel's bucket is 16
-//!   bytes (a spinlock and an `hlist` head) and the timer itself is the chain node. Here a
-//!   bucket is a 64-byte line holding its lock and two (owner, id, pointer) nodes inline, and
-//!   each value has its own reference-counted allocation so that an [`Entry`] can outlive the
-//!   entry's removal. Most lookups touch one bucket line, but memory per entry is higher: on
-//!   2048 IDs 512 apart the growing table holds about 218 KB, against about 120 KB for a
-//!   `dashmap`. An intrusive node in the value's allocation with 16-byte buckets, as in the
-//!   kernel, would bring it near 100 KB; that is not done here.
+//! * **Intrusive nodes and 16-byte buckets, as the kernel has them.** Each entry is one
+//!   allocation holding its key, its chain link, a reference count and the value (the
+//!   kernel's `k_itimer` is its own hlist node), and an [`Entry`] is a counted pointer to it,
+//!   like an `Arc`: a create allocates once, and the chain never reallocates. A bucket is a
+//!   one-byte `parking_lot` lock, a split count in the lock's padding and a chain head: 16
+//!   bytes, four to a cache line, as the kernel's. The count field sits next to the ID, so a
+//!   node is a 24-byte header and the value. On 2048 IDs 512 apart the growing table holds
+//!   about 95 KB on two CPUs (1024 buckets to start with), against about 120 KB for a
+//!   `dashmap` (218 KB when buckets were 64-byte lines holding two entries inline); the
+//!   per-owner radix tree holds 1.3 MB.
 //! * **`ScaledHash` grows.** The kernel sizes its table once at boot, so its per-timer cost rises
 //!   with the number of timers (on a 2-CPU machine, 1024 buckets hold ~100 timers each at
 //!   100,000). [`ScaledHash::new`] starts at the kernel's size and grows by linear hashing:
@@ -83,14 +84,27 @@
 //!   (64-ID groups to 64-bucket blocks, the blocks placed by a full mix), where the kernel's
 //!   `jhash2` scatters them. Owners allocate IDs in sequence, so a large table then costs
 //!   cache misses per block rather than per operation; sparse IDs still scatter.
-//! * **Reference counts instead of RCU.** Values are stored behind a reference count. A lookup
-//!   searches the chain (hash designs) or the owner's tree (radix) under its lock, clones the
-//!   value's count and lets go before returning, where the kernel walks under RCU without a
-//!   lock. The kernel's guarantee is what matters to callers and holds here for every design:
-//!   an [`Entry`] holds no lock, so it can be kept across any other call (two entries of keys
-//!   that share a bucket, a `remove` of the same entry, `remove_owner`, a `create` of the same
-//!   owner) without deadlock, and the value stays valid until the last [`Entry`] goes. A value
-//!   that changes after creation carries its own lock, the kernel's `it_lock`.
+//! * **Reader sessions instead of RCU.** Lookups in the hash designs walk the chain without
+//!   its lock, as the kernel's walk under `rcu_read_lock`, and take a reference to the node
+//!   they find. User space has no grace periods, so each table keeps a few reader slots (two per
+//!   CPU, each on its own cache line): a lookup claims one for the walk (one compare-exchange on
+//!   a line no other CPU writes, and a fence), and a remove, after unlinking its node and
+//!   letting go of the chain's lock, waits until the lookups that were in flight then have
+//!   left their slots; only then does the chain's reference go to the caller, whose last
+//!   [`Entry`] frees the node. That is `synchronize_rcu` for one table, where the kernel
+//!   defers the free with `kfree_rcu`: a remove may wait a few nanoseconds for a lookup
+//!   (longer if that lookup's thread is preempted mid-walk), a lookup never waits for a
+//!   remove. If every slot is taken, a lookup locks the bucket instead. The growing table
+//!   moves nodes between chains when it splits a bucket, which the kernel's fixed table never
+//!   does: a lookup reads the bucket's split count (a seqcount) before and after its walk and
+//!   walks again if a split ran meanwhile (the proofs are on `Readers` and on
+//!   [`ScaledHash`]). The radix design takes its owner's lock for reading, as before.
+//!
+//!   The guarantee that matters to callers holds for every design: an [`Entry`] holds no lock,
+//!   so it can be kept across any other call (two entries of keys that share a bucket, a
+//!   `remove` of the same entry, `remove_owner`, a `create` of the same owner) without
+//!   deadlock, and the value stays valid until the last [`Entry`] goes. A value that changes
+//!   after creation carries its own lock, the kernel's `it_lock`.
 //! * **Exact-ID errors.** `create_at` reports [`TableError::NotRestoring`] when restore mode is off
 //!   (the kernel would silently allocate a fresh ID instead, since it only reads the requested ID in
 //!   restore mode); the explicit error makes misuse visible.
@@ -100,15 +114,17 @@ mod entry;
 mod error;
 mod global;
 mod lock;
+mod node;
 mod owners;
 mod radix;
+mod readers;
 mod scaled;
 
 pub use entry::Entry;
 pub use error::{Rejected, SizingError, TableError};
 pub use global::GlobalHash;
 pub use radix::Radix;
-pub use scaled::{ScaledHash, Sizing, MAX_SIZED_BUCKETS};
+pub use scaled::{ScaledHash, Sizing, DEFAULT_MAX_LOAD, MAX_SIZED_BUCKETS};
 
 /// Names an independent ID space (the kernel's `signal_struct`: one per process).
 pub type Owner = u64;

@@ -2,9 +2,9 @@
 //! its memory on sparse IDs.
 
 use super::lock::{read, write, RwLock};
+use super::node::Node;
 use super::owners::Owners;
 use super::{exact_id_refusal, next_id, Entry, Id, IdTable, Owner, Rejected, TableError, MAX_ID};
-use crate::sync::Arc;
 use crate::util::radix::RadixTree;
 
 /// One owner's tree with its cursor and restore flag, behind the owner's lock (the xarray's
@@ -13,8 +13,9 @@ use crate::util::radix::RadixTree;
 struct TreeState<T> {
     cursor: Id,
     restoring: bool,
-    /// Values are reference counted so that a lookup can hand one out and let go of the tree.
-    tree: RadixTree<Arc<T>>,
+    /// The tree holds one reference to each entry, so that a lookup can hand out another and
+    /// let go of the tree.
+    tree: RadixTree<Entry<T>>,
 }
 
 impl<T> TreeState<T> {
@@ -106,7 +107,9 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
                 });
             }
             // Free, checked under the write lock just above.
-            let _ = state.tree.insert(u64::from(id), Arc::new(value));
+            let _ = state
+                .tree
+                .insert(u64::from(id), Entry::new(owner, id, value));
             state.cursor = next_id(id, self.max_id);
             Ok(id)
         })
@@ -129,7 +132,9 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
                     });
                 }
                 // Free, checked under the write lock just above.
-                let _ = state.tree.insert(u64::from(id), Arc::new(value));
+                let _ = state
+                    .tree
+                    .insert(u64::from(id), Entry::new(owner, id, value));
                 state.cursor = next_id(id, max_id);
                 Ok(id)
             },
@@ -162,20 +167,18 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
     }
 
     fn get(&self, owner: Owner, id: Id) -> Option<Entry<T>> {
-        // The shard and the tree are held for reading only while the value's count is cloned.
+        // The shard and the tree are held for reading only while the entry's count is raised.
         self.owners
             .with_existing(owner, |slot| {
                 read(&slot.state).tree.get(u64::from(id)).cloned()
             })
             .flatten()
-            .map(Entry::new)
     }
 
     fn remove(&self, owner: Owner, id: Id) -> Result<Entry<T>, TableError> {
         self.owners
             .with_existing(owner, |slot| write(&slot.state).tree.remove(u64::from(id)))
             .flatten()
-            .map(Entry::new)
             .ok_or(TableError::NotFound)
     }
 
@@ -217,10 +220,7 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
                     .tree
                     .indices()
                     .into_iter()
-                    .filter_map(|id| {
-                        let value = state.tree.get(id)?.clone();
-                        Some((id as Id, Entry::new(value)))
-                    })
+                    .filter_map(|id| Some((id as Id, state.tree.get(id)?.clone())))
                     .collect()
             })
             .unwrap_or_default()
@@ -254,8 +254,8 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
     }
 
     fn memory_bytes(&self) -> usize {
-        // Each value's count block: two counters and the value.
-        let shared = 2 * core::mem::size_of::<usize>() + core::mem::size_of::<T>();
+        // Each entry's node: its key, link, count and value (the link is unused here).
+        let shared = core::mem::size_of::<Node<T>>();
         self.owners.memory_bytes(|slot| {
             let state = read(&slot.state);
             state.tree.heap_bytes() + state.tree.len() * shared
