@@ -1,18 +1,14 @@
 //! [`Rework`]: the MM CID rewrite (Linux 6.19), in user space. Its design is documented on the
 //! type, where `cargo doc` shows it.
 
-use std::collections::HashMap;
-
 use super::mask::CidMask;
-use super::task::{
-    all_cpus, claim_next, exit_task, leave, Claim, Rq, Rqs, SpaceId, Task, TaskState,
-};
+use super::runqueue::{claim_next, exit_task, leave, Claim, RqGuard, Rqs};
+use super::task::{all_cpus, Roster, SpaceId, Task};
 use super::{
     check_affinity, check_cpu_count, user_cid, CidAllocator, CidError, CidState, Mode, ONCPU,
     TRANSIT, UNSET,
 };
-use crate::sync::{lock, spin_wait, try_lock, AtomicU32, Mutex, MutexGuard, Ordering};
-use crate::util::hash::BuildIntHasher;
+use crate::sync::{lock, spin_wait, AtomicU32, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
 
 const MODE_TASK: u32 = 0;
@@ -39,10 +35,9 @@ struct Hot {
 }
 
 /// Fork/exit state, under the space's mutex: the tasks (the kernel's thread list; a map so that
-/// exit unlinks in constant time), and the next task number.
+/// exit unlinks in constant time).
 struct Members {
-    tasks: HashMap<u64, Task, BuildIntHasher>,
-    next_id: u64,
+    roster: Roster,
 }
 
 /// Constraints, under the constraints lock (also taken by affinity changes).
@@ -154,8 +149,7 @@ impl Rework {
             }),
             rqs: Rqs::new(cpus),
             members: Mutex::new(Members {
-                tasks: HashMap::default(),
-                next_id: 0,
+                roster: Roster::new(),
             }),
             constraints: Mutex::new(Constraints {
                 users: 0,
@@ -216,7 +210,7 @@ impl Rework {
     fn switch_mode(&self, members: &Members, target: u32) {
         if target == MODE_CPU {
             self.set_mode(MODE_TO_CPU);
-            self.fixup_tasks_to_cpus(members.tasks.values());
+            self.fixup_tasks_to_cpus(members.roster.tasks());
         } else {
             self.set_mode(MODE_TO_TASK);
             self.fixup_cpus_to_tasks();
@@ -235,31 +229,48 @@ impl Rework {
         }
     }
 
-    /// One task of the walk towards per-CPU; false if its CPU was busy (try again).
+    /// One task of the walk towards per-CPU; false if it must be looked at again (its CPU was
+    /// busy, or it was claimed or moved meanwhile). Every task is visited with an atomic
+    /// read-modify-write of its word or under its CPU's runqueue lock, as the kernel visits
+    /// each under `task_rq_lock`.
     fn fix_task(&self, task: &Task) -> bool {
-        let mut state = task.state();
-        if !task_owned(state.cid) {
-            return true;
-        }
-        let Some(cpu) = state.on_cpu else {
-            self.cids.put(state.cid);
-            state.cid = UNSET;
+        let word = task.0.word();
+        let Some(cpu) = word.cpu() else {
+            // Sleeping: its CID is dropped. The compare-and-swap (a no-op without a CID) also
+            // orders this visit against a claim racing it: a claim that comes after reads from
+            // it and so sees the mode stored before it (Release/Acquire), and takes no CID of
+            // its own; one that came before makes it fail, and the task is looked at again,
+            // running.
+            let cid = word.cid();
+            let dropped = if task_owned(cid) {
+                word.with_cid(UNSET)
+            } else {
+                word
+            };
+            if task.0.update_sleeping(word, dropped).is_err() {
+                return false;
+            }
+            if task_owned(cid) {
+                self.cids.put(cid);
+            }
             return true;
         };
-        drop(state);
+        // Running: its CPU's runqueue is taken even when the task owns no CID, for the same
+        // ordering: a switch-in there that read the old mode may be about to give it one.
         // Only try: the CPU may be in a switch-in that waits for a CID this walk frees.
-        let Some(mut rq) = try_lock(self.rqs.get(cpu)) else {
+        let Some(rq) = self.rqs.try_lock(cpu) else {
             return false;
         };
-        let mut state = task.state();
-        if !task_owned(state.cid) {
-            return true;
-        }
-        if state.on_cpu != Some(cpu) {
+        // With the runqueue held, a task running there cannot leave, and this is its word's
+        // only writer.
+        let word = task.0.word();
+        if word.cpu() != Some(cpu) {
             return false; // it moved: look again
         }
-        rq.cid = state.cid | ONCPU;
-        state.cid |= ONCPU;
+        if task_owned(word.cid()) {
+            rq.set_cid(word.cid() | ONCPU);
+            task.0.set_cid_exclusive(word.cid() | ONCPU);
+        }
         true
     }
 
@@ -276,51 +287,38 @@ impl Rework {
 
     /// One CPU of the walk towards per-task; false if its runqueue was busy (try again).
     fn fix_cpu(&self, cpu: usize) -> bool {
-        let Some(mut rq) = try_lock(self.rqs.get(cpu)) else {
+        let Some(rq) = self.rqs.try_lock(cpu) else {
             return false;
         };
-        if !cpu_owned(rq.cid) {
+        if !cpu_owned(rq.cid()) {
             return true;
         }
-        let cid = user_cid(rq.cid);
-        let rq = &mut *rq;
-        match &rq.curr {
+        let cid = user_cid(rq.cid());
+        match rq.curr() {
+            // The current task's word: this runqueue's holder is its only writer.
             Some(task) => {
-                let mut state = task.state();
-                if task_owned(state.cid) {
+                let tcid = task.word().cid();
+                if task_owned(tcid) {
                     // The task got its own during the transition: the CPU's goes back.
                     self.cids.put(cid);
+                    rq.set_cid(tcid);
                 } else {
-                    state.cid = cid;
+                    task.set_cid_exclusive(cid);
+                    rq.set_cid(cid);
                 }
-                rq.cid = state.cid;
             }
             None => {
                 self.cids.put(cid);
-                rq.cid = UNSET;
+                rq.set_cid(UNSET);
             }
         }
         true
     }
 
-    /// A free CID for `task` (whose lock `state` is): a quick try, else a spin without the
-    /// task's lock. Returns the CID and the re-taken guard.
-    fn pool_cid<'t>(
-        &self,
-        task: &'t Task,
-        state: MutexGuard<'t, TaskState>,
-        max: u32,
-    ) -> (u32, MutexGuard<'t, TaskState>) {
-        if let Some(cid) = self
-            .cids
-            .try_get(max)
-            .or_else(|| self.cids.try_get(self.cpus as u32))
-        {
-            return (cid, state);
-        }
-        drop(state);
-        let cid = self.cids.get(max);
-        (cid, task.state())
+    /// A free CID below `max` if there is one, else any free one, spinning until one is free
+    /// (`mm_get_cid`): the budget's slack and the walks guarantee one frees up.
+    fn pool_cid(&self, max: u32) -> u32 {
+        self.cids.get(max)
     }
 
     /// Exchanges `cid` for a free one below `max`, if there is one (`mm_cid_converge`).
@@ -337,51 +335,69 @@ impl Rework {
         }
     }
 
-    /// Switch-in of `next` (claimed for this CPU, its lock `state` held) with the runqueue
-    /// held; the CID word it gets.
-    fn schedin<'t>(
-        &self,
-        rq: &mut Rq,
-        next: &'t Task,
-        mut state: MutexGuard<'t, TaskState>,
-    ) -> u32 {
+    /// Switch-in of `next`, claimed for this CPU (whose runqueue `rq` is held) with the CID
+    /// word `tcid`; the CID word it gets.
+    ///
+    /// The common path (per-task mode, the task owns a CID below the budget, the CPU owns
+    /// none) reads the mode, the budget and the CPU's slot, and stores the task's CID into the
+    /// slot: no atomic read-modify-write, no store to shared memory (the kernel's
+    /// `mm_cid_from_task` fast path). In per-CPU mode the common path copies the CPU's CID
+    /// into the task's word, which it stores only when it changes.
+    #[inline]
+    fn schedin(&self, rq: &RqGuard<'_>, next: &Task, tcid: u32) -> u32 {
         // Acquire pairs with the Release stores in `set_mode`.
         let mode = self.hot.mode.load(Ordering::Acquire);
         let max = self.hot.max_cids.load(Ordering::Relaxed);
-        if mode & ONCPU != 0 {
-            // Per-CPU: the CPU owns, the task borrows.
-            if cpu_owned(rq.cid) {
-                if task_owned(state.cid) {
-                    // Not yet visited by the walk: a task keeps no CID in per-CPU mode.
-                    self.cids.put(state.cid);
-                }
-            } else if task_owned(state.cid) {
-                rq.cid = state.cid | ONCPU;
-            } else {
-                let (cid, relocked) = self.pool_cid(next, state, max);
-                state = relocked;
-                rq.cid = cid | ONCPU;
+        let cpu_cid = rq.cid();
+        if mode & ONCPU == 0 && task_owned(tcid) && tcid < max && !cpu_owned(cpu_cid) {
+            if cpu_cid != tcid {
+                rq.set_cid(tcid);
             }
-            rq.cid = self.converge(user_cid(rq.cid), max) | ONCPU;
-            state.cid = rq.cid;
+            return tcid;
+        }
+        self.schedin_slow(rq, next, tcid, mode, max)
+    }
+
+    /// The rest of [`Rework::schedin`]: takes over, drops or allocates a CID so that ownership
+    /// matches the mode read, and compacts.
+    #[cold]
+    fn schedin_slow(&self, rq: &RqGuard<'_>, next: &Task, tcid: u32, mode: u32, max: u32) -> u32 {
+        let cpu_cid = rq.cid();
+        let cid = if mode & ONCPU != 0 {
+            // Per-CPU: the CPU owns, the task borrows.
+            let owned = if cpu_owned(cpu_cid) {
+                if task_owned(tcid) {
+                    // Not yet visited by the walk: a task keeps no CID in per-CPU mode.
+                    self.cids.put(tcid);
+                }
+                user_cid(cpu_cid)
+            } else if task_owned(tcid) {
+                tcid
+            } else {
+                self.pool_cid(max)
+            };
+            self.converge(owned, max) | ONCPU
         } else {
             // Per-task: the task owns, the CPU slot caches.
-            if task_owned(state.cid) {
-                if cpu_owned(rq.cid) {
+            let owned = if task_owned(tcid) {
+                if cpu_owned(cpu_cid) {
                     // Not yet visited by the walk back: the CPU's CID is not needed.
-                    self.cids.put(user_cid(rq.cid));
+                    self.cids.put(user_cid(cpu_cid));
                 }
-            } else if cpu_owned(rq.cid) {
-                state.cid = user_cid(rq.cid);
+                tcid
+            } else if cpu_owned(cpu_cid) {
+                user_cid(cpu_cid)
             } else {
-                let (cid, relocked) = self.pool_cid(next, state, max);
-                state = relocked;
-                state.cid = cid;
-            }
-            state.cid = self.converge(state.cid, max);
-            rq.cid = state.cid;
+                self.pool_cid(max)
+            };
+            self.converge(owned, max)
+        };
+        rq.set_cid(cid);
+        if cid != tcid {
+            // `next` runs here now: this runqueue's holder is its word's only writer.
+            next.0.set_cid_exclusive(cid);
         }
-        state.cid
+        cid
     }
 }
 
@@ -397,14 +413,13 @@ impl CidAllocator for Rework {
     fn fork(&self, affinity: u64) -> Result<Task, CidError> {
         check_affinity(affinity, self.cpus)?;
         let mut members = lock(&self.members);
-        let task = Task::fork(&self.space, &mut members.next_id, affinity);
+        let task = members.roster.fork(&self.space, affinity);
         let switch = {
             let mut constraints = lock(&self.constraints);
             constraints.users += 1;
             constraints.allowed |= affinity;
             self.update(&mut constraints)
         };
-        members.tasks.insert(task.id(), task.clone());
         match switch {
             // The new task has no CID; the walk moves the others' to their CPUs.
             Some(MODE_CPU) => self.switch_mode(&members, MODE_CPU),
@@ -421,13 +436,12 @@ impl CidAllocator for Rework {
     fn exit(&self, task: &Task) -> Result<(), CidError> {
         self.space.check(task)?;
         let mut members = lock(&self.members);
-        exit_task(&self.rqs, task, |state| {
-            if task_owned(state.cid) {
-                self.cids.put(state.cid);
+        exit_task(&self.rqs, task, |cid, _| {
+            if task_owned(cid) {
+                self.cids.put(cid);
             }
-            state.cid = UNSET;
         })?;
-        members.tasks.remove(&task.id());
+        members.roster.remove(task);
         let switch = {
             let mut constraints = lock(&self.constraints);
             constraints.users -= 1;
@@ -444,35 +458,25 @@ impl CidAllocator for Rework {
         if cpu >= self.cpus {
             return Err(CidError::BadCpu);
         }
-        let mut rq = self.rqs.lock(cpu);
-        // The switch-in first, in the lock hold that claims `next` (one lock of the task per
-        // switch): it needs nothing from the previous task.
+        let rq = self.rqs.lock(cpu);
+        // The switch-in first: it needs nothing from the previous task.
         let cid = match next {
             None => None,
-            Some(task) => {
-                let mut state = task.state();
-                if let Claim::AlreadyHere = claim_next(&rq, cpu, task, &mut state)? {
-                    return Ok(Some(user_cid(state.cid)));
-                }
-                Some(user_cid(self.schedin(&mut rq, task, state)))
-            }
+            Some(task) => match claim_next(&rq, cpu, task)? {
+                Claim::AlreadyHere(tcid) => return Ok(Some(user_cid(tcid))),
+                Claim::Claimed(tcid) => Some(user_cid(self.schedin(&rq, task, tcid))),
+            },
         };
         // Switch-out does nothing: the previous task keeps (or drops, at its next switch-in)
-        // what it has; it only leaves the CPU.
-        leave(&mut rq, next, |_| {});
+        // what it has; it only leaves the CPU (its word says so).
+        leave(&rq, next, |cid| cid);
         Ok(cid)
     }
 
     fn set_affinity(&self, task: &Task, affinity: u64) -> Result<(), CidError> {
         self.space.check(task)?;
         check_affinity(affinity, self.cpus)?;
-        {
-            let mut state = task.state();
-            if state.exited {
-                return Err(CidError::UnknownTask);
-            }
-            state.affinity = affinity;
-        }
+        task.set_affinity(affinity)?;
         let mut constraints = lock(&self.constraints);
         if constraints.allowed | affinity == constraints.allowed {
             return Ok(());
@@ -521,9 +525,8 @@ impl CidAllocator for Rework {
         let running = (0..self.cpus)
             .filter_map(|cpu| {
                 let rq = self.rqs.lock(cpu);
-                rq.curr
-                    .as_ref()
-                    .map(|task| (task.id(), user_cid(task.state().cid)))
+                rq.curr()
+                    .map(|task| (task.id(), user_cid(task.word().cid())))
             })
             .collect();
         drop(members);
@@ -539,7 +542,9 @@ impl CidAllocator for Rework {
 impl Rework {
     fn give_cid(&self, task: &Task) {
         let max = self.hot.max_cids.load(Ordering::Relaxed);
-        task.state().cid = self.cids.get(max);
+        // No other thread can reach the task yet: fork has not returned it, and walks wait
+        // for the members mutex that fork holds.
+        task.0.set_cid_exclusive(self.cids.get(max));
     }
 
     /// Mask of all the space's CPUs, for `fork`.

@@ -1,27 +1,92 @@
-//! Tasks and CPUs as every CID design sees them: a task's CID state behind its own lock, a CPU's
-//! current task and CID behind the CPU's runqueue lock, and the checks every switch makes.
+//! Tasks as every CID design sees them: a task's state in atomic words that the task owns, and
+//! the space's roster of live tasks.
 //!
-//! Lock order: a CPU's runqueue, then a task. No path holds two tasks' locks at once.
+//! # The task word
+//!
+//! A task's CID word and where it runs share one 64-bit atomic word ([`Word`]): the CID word in
+//! the low half (designs give its flag bits their meaning), the CPU it runs on (plus one, zero
+//! when it sleeps) above it, and an exited bit. One word, so that a context switch claims the
+//! task and reads its CID with a single compare-and-swap, and a slow path that changes a
+//! sleeping task's CID cannot miss a claim racing it.
+//!
+//! Who writes it:
+//!
+//! * **A running task's word** is written only by whoever holds the runqueue lock of the CPU it
+//!   runs on (that CPU's switches, a mode change's walk, exit), with plain stores: no one else
+//!   may write it, and a compare-and-swap elsewhere fails on it without writing.
+//! * **A sleeping task's word** changes only by compare-and-swap: a claim (a CPU switching the
+//!   task in), a walk dropping its CID, exit. Whoever loses sees the winner's word and looks
+//!   again.
+//!
+//! Every store and successful compare-and-swap is Release, every load and claim Acquire: the
+//! CPU that claims a task sees what the CPU it last ran on did with it (its switch-out's store,
+//! the lazy design's `last_cpu`), and a claim that reads a walk's compare-and-swap sees the mode
+//! the walk published before it.
+//!
+//! Affinity lives in a word of its own (set from outside, read at claim, no ordering needed
+//! beyond what the caller's calls give).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{CidError, MAX_CPUS, UNSET};
-use crate::sync::{lock, Mutex, MutexGuard};
-use crossbeam_utils::CachePadded;
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::util::hash::BuildIntHasher;
 
-/// A task's CID state.
-pub(crate) struct TaskState {
-    /// The task's CID word (designs give the flag bits their meaning).
-    pub(crate) cid: u32,
+/// A snapshot of a task word: `cid | (cpu + 1) << 32 | EXITED`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Word(u64);
+
+impl Word {
+    const CPU_SHIFT: u32 = 32;
+    const CPU_MASK: u64 = 0xff << Self::CPU_SHIFT;
+    const EXITED_BIT: u64 = 1 << 40;
+
+    /// A new task's word: no CID, not running.
+    const NEW: Word = Word(UNSET as u64);
+
+    /// An exited task's word: no CID, not running, and no claim will succeed.
+    pub(crate) const EXITED: Word = Word(Self::EXITED_BIT | UNSET as u64);
+
+    /// The CID word.
+    #[inline]
+    pub(crate) fn cid(self) -> u32 {
+        self.0 as u32
+    }
+
     /// The CPU the task runs on (or is being switched in on).
-    pub(crate) on_cpu: Option<usize>,
-    /// CPUs the task may run on.
-    pub(crate) affinity: u64,
-    pub(crate) exited: bool,
-    /// The CPU the task last ran on, for designs that track migrations (the lazy design's
-    /// `migrate_from_cpu`); the designs that do not leave it `None`.
-    pub(crate) last_cpu: Option<usize>,
+    #[inline]
+    pub(crate) fn cpu(self) -> Option<usize> {
+        match (self.0 & Self::CPU_MASK) >> Self::CPU_SHIFT {
+            0 => None,
+            plus_one => Some(plus_one as usize - 1),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn exited(self) -> bool {
+        self.0 & Self::EXITED_BIT != 0
+    }
+
+    #[inline]
+    pub(crate) fn with_cid(self, cid: u32) -> Word {
+        Word(self.0 & !u64::from(u32::MAX) | u64::from(cid))
+    }
+
+    #[inline]
+    pub(crate) fn running_on(self, cpu: usize) -> Word {
+        debug_assert!(cpu < MAX_CPUS);
+        Word(self.0 & !Self::CPU_MASK | (cpu as u64 + 1) << Self::CPU_SHIFT)
+    }
+
+    #[inline]
+    pub(crate) fn sleeping(self) -> Word {
+        Word(self.0 & !Self::CPU_MASK)
+    }
 }
+
+/// No CPU in [`TaskInner::last_cpu`].
+const NO_CPU: u32 = u32::MAX;
 
 /// A space's identity: one allocation that the space and each of its tasks point at. Two spaces
 /// never share one (it lives as long as the space or any of its tasks does), so whether a task
@@ -49,11 +114,103 @@ impl SpaceId {
     }
 }
 
+/// A task's state. A runqueue points at its current task's `TaskInner` without a reference
+/// count (see [`Roster`]).
 pub(crate) struct TaskInner {
     id: u64,
     /// The space that forked the task, the only one that may act on it.
     space: SpaceId,
-    pub(crate) state: Mutex<TaskState>,
+    /// The task word (module docs).
+    word: AtomicU64,
+    /// CPUs the task may run on.
+    affinity: AtomicU64,
+    /// The CPU the task last ran on, for designs that track migrations (the lazy design's
+    /// `migrate_from_cpu`); [`NO_CPU`] before its first run. Written only by the CPU that runs
+    /// the task, under its runqueue lock.
+    last_cpu: AtomicU32,
+}
+
+impl TaskInner {
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The task word.
+    #[inline]
+    pub(crate) fn word(&self) -> Word {
+        // Acquire pairs with the Release stores and compare-and-swaps of the word's writers.
+        Word(self.word.load(Ordering::Acquire))
+    }
+
+    /// Sets the CID word of a task that runs on a CPU whose runqueue lock the caller holds (the
+    /// word's only writer then), or of a task no other thread can reach yet (a fork's).
+    #[inline]
+    pub(crate) fn set_cid_exclusive(&self, cid: u32) {
+        // Relaxed: the caller is the only writer, and its own last write (or the write of the
+        // previous holder of the runqueue lock, which the lock orders) is what it reads.
+        let word = Word(self.word.load(Ordering::Relaxed));
+        // Release pairs with the Acquire loads and claims of later readers.
+        self.word.store(word.with_cid(cid).0, Ordering::Release);
+    }
+
+    /// Stores the word of a task the caller's runqueue lock covers (the word's only writer).
+    #[inline]
+    pub(crate) fn store_exclusive(&self, word: Word) {
+        // Release pairs with the Acquire loads and claims of later readers (the next CPU to
+        // claim a task that leaves this one sees what this CPU did with it).
+        self.word.store(word.0, Ordering::Release);
+    }
+
+    /// Replaces a sleeping task's word `current` by `new` unless it changed meanwhile (a claim,
+    /// another slow path); the word it found otherwise.
+    #[inline]
+    pub(crate) fn update_sleeping(&self, current: Word, new: Word) -> Result<(), Word> {
+        debug_assert!(current.cpu().is_none() && new.cpu().is_none());
+        // AcqRel: Release pairs with the Acquire of a later claim (which then sees what the
+        // caller published before, e.g. a walk's mode); Acquire as in `word`.
+        self.word
+            .compare_exchange(current.0, new.0, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| ())
+            .map_err(Word)
+    }
+
+    /// Claims the sleeping task whose word is `current` for `cpu`, unless its word changed
+    /// meanwhile (another CPU claimed it, a slow path changed it, it exited); the word it found
+    /// otherwise.
+    #[inline]
+    pub(crate) fn claim(&self, current: Word, cpu: usize) -> Result<(), Word> {
+        debug_assert!(current.cpu().is_none() && !current.exited());
+        // Acquire pairs with the Release store of the task's switch-out on the CPU it last ran
+        // on (this CPU sees what that one did with the task), and with the Release
+        // compare-and-swap of a slow path that changed the sleeping word (a walk: this CPU then
+        // reads the mode the walk published before it). No Release needed: whoever must see
+        // what this CPU does with the task takes its runqueue lock.
+        self.word
+            .compare_exchange(
+                current.0,
+                current.running_on(cpu).0,
+                Ordering::Acquire,
+                Ordering::Acquire,
+            )
+            .map(|_| ())
+            .map_err(Word)
+    }
+
+    #[inline]
+    pub(crate) fn affinity(&self) -> u64 {
+        // Relaxed: the mask is a value of its own; calls that set it and calls that read it
+        // are ordered by the callers.
+        self.affinity.load(Ordering::Relaxed)
+    }
+
+    /// The CPU the task last ran on, replaced by `cpu` (the caller runs it there, with the
+    /// runqueue held).
+    pub(crate) fn replace_last_cpu(&self, cpu: usize) -> Option<usize> {
+        // Relaxed: only the CPU running the task touches it, and the claim (Acquire) of that
+        // CPU follows the previous one's switch-out (Release).
+        let last = self.last_cpu.swap(cpu as u32, Ordering::Relaxed);
+        (last != NO_CPU).then_some(last as usize)
+    }
 }
 
 /// A task of a CID space: returned by `fork`, passed to `switch`, `exit` and `set_affinity`.
@@ -65,25 +222,13 @@ pub(crate) struct TaskInner {
 pub struct Task(pub(crate) Arc<TaskInner>);
 
 impl Task {
-    /// A new task of `space` numbered `*next_id` (which moves on): every design's fork numbers
-    /// tasks so.
-    pub(crate) fn fork(space: &SpaceId, next_id: &mut u64, affinity: u64) -> Task {
-        let task = Task::new(SpaceId(Arc::clone(&space.0)), *next_id, affinity);
-        *next_id += 1;
-        task
-    }
-
     fn new(space: SpaceId, id: u64, affinity: u64) -> Task {
         Task(Arc::new(TaskInner {
             id,
             space,
-            state: Mutex::new(TaskState {
-                cid: UNSET,
-                on_cpu: None,
-                affinity,
-                exited: false,
-                last_cpu: None,
-            }),
+            word: AtomicU64::new(Word::NEW.0),
+            affinity: AtomicU64::new(affinity),
+            last_cpu: AtomicU32::new(NO_CPU),
         }))
     }
 
@@ -92,12 +237,17 @@ impl Task {
         self.0.id
     }
 
-    pub(crate) fn state(&self) -> MutexGuard<'_, TaskState> {
-        lock(&self.0.state)
-    }
-
-    pub(crate) fn same(&self, other: &Task) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+    /// Sets the affinity of a task that has not exited.
+    ///
+    /// # Errors
+    /// [`CidError::UnknownTask`] if it exited.
+    pub(crate) fn set_affinity(&self, affinity: u64) -> Result<(), CidError> {
+        if self.0.word().exited() {
+            return Err(CidError::UnknownTask);
+        }
+        // Relaxed: see `TaskInner::affinity`.
+        self.0.affinity.store(affinity, Ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -107,34 +257,42 @@ impl core::fmt::Debug for Task {
     }
 }
 
-/// A CPU's runqueue, as far as CIDs go.
-pub(crate) struct Rq {
-    pub(crate) curr: Option<Task>,
-    /// The CPU's CID word (`mm_cid_pcpu::cid`).
-    pub(crate) cid: u32,
+/// A space's live tasks (the kernel's thread list), under the space's fork/exit lock: forks add
+/// to it, exits remove from it, a mode change's walk visits it.
+///
+/// It also keeps every live task alive. That is what lets a runqueue point at its current task
+/// without a reference count (two atomic read-modify-writes a switch saves): a task runs only
+/// while it is live, and exit takes it off its CPU before it leaves the roster.
+pub(crate) struct Roster {
+    tasks: HashMap<u64, Task, BuildIntHasher>,
+    next_id: u64,
 }
 
-/// The runqueues, each on its own cache line.
-pub(crate) struct Rqs(Box<[CachePadded<Mutex<Rq>>]>);
-
-impl Rqs {
-    pub(crate) fn new(cpus: usize) -> Rqs {
-        Rqs((0..cpus)
-            .map(|_| {
-                CachePadded::new(Mutex::new(Rq {
-                    curr: None,
-                    cid: UNSET,
-                }))
-            })
-            .collect())
+impl Roster {
+    pub(crate) fn new() -> Roster {
+        Roster {
+            tasks: HashMap::default(),
+            next_id: 0,
+        }
     }
 
-    pub(crate) fn lock(&self, cpu: usize) -> MutexGuard<'_, Rq> {
-        lock(&self.0[cpu])
+    /// A new task of `space`, numbered in fork order, allowed on the CPUs of `affinity`.
+    pub(crate) fn fork(&mut self, space: &SpaceId, affinity: u64) -> Task {
+        let task = Task::new(SpaceId(Arc::clone(&space.0)), self.next_id, affinity);
+        self.next_id += 1;
+        self.tasks.insert(task.id(), task.clone());
+        task
     }
 
-    pub(crate) fn get(&self, cpu: usize) -> &Mutex<Rq> {
-        &self.0[cpu]
+    /// Forgets an exited task.
+    pub(crate) fn remove(&mut self, task: &Task) {
+        debug_assert!(task.0.word().exited());
+        self.tasks.remove(&task.id());
+    }
+
+    /// The live tasks.
+    pub(crate) fn tasks(&self) -> impl Iterator<Item = &Task> {
+        self.tasks.values()
     }
 }
 
@@ -171,109 +329,5 @@ pub(crate) fn all_cpus(cpus: usize) -> u64 {
         u64::MAX
     } else {
         (1u64 << cpus) - 1
-    }
-}
-
-/// What a switch does before any CID work: checks `next` and claims it for `cpu` (so that no
-/// other CPU can switch it in), and takes the current task off the CPU.
-pub(crate) enum Claim {
-    /// `next` already runs on this CPU: nothing to do.
-    AlreadyHere,
-    /// `next` is claimed for this CPU; the previous task (if any) was switched out.
-    Claimed,
-}
-
-/// Checks and claims `next` for `cpu` with the runqueue held. `switch_out` runs on the previous
-/// task's state in the same lock hold that takes it off the CPU, before another CPU can claim
-/// it (a design that takes CIDs back at switch-out must do it there).
-pub(crate) fn claim(
-    rq: &mut Rq,
-    cpu: usize,
-    next: Option<&Task>,
-    switch_out: impl FnOnce(&mut TaskState),
-) -> Result<Claim, CidError> {
-    if let Some(next) = next {
-        if let Claim::AlreadyHere = claim_next(rq, cpu, next, &mut next.state())? {
-            return Ok(Claim::AlreadyHere);
-        }
-    }
-    leave(rq, next, switch_out);
-    Ok(Claim::Claimed)
-}
-
-/// The first half of [`claim`], for a design that switches `next` in while it holds the task's
-/// lock (`state`, locked by the caller): checks `next` and marks it running on `cpu`.
-pub(crate) fn claim_next(
-    rq: &Rq,
-    cpu: usize,
-    next: &Task,
-    state: &mut TaskState,
-) -> Result<Claim, CidError> {
-    if rq.curr.as_ref().is_some_and(|curr| curr.same(next)) {
-        // Already running here: nothing to switch, but the affinity still rules.
-        if state.affinity & (1 << cpu) == 0 {
-            return Err(CidError::NotAllowed);
-        }
-        return Ok(Claim::AlreadyHere);
-    }
-    if state.exited {
-        return Err(CidError::UnknownTask);
-    }
-    if state.on_cpu.is_some() {
-        return Err(CidError::RunningElsewhere);
-    }
-    if state.affinity & (1 << cpu) == 0 {
-        return Err(CidError::NotAllowed);
-    }
-    state.on_cpu = Some(cpu);
-    Ok(Claim::Claimed)
-}
-
-/// The second half of [`claim`]: the previous task leaves the CPU (after `switch_out` on its
-/// state) and `next` becomes the CPU's current task.
-pub(crate) fn leave(rq: &mut Rq, next: Option<&Task>, switch_out: impl FnOnce(&mut TaskState)) {
-    if let Some(prev) = rq.curr.take() {
-        let mut state = prev.state();
-        switch_out(&mut state);
-        state.on_cpu = None;
-    }
-    rq.curr = next.cloned();
-}
-
-/// Exit's common part: takes `task` off its CPU if it runs (the CPU becomes idle), with the
-/// runqueue and task locks taken in order, runs `off` on the task's state in that lock hold (a
-/// design gives the task's CID back there; `on_cpu` still names the CPU the task ran on, whose
-/// runqueue is held), and marks the task exited.
-///
-/// # Errors
-/// [`CidError::UnknownTask`] if the task already exited (also when two exits race).
-pub(crate) fn exit_task(
-    rqs: &Rqs,
-    task: &Task,
-    off: impl FnOnce(&mut TaskState),
-) -> Result<(), CidError> {
-    loop {
-        let on_cpu = {
-            let state = task.state();
-            if state.exited {
-                return Err(CidError::UnknownTask);
-            }
-            state.on_cpu
-        };
-        let mut rq = on_cpu.map(|cpu| rqs.lock(cpu));
-        let mut state = task.state();
-        if state.exited {
-            return Err(CidError::UnknownTask);
-        }
-        if state.on_cpu != on_cpu {
-            continue; // it moved between the look and the locks
-        }
-        if let Some(rq) = rq.as_mut() {
-            rq.curr = None;
-        }
-        off(&mut state);
-        state.on_cpu = None;
-        state.exited = true;
-        return Ok(());
     }
 }
