@@ -1,8 +1,9 @@
 //! Loom models of the rework's concurrent protocol: switch-ins on two CPUs racing a fork that
 //! changes the mode, and an exit that switches back while a CPU switches; no duplicate CID, no
-//! dead or live lock. Then the lock-free task word that every design's switch claims: a claim
-//! racing the walk towards per-CPU mode over a sleeping task, an exit, a claim on another CPU
-//! and the switch-out on the CPU the task leaves.
+//! dead or live lock. Then the task word that every design's switch checks under the task's
+//! runqueue lock, without a task lock: a switch-in racing the walk towards per-CPU mode over a
+//! sleeping task, an exit, a claim on another CPU (a migration) and the switch on the CPU the
+//! task leaves.
 //!
 //! Run with `RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2 cargo test
 //! --release --target-dir target/loom -p idspace --test loom_cid`.
@@ -134,8 +135,8 @@ fn a_claim_races_the_walk_over_a_sleeping_task() {
     });
 }
 
-/// Exit of a sleeping task races a CPU switching it in: the exit's compare-and-swap and the
-/// claim's decide who wins; the task runs nowhere afterwards and its CID went back.
+/// Exit of a sleeping task races a CPU switching it in: the task's runqueue lock decides who
+/// wins; the task runs nowhere afterwards and its CID went back.
 #[test]
 fn exit_races_a_claim() {
     run_model("exit_races_a_claim", || {
@@ -160,8 +161,8 @@ fn exit_races_a_claim() {
     });
 }
 
-/// A task leaves CPU 0 (its switch-out's store) while CPU 1 claims it, in every design: it
-/// runs on at most one CPU at a time, and the running tasks' CIDs stay distinct.
+/// A task leaves CPU 0 while CPU 1 claims it (a migration from CPU 0's runqueue), in every
+/// design: it runs on at most one CPU at a time, and the running tasks' CIDs stay distinct.
 fn claim_races_a_switch_out<S: CidAllocator + 'static>(space: Arc<S>) {
     let a = space.fork(0b11).unwrap();
     let b = space.fork(0b11).unwrap();

@@ -3,7 +3,7 @@
 //! switch-out.
 
 use super::mask::CidMask;
-use super::runqueue::{claim, exit_task, Claim, Rqs};
+use super::runqueue::{exit_task, leave, switch_out, Claim, Rqs};
 use super::task::{Roster, SpaceId, Task};
 use super::{check_affinity, check_cpu_count, CidAllocator, CidError, CidState, Mode, UNSET};
 use crate::sync::{lock, spin_wait, Mutex};
@@ -105,20 +105,21 @@ impl CidAllocator for BitmapCids {
         if cpu >= self.cpus {
             return Err(CidError::BadCpu);
         }
-        let rq = self.rqs.lock(cpu);
-        let mut released = UNSET;
-        let switch_out = |cid| {
-            released = cid;
-            UNSET
-        };
-        if let Claim::AlreadyHere(cid) = claim(&rq, cpu, next, switch_out)? {
+        let (rq, claim) = self.rqs.lock_switch(cpu, next)?;
+        if let Claim::AlreadyHere(cid) = claim {
             return Ok(Some(cid));
         }
+        let mut released = UNSET;
+        switch_out(&rq, |cid| {
+            released = cid;
+            UNSET
+        });
+        leave(&rq, next);
         self.put(released);
         Ok(next.map(|task| {
             let cid = self.get();
             // `next` runs here now: this runqueue's holder is its word's only writer.
-            task.0.set_cid_exclusive(cid);
+            task.0.set_cid_locked(cid);
             cid
         }))
     }

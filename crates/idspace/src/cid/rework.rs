@@ -2,7 +2,7 @@
 //! type, where `cargo doc` shows it.
 
 use super::mask::CidMask;
-use super::runqueue::{claim_next, exit_task, leave, Claim, RqGuard, Rqs};
+use super::runqueue::{exit_task, is_curr, leave, Claim, RqGuard, Rqs};
 use super::task::{all_cpus, Roster, SpaceId, Task};
 use super::{
     check_affinity, check_cpu_count, user_cid, CidAllocator, CidError, CidState, Mode, ONCPU,
@@ -110,18 +110,43 @@ struct Constraints {
 /// (or a later switch-in) fixes what they did, and every CID a running task sees is a bitmap
 /// bit that it or its CPU holds alone, so the two ABI rules hold throughout.
 ///
+/// # The switch's common path
+///
+/// A task's CID state is one atomic word the task owns (its CID word, its runqueue, whether it
+/// exited), written only by the holder of its runqueue's lock, as the kernel changes a task's
+/// scheduling state under `task_rq_lock`; whether it runs is whether it is its runqueue's
+/// current task. So a switch on a CPU of a task of that CPU's runqueue takes the runqueue lock
+/// (the scheduler's, which the kernel's switch holds too: one compare-and-swap, and a store to
+/// unlock), reads the task's word, the mode and the budget, stores the task's CID into the CPU's
+/// slot and makes it the current task. Switch-out writes nothing. No task lock, no reference
+/// count, no shared cache line beyond the space's read-mostly mode and budget.
+///
+/// How the slow paths meet the fast path (the Acquire/Release pairs):
+///
+/// * **Walks** visit every task under its runqueue's lock (only tried), even a task without a
+///   CID: a switch-in that takes that lock after the visit reads the mode stored before the
+///   walk (the lock's Release/Acquire), and one that held it before is done, its CID moved to
+///   the CPU. The mode word's Release stores pair with the switch-in's Acquire load.
+/// * **Exit** takes the task's runqueue lock and marks the word exited; a switch-in under that
+///   lock refuses it.
+/// * **Migration** (a task switched in on another CPU than its runqueue's) moves the word to the
+///   new runqueue with both locks held (the second only tried). Readers outside any lock find a
+///   task's runqueue with an Acquire load of the word (pairing with the Release stores), lock
+///   it, and check the word still names it.
+///
 /// # Where we differ from the kernel, and why
 ///
-/// * Context switches hold the CPU's runqueue lock and the next task's lock: a task is not
-///   queued on one runqueue here (any CPU may switch any task in), so the task lock is what
-///   keeps two CPUs from running it at once.
-/// * The walk towards per-CPU fixes a sleeping task under that task's lock alone, and only
-///   *tries* a runqueue's lock (coming back later if it is busy). In the kernel,
-///   `task_rq_lock` of a sleeping task can wait on a CPU whose switch-in spins for a free CID
-///   that only the walk would free (the live lock fixed after merge, 4327fb13, by marking CIDs
-///   `TRANSIT` in both directions). Here that wait cannot happen, so CIDs need no per-CID
-///   `TRANSIT` mark; the mode word keeps its transition states.
-/// * A switch-in that must spin for a free CID does so without holding the task's lock.
+/// * A task is not queued on one runqueue: any CPU may switch any task in. A task belongs to
+///   the runqueue of the CPU it last ran on (fork spreads new tasks over their allowed CPUs);
+///   switching it in elsewhere migrates it first.
+/// * No path waits for a runqueue lock while it holds one, or while the holder may wait for it:
+///   the walk only tries runqueue locks, a migration only tries the second one, and a switch-in
+///   that finds no free CID gives its claim and the lock back and starts over, instead of
+///   spinning under the lock as `mm_get_cid` does. In the kernel, a fixup's `task_rq_lock` of a
+///   sleeping task could wait on a CPU whose switch-in spun for a CID that only the fixup would
+///   free (the live lock fixed after merge, 4327fb13, by marking CIDs `TRANSIT` in both
+///   directions). Here that wait cannot arise, so CIDs need no per-CID `TRANSIT` mark; the mode
+///   word keeps its transition states.
 pub struct Rework {
     space: SpaceId,
     cpus: usize,
@@ -229,47 +254,30 @@ impl Rework {
         }
     }
 
-    /// One task of the walk towards per-CPU; false if it must be looked at again (its CPU was
-    /// busy, or it was claimed or moved meanwhile). Every task is visited with an atomic
-    /// read-modify-write of its word or under its CPU's runqueue lock, as the kernel visits
-    /// each under `task_rq_lock`.
+    /// One task of the walk towards per-CPU, under its runqueue's lock as the kernel's walk
+    /// is under `task_rq_lock`; false if that lock was busy or the task moved (look again).
+    ///
+    /// Taking the lock for every task, even one without a CID, also orders the visit against a
+    /// switch-in of the task: one that comes after takes the lock after this visit and so reads
+    /// the new mode (it takes no CID of its own); one that came before is done when the walk
+    /// gets the lock, and what it took moves to the CPU.
     fn fix_task(&self, task: &Task) -> bool {
-        let word = task.0.word();
-        let Some(cpu) = word.cpu() else {
-            // Sleeping: its CID is dropped. The compare-and-swap (a no-op without a CID) also
-            // orders this visit against a claim racing it: a claim that comes after reads from
-            // it and so sees the mode stored before it (Release/Acquire), and takes no CID of
-            // its own; one that came before makes it fail, and the task is looked at again,
-            // running.
-            let cid = word.cid();
-            let dropped = if task_owned(cid) {
-                word.with_cid(UNSET)
-            } else {
-                word
-            };
-            if task.0.update_sleeping(word, dropped).is_err() {
-                return false;
-            }
-            if task_owned(cid) {
-                self.cids.put(cid);
-            }
-            return true;
-        };
-        // Running: its CPU's runqueue is taken even when the task owns no CID, for the same
-        // ordering: a switch-in there that read the old mode may be about to give it one.
-        // Only try: the CPU may be in a switch-in that waits for a CID this walk frees.
-        let Some(rq) = self.rqs.try_lock(cpu) else {
+        // Only try: the CPU may be in a switch-in (the lock's other holders do not wait for
+        // anything the walk holds, but they may take a while).
+        let Some((rq, word)) = self.rqs.try_lock_task(&task.0) else {
             return false;
         };
-        // With the runqueue held, a task running there cannot leave, and this is its word's
-        // only writer.
-        let word = task.0.word();
-        if word.cpu() != Some(cpu) {
-            return false; // it moved: look again
+        let cid = word.cid();
+        if !task_owned(cid) {
+            return true;
         }
-        if task_owned(word.cid()) {
-            rq.set_cid(word.cid() | ONCPU);
-            task.0.set_cid_exclusive(word.cid() | ONCPU);
+        if is_curr(&rq, &task.0) {
+            // Running on its runqueue's CPU: the CID moves to the CPU.
+            rq.set_cid(cid | ONCPU);
+            task.0.set_cid_locked(cid | ONCPU);
+        } else {
+            task.0.set_cid_locked(UNSET);
+            self.cids.put(cid);
         }
         true
     }
@@ -303,7 +311,7 @@ impl Rework {
                     self.cids.put(cid);
                     rq.set_cid(tcid);
                 } else {
-                    task.set_cid_exclusive(cid);
+                    task.set_cid_locked(cid);
                     rq.set_cid(cid);
                 }
             }
@@ -315,10 +323,12 @@ impl Rework {
         true
     }
 
-    /// A free CID below `max` if there is one, else any free one, spinning until one is free
-    /// (`mm_get_cid`): the budget's slack and the walks guarantee one frees up.
-    fn pool_cid(&self, max: u32) -> u32 {
-        self.cids.get(max)
+    /// A free CID below `max` if there is one, else any free one (`mm_get_cid` without its
+    /// spin); `None` if none is free now.
+    fn pool_cid(&self, max: u32) -> Option<u32> {
+        self.cids
+            .try_get(max)
+            .or_else(|| self.cids.try_get(self.cpus as u32))
     }
 
     /// Exchanges `cid` for a free one below `max`, if there is one (`mm_cid_converge`).
@@ -336,15 +346,16 @@ impl Rework {
     }
 
     /// Switch-in of `next`, claimed for this CPU (whose runqueue `rq` is held) with the CID
-    /// word `tcid`; the CID word it gets.
+    /// word `tcid`; the CID word it gets, or `None` if it needs a CID and none is free (the
+    /// caller then gives the claim back and waits without the lock).
     ///
     /// The common path (per-task mode, the task owns a CID below the budget, the CPU owns
     /// none) reads the mode, the budget and the CPU's slot, and stores the task's CID into the
-    /// slot: no atomic read-modify-write, no store to shared memory (the kernel's
+    /// slot: no atomic read-modify-write and no store outside the CPU's runqueue (the kernel's
     /// `mm_cid_from_task` fast path). In per-CPU mode the common path copies the CPU's CID
     /// into the task's word, which it stores only when it changes.
     #[inline]
-    fn schedin(&self, rq: &RqGuard<'_>, next: &Task, tcid: u32) -> u32 {
+    fn schedin(&self, rq: &RqGuard<'_>, next: &Task, tcid: u32) -> Option<u32> {
         // Acquire pairs with the Release stores in `set_mode`.
         let mode = self.hot.mode.load(Ordering::Acquire);
         let max = self.hot.max_cids.load(Ordering::Relaxed);
@@ -353,15 +364,22 @@ impl Rework {
             if cpu_cid != tcid {
                 rq.set_cid(tcid);
             }
-            return tcid;
+            return Some(tcid);
         }
         self.schedin_slow(rq, next, tcid, mode, max)
     }
 
     /// The rest of [`Rework::schedin`]: takes over, drops or allocates a CID so that ownership
-    /// matches the mode read, and compacts.
+    /// matches the mode read, and compacts. Changes nothing when it returns `None`.
     #[cold]
-    fn schedin_slow(&self, rq: &RqGuard<'_>, next: &Task, tcid: u32, mode: u32, max: u32) -> u32 {
+    fn schedin_slow(
+        &self,
+        rq: &RqGuard<'_>,
+        next: &Task,
+        tcid: u32,
+        mode: u32,
+        max: u32,
+    ) -> Option<u32> {
         let cpu_cid = rq.cid();
         let cid = if mode & ONCPU != 0 {
             // Per-CPU: the CPU owns, the task borrows.
@@ -374,7 +392,7 @@ impl Rework {
             } else if task_owned(tcid) {
                 tcid
             } else {
-                self.pool_cid(max)
+                self.pool_cid(max)?
             };
             self.converge(owned, max) | ONCPU
         } else {
@@ -388,16 +406,16 @@ impl Rework {
             } else if cpu_owned(cpu_cid) {
                 user_cid(cpu_cid)
             } else {
-                self.pool_cid(max)
+                self.pool_cid(max)?
             };
             self.converge(owned, max)
         };
         rq.set_cid(cid);
         if cid != tcid {
-            // `next` runs here now: this runqueue's holder is its word's only writer.
-            next.0.set_cid_exclusive(cid);
+            // `next` runs here now: its word is this runqueue's.
+            next.0.set_cid_locked(cid);
         }
-        cid
+        Some(cid)
     }
 }
 
@@ -458,19 +476,30 @@ impl CidAllocator for Rework {
         if cpu >= self.cpus {
             return Err(CidError::BadCpu);
         }
-        let rq = self.rqs.lock(cpu);
-        // The switch-in first: it needs nothing from the previous task.
-        let cid = match next {
-            None => None,
-            Some(task) => match claim_next(&rq, cpu, task)? {
-                Claim::AlreadyHere(tcid) => return Ok(Some(user_cid(tcid))),
-                Claim::Claimed(tcid) => Some(user_cid(self.schedin(&rq, task, tcid))),
-            },
-        };
-        // Switch-out does nothing: the previous task keeps (or drops, at its next switch-in)
-        // what it has; it only leaves the CPU (its word says so).
-        leave(&rq, next, |cid| cid);
-        Ok(cid)
+        loop {
+            let (rq, claim) = self.rqs.lock_switch(cpu, next)?;
+            // The switch-in first: it needs nothing from the previous task.
+            let cid = match (next, claim) {
+                (_, Claim::AlreadyHere(tcid)) => return Ok(Some(user_cid(tcid))),
+                (None, Claim::Claimed(_)) => None,
+                (Some(task), Claim::Claimed(tcid)) => match self.schedin(&rq, task, tcid) {
+                    Some(cid) => Some(user_cid(cid)),
+                    None => {
+                        // No CID free: a walk or exit in progress will free one. Give the claim
+                        // back (nothing to undo: the task is not yet current here; a migrated
+                        // task stays on this runqueue, asleep) and wait without the lock, which
+                        // that walk may need (`runqueue`: never hold one and wait).
+                        drop(rq);
+                        spin_wait();
+                        continue;
+                    }
+                },
+            };
+            // Switch-out does nothing: the previous task keeps (or drops, at its next
+            // switch-in) what it has; it only leaves the CPU (its word says so).
+            leave(&rq, next);
+            return Ok(cid);
+        }
     }
 
     fn set_affinity(&self, task: &Task, affinity: u64) -> Result<(), CidError> {
@@ -544,7 +573,7 @@ impl Rework {
         let max = self.hot.max_cids.load(Ordering::Relaxed);
         // No other thread can reach the task yet: fork has not returned it, and walks wait
         // for the members mutex that fork holds.
-        task.0.set_cid_exclusive(self.cids.get(max));
+        task.0.set_cid_locked(self.cids.get(max));
     }
 
     /// Mask of all the space's CPUs, for `fork`.

@@ -1,16 +1,27 @@
 //! CPUs as every CID design sees them: a runqueue per CPU (its current task and CID word, behind
-//! a spin lock, as the kernel's `rq->lock` is), and the checks and claims every switch makes.
+//! a spin lock, as the kernel's `rq->lock` is), which also guards the words of its tasks (see
+//! `task`), and the checks and claims every switch makes.
 //!
 //! # The switch's common path
 //!
-//! A switch on a CPU takes that CPU's lock (one compare-and-swap; unlocking is a Release
-//! store), claims the next task (one compare-and-swap of its word, which also reads its CID),
-//! stores the previous task's word (it leaves the CPU) and points the runqueue at the next task.
-//! Nothing else is shared: no task lock, no reference count, and the runqueue is on a cache
+//! A switch on a CPU of a task of that CPU's runqueue takes the CPU's lock (one
+//! compare-and-swap; unlocking is a Release store), reads the task's word (its runqueue, and
+//! whether it exited) and points the runqueue at it: the runqueue's current task is what says
+//! who runs, so neither the next nor the previous task's word is written. That is the only
+//! atomic read-modify-write: no task lock, no reference count, and the runqueue is on a cache
 //! line of its own.
 //!
-//! Lock order: a CPU's runqueue, then anything a design has. No path holds two runqueues; a
-//! path that needs one it must not wait for (a mode change's walk) only tries it.
+//! # Never hold one and wait
+//!
+//! No path waits for a runqueue lock while it holds another one, or while a thread that holds
+//! one may wait for it: a migration (a task switched in on another CPU than its runqueue's)
+//! takes the second lock only by trying, and on failure drops both and starts over; a mode
+//! change's walk only tries; a switch-in that finds no free CID gives its lock back before it
+//! waits (the rework). In the kernel, a fixup's `task_rq_lock` could wait on a CPU whose
+//! switch-in spun for a CID only the fixup would free (the live lock fixed after merge by
+//! 4327fb13); here that wait cannot arise.
+//!
+//! Lock order otherwise: a runqueue, then anything a design has (its CID lock).
 
 use core::ptr;
 use std::sync::Arc;
@@ -127,7 +138,7 @@ impl Drop for RqGuard<'_> {
 }
 
 /// What a switch does before any CID work: checks `next` and claims it for the CPU (so that no
-/// other CPU can switch it in), and takes the current task off the CPU.
+/// other CPU can switch it in).
 pub(crate) enum Claim {
     /// `next` already runs on this CPU: nothing to do. Its CID word.
     AlreadyHere(u32),
@@ -135,77 +146,135 @@ pub(crate) enum Claim {
     Claimed(u32),
 }
 
-/// Checks `next` and claims it for `cpu`, whose runqueue the caller holds: one compare-and-swap
-/// of its word, which fails (without writing) if another CPU claims it, a slow path changes its
-/// sleeping word, or it exits meanwhile; then it looks again.
-pub(crate) fn claim_next(rq: &RqGuard<'_>, cpu: usize, next: &Task) -> Result<Claim, CidError> {
-    let task = &*next.0;
-    let allowed = task.affinity() & (1 << cpu) != 0;
-    let mut word = task.word();
-    loop {
-        if word.cpu() == Some(cpu) {
-            // Running here (with the runqueue held, it is this CPU's current task): nothing to
-            // switch, but the affinity still rules.
-            debug_assert!(rq.curr().is_some_and(|curr| ptr::eq(curr, task)));
+impl Rqs {
+    /// Locks the runqueue that guards `task`'s word (`task_rq_lock`): looks it up, locks it,
+    /// and checks the task did not move meanwhile. Returns the guard and the word.
+    pub(crate) fn lock_task(&self, task: &TaskInner) -> (RqGuard<'_>, Word) {
+        loop {
+            let rq = task.word().rq();
+            let guard = self.lock(rq);
+            let word = task.word();
+            if word.rq() == rq {
+                return (guard, word);
+            }
+        }
+    }
+
+    /// [`Rqs::lock_task`] that only tries: `None` if the runqueue is busy or the task moved.
+    pub(crate) fn try_lock_task(&self, task: &TaskInner) -> Option<(RqGuard<'_>, Word)> {
+        let rq = task.word().rq();
+        let guard = self.try_lock(rq)?;
+        let word = task.word();
+        (word.rq() == rq).then_some((guard, word))
+    }
+
+    /// Locks `cpu`'s runqueue for a switch to `next`, and checks `next` for it (the caller
+    /// makes it the runqueue's current task). A task of another runqueue first migrates here.
+    #[inline(always)]
+    pub(crate) fn lock_switch(
+        &self,
+        cpu: usize,
+        next: Option<&Task>,
+    ) -> Result<(RqGuard<'_>, Claim), CidError> {
+        let Some(next) = next else {
+            return Ok((self.lock(cpu), Claim::Claimed(UNSET)));
+        };
+        let task = &*next.0;
+        loop {
+            let guard = self.lock(cpu);
+            let word = task.word();
+            if word.rq() != cpu {
+                drop(guard);
+                self.migrate(cpu, task)?;
+                continue;
+            }
+            // A task of this runqueue: the lock held covers its word.
+            let allowed = task.affinity() & (1 << cpu) != 0;
+            if is_curr(&guard, task) {
+                // Running here: nothing to switch, but the affinity still rules.
+                if !allowed {
+                    return Err(CidError::NotAllowed);
+                }
+                return Ok((guard, Claim::AlreadyHere(word.cid())));
+            }
+            if word.exited() {
+                return Err(CidError::UnknownTask);
+            }
             if !allowed {
                 return Err(CidError::NotAllowed);
             }
-            return Ok(Claim::AlreadyHere(word.cid()));
+            return Ok((guard, Claim::Claimed(word.cid())));
         }
-        if word.exited() {
-            return Err(CidError::UnknownTask);
-        }
-        if word.cpu().is_some() {
-            return Err(CidError::RunningElsewhere);
-        }
-        if !allowed {
-            return Err(CidError::NotAllowed);
-        }
-        match task.claim(word, cpu) {
-            Ok(()) => return Ok(Claim::Claimed(word.cid())),
-            Err(now) => word = now,
+    }
+
+    /// Moves `task`, which is not running, to `cpu`'s runqueue, with both runqueues locked
+    /// (the second only tried: on failure both are dropped and it starts over). The errors
+    /// are the switch's.
+    #[cold]
+    fn migrate(&self, cpu: usize, task: &TaskInner) -> Result<(), CidError> {
+        loop {
+            let home = task.word().rq();
+            if home == cpu {
+                return Ok(()); // another CPU moved it here meanwhile
+            }
+            let guard = self.lock(cpu);
+            let Some(home_guard) = self.try_lock(home) else {
+                drop(guard);
+                spin_wait();
+                continue;
+            };
+            let word = task.word();
+            if word.rq() != home {
+                continue; // it moved between the look and the locks
+            }
+            if word.exited() {
+                return Err(CidError::UnknownTask);
+            }
+            if is_curr(&home_guard, task) {
+                return Err(CidError::RunningElsewhere);
+            }
+            if task.affinity() & (1 << cpu) == 0 {
+                return Err(CidError::NotAllowed);
+            }
+            // Both locks held: the task moves to this runqueue.
+            task.store_locked(word.moved_to(cpu));
+            return Ok(());
         }
     }
 }
 
-/// Checks and claims `next` for `cpu` with the runqueue held, then takes the previous task off
-/// the CPU ([`leave`]).
-pub(crate) fn claim(
-    rq: &RqGuard<'_>,
-    cpu: usize,
-    next: Option<&Task>,
-    switch_out: impl FnOnce(u32) -> u32,
-) -> Result<Claim, CidError> {
-    let mut cid = UNSET;
-    if let Some(next) = next {
-        match claim_next(rq, cpu, next)? {
-            Claim::AlreadyHere(cid) => return Ok(Claim::AlreadyHere(cid)),
-            Claim::Claimed(claimed) => cid = claimed,
-        }
-    }
-    leave(rq, next, switch_out);
-    Ok(Claim::Claimed(cid))
+/// Whether `task` is the current task of the runqueue `rq` (held).
+#[inline]
+pub(crate) fn is_curr(rq: &RqGuard<'_>, task: &TaskInner) -> bool {
+    rq.curr().is_some_and(|curr| ptr::eq(curr, task))
 }
 
 /// The previous task (if any) leaves the CPU, its CID word replaced by what `switch_out` makes
 /// of it (a design that takes CIDs back at switch-out does it there, before another CPU can
-/// claim the task), and `next` becomes the CPU's current task.
+/// claim the task); true if there was one. A design whose switch-out does nothing skips it.
 #[inline]
-pub(crate) fn leave(rq: &RqGuard<'_>, next: Option<&Task>, switch_out: impl FnOnce(u32) -> u32) {
-    if let Some(prev) = rq.curr() {
-        // The word of a task running here: this lock's holder is its only writer.
-        let word = prev.word();
-        prev.store_exclusive(word.with_cid(switch_out(word.cid())).sleeping());
+pub(crate) fn switch_out(rq: &RqGuard<'_>, switch_out: impl FnOnce(u32) -> u32) -> bool {
+    let Some(prev) = rq.curr() else {
+        return false;
+    };
+    // A task running here: its word is this runqueue's.
+    let word = prev.word();
+    let cid = switch_out(word.cid());
+    if cid != word.cid() {
+        prev.store_locked(word.with_cid(cid));
     }
+    true
+}
+
+/// `next` becomes the CPU's current task (the previous one, if any, leaves it).
+#[inline]
+pub(crate) fn leave(rq: &RqGuard<'_>, next: Option<&Task>) {
     rq.set_curr(next);
 }
 
 /// Exit's common part: marks `task` exited and takes it off its CPU if it runs (the CPU becomes
-/// idle), then runs `off` with its last CID word and the CPU it ran on (whose runqueue is still
-/// held then: a design gives the task's CID back there).
-///
-/// A sleeping task exits by a compare-and-swap of its word, which a racing claim (or exit) may
-/// win: then it looks again. A running task's word changes under its CPU's runqueue lock.
+/// idle), under its runqueue's lock, then runs `off` with its last CID word and the CPU it ran
+/// on, if it ran (the lock still held: a design gives the task's CID back there).
 ///
 /// # Errors
 /// [`CidError::UnknownTask`] if the task already exited (also when two exits race).
@@ -215,30 +284,15 @@ pub(crate) fn exit_task(
     off: impl FnOnce(u32, Option<usize>),
 ) -> Result<(), CidError> {
     let task = &*task.0;
-    let mut word = task.word();
-    loop {
-        if word.exited() {
-            return Err(CidError::UnknownTask);
-        }
-        match word.cpu() {
-            None => match task.update_sleeping(word, Word::EXITED) {
-                Ok(()) => {
-                    off(word.cid(), None);
-                    return Ok(());
-                }
-                Err(now) => word = now,
-            },
-            Some(cpu) => {
-                let rq = rqs.lock(cpu);
-                word = task.word();
-                if word.cpu() != Some(cpu) {
-                    continue; // it moved (or exited) between the look and the lock
-                }
-                rq.set_curr(None);
-                task.store_exclusive(Word::EXITED);
-                off(word.cid(), Some(cpu));
-                return Ok(());
-            }
-        }
+    let (rq, word) = rqs.lock_task(task);
+    if word.exited() {
+        return Err(CidError::UnknownTask);
     }
+    let running = is_curr(&rq, task);
+    if running {
+        rq.set_curr(None);
+    }
+    task.store_locked(word.exited_now());
+    off(word.cid(), running.then_some(word.rq()));
+    Ok(())
 }

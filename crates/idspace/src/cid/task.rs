@@ -1,27 +1,22 @@
-//! Tasks as every CID design sees them: a task's state in atomic words that the task owns, and
-//! the space's roster of live tasks.
+//! Tasks as every CID design sees them: a task's state in an atomic word that the task owns,
+//! and the space's roster of live tasks.
 //!
 //! # The task word
 //!
-//! A task's CID word and where it runs share one 64-bit atomic word ([`Word`]): the CID word in
-//! the low half (designs give its flag bits their meaning), the CPU it runs on (plus one, zero
-//! when it sleeps) above it, and an exited bit. One word, so that a context switch claims the
-//! task and reads its CID with a single compare-and-swap, and a slow path that changes a
-//! sleeping task's CID cannot miss a claim racing it.
+//! A task's CID word, its runqueue (the CPU it runs on, or last ran on: the kernel's
+//! `task_cpu`) and whether it exited share one 64-bit atomic word ([`Word`]). Whether it runs is
+//! not in the word: it runs if and only if it is its runqueue's current task.
 //!
-//! Who writes it:
+//! **Who writes it:** only the holder of its runqueue's lock (`runqueue`), with plain Release
+//! stores, as the kernel changes a task's scheduling state under `task_rq_lock`. A CPU that
+//! switches in a task of its own runqueue (the common case) so neither writes the word nor
+//! needs an atomic read-modify-write on the task: the runqueue lock it takes anyway covers it,
+//! and the runqueue's current task says who runs. A task
+//! moves to another runqueue only under both locks (a migration); so whoever looks up a task's
+//! runqueue, locks it, and finds the word still naming it, holds the word's only writer's lock.
 //!
-//! * **A running task's word** is written only by whoever holds the runqueue lock of the CPU it
-//!   runs on (that CPU's switches, a mode change's walk, exit), with plain stores: no one else
-//!   may write it, and a compare-and-swap elsewhere fails on it without writing.
-//! * **A sleeping task's word** changes only by compare-and-swap: a claim (a CPU switching the
-//!   task in), a walk dropping its CID, exit. Whoever loses sees the winner's word and looks
-//!   again.
-//!
-//! Every store and successful compare-and-swap is Release, every load and claim Acquire: the
-//! CPU that claims a task sees what the CPU it last ran on did with it (its switch-out's store,
-//! the lazy design's `last_cpu`), and a claim that reads a walk's compare-and-swap sees the mode
-//! the walk published before it.
+//! **Readers** outside the lock (to find which lock to take) load it with Acquire, which pairs
+//! with the Release stores; under the lock, the lock's own Acquire/Release orders everything.
 //!
 //! Affinity lives in a word of its own (set from outside, read at claim, no ordering needed
 //! beyond what the caller's calls give).
@@ -33,20 +28,20 @@ use super::{CidError, MAX_CPUS, UNSET};
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::util::hash::BuildIntHasher;
 
-/// A snapshot of a task word: `cid | (cpu + 1) << 32 | EXITED`.
+/// A snapshot of a task word: `cid | rq << 32 | EXITED`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct Word(u64);
 
 impl Word {
-    const CPU_SHIFT: u32 = 32;
-    const CPU_MASK: u64 = 0xff << Self::CPU_SHIFT;
-    const EXITED_BIT: u64 = 1 << 40;
+    const RQ_SHIFT: u32 = 32;
+    const RQ_MASK: u64 = 0xff << Self::RQ_SHIFT;
+    const EXITED: u64 = 1 << 40;
 
-    /// A new task's word: no CID, not running.
-    const NEW: Word = Word(UNSET as u64);
-
-    /// An exited task's word: no CID, not running, and no claim will succeed.
-    pub(crate) const EXITED: Word = Word(Self::EXITED_BIT | UNSET as u64);
+    /// A new task's word: no CID, not running, on runqueue `rq`.
+    fn new(rq: usize) -> Word {
+        debug_assert!(rq < MAX_CPUS);
+        Word(u64::from(UNSET) | (rq as u64) << Self::RQ_SHIFT)
+    }
 
     /// The CID word.
     #[inline]
@@ -54,18 +49,15 @@ impl Word {
         self.0 as u32
     }
 
-    /// The CPU the task runs on (or is being switched in on).
+    /// The task's runqueue: the CPU it runs on or last ran on, whose lock guards the word.
     #[inline]
-    pub(crate) fn cpu(self) -> Option<usize> {
-        match (self.0 & Self::CPU_MASK) >> Self::CPU_SHIFT {
-            0 => None,
-            plus_one => Some(plus_one as usize - 1),
-        }
+    pub(crate) fn rq(self) -> usize {
+        ((self.0 & Self::RQ_MASK) >> Self::RQ_SHIFT) as usize
     }
 
     #[inline]
     pub(crate) fn exited(self) -> bool {
-        self.0 & Self::EXITED_BIT != 0
+        self.0 & Self::EXITED != 0
     }
 
     #[inline]
@@ -73,15 +65,17 @@ impl Word {
         Word(self.0 & !u64::from(u32::MAX) | u64::from(cid))
     }
 
+    /// On `cpu`'s runqueue (a migration).
     #[inline]
-    pub(crate) fn running_on(self, cpu: usize) -> Word {
+    pub(crate) fn moved_to(self, cpu: usize) -> Word {
         debug_assert!(cpu < MAX_CPUS);
-        Word(self.0 & !Self::CPU_MASK | (cpu as u64 + 1) << Self::CPU_SHIFT)
+        Word(self.0 & !Self::RQ_MASK | (cpu as u64) << Self::RQ_SHIFT)
     }
 
+    /// Exited: no CID, on the same runqueue.
     #[inline]
-    pub(crate) fn sleeping(self) -> Word {
-        Word(self.0 & !Self::CPU_MASK)
+    pub(crate) fn exited_now(self) -> Word {
+        Word(self.0 & Self::RQ_MASK | u64::from(UNSET) | Self::EXITED)
     }
 }
 
@@ -125,8 +119,8 @@ pub(crate) struct TaskInner {
     /// CPUs the task may run on.
     affinity: AtomicU64,
     /// The CPU the task last ran on, for designs that track migrations (the lazy design's
-    /// `migrate_from_cpu`); [`NO_CPU`] before its first run. Written only by the CPU that runs
-    /// the task, under its runqueue lock.
+    /// `migrate_from_cpu`); [`NO_CPU`] before its first run (the word's runqueue is set from
+    /// fork). Touched only by the CPU that runs the task, under its runqueue lock.
     last_cpu: AtomicU32,
 }
 
@@ -138,62 +132,27 @@ impl TaskInner {
     /// The task word.
     #[inline]
     pub(crate) fn word(&self) -> Word {
-        // Acquire pairs with the Release stores and compare-and-swaps of the word's writers.
+        // Acquire pairs with the Release stores of the word's writers (`store_locked`).
         Word(self.word.load(Ordering::Acquire))
     }
 
-    /// Sets the CID word of a task that runs on a CPU whose runqueue lock the caller holds (the
-    /// word's only writer then), or of a task no other thread can reach yet (a fork's).
+    /// Sets the CID word. The caller holds the lock of the task's runqueue (the word's only
+    /// writer), or no other thread can reach the task yet (a fork's).
     #[inline]
-    pub(crate) fn set_cid_exclusive(&self, cid: u32) {
-        // Relaxed: the caller is the only writer, and its own last write (or the write of the
-        // previous holder of the runqueue lock, which the lock orders) is what it reads.
+    pub(crate) fn set_cid_locked(&self, cid: u32) {
+        // Relaxed: the caller is the only writer; what it reads is its own last write or one
+        // that the runqueue lock orders before it.
         let word = Word(self.word.load(Ordering::Relaxed));
-        // Release pairs with the Acquire loads and claims of later readers.
-        self.word.store(word.with_cid(cid).0, Ordering::Release);
+        self.store_locked(word.with_cid(cid));
     }
 
-    /// Stores the word of a task the caller's runqueue lock covers (the word's only writer).
+    /// Stores the word. The caller holds the lock of the task's runqueue (both runqueues'
+    /// locks if `word` moves the task to another).
     #[inline]
-    pub(crate) fn store_exclusive(&self, word: Word) {
-        // Release pairs with the Acquire loads and claims of later readers (the next CPU to
-        // claim a task that leaves this one sees what this CPU did with it).
+    pub(crate) fn store_locked(&self, word: Word) {
+        // Release pairs with the Acquire loads in `word` of readers outside the lock (who then
+        // lock the runqueue it names).
         self.word.store(word.0, Ordering::Release);
-    }
-
-    /// Replaces a sleeping task's word `current` by `new` unless it changed meanwhile (a claim,
-    /// another slow path); the word it found otherwise.
-    #[inline]
-    pub(crate) fn update_sleeping(&self, current: Word, new: Word) -> Result<(), Word> {
-        debug_assert!(current.cpu().is_none() && new.cpu().is_none());
-        // AcqRel: Release pairs with the Acquire of a later claim (which then sees what the
-        // caller published before, e.g. a walk's mode); Acquire as in `word`.
-        self.word
-            .compare_exchange(current.0, new.0, Ordering::AcqRel, Ordering::Acquire)
-            .map(|_| ())
-            .map_err(Word)
-    }
-
-    /// Claims the sleeping task whose word is `current` for `cpu`, unless its word changed
-    /// meanwhile (another CPU claimed it, a slow path changed it, it exited); the word it found
-    /// otherwise.
-    #[inline]
-    pub(crate) fn claim(&self, current: Word, cpu: usize) -> Result<(), Word> {
-        debug_assert!(current.cpu().is_none() && !current.exited());
-        // Acquire pairs with the Release store of the task's switch-out on the CPU it last ran
-        // on (this CPU sees what that one did with the task), and with the Release
-        // compare-and-swap of a slow path that changed the sleeping word (a walk: this CPU then
-        // reads the mode the walk published before it). No Release needed: whoever must see
-        // what this CPU does with the task takes its runqueue lock.
-        self.word
-            .compare_exchange(
-                current.0,
-                current.running_on(cpu).0,
-                Ordering::Acquire,
-                Ordering::Acquire,
-            )
-            .map(|_| ())
-            .map_err(Word)
     }
 
     #[inline]
@@ -206,8 +165,8 @@ impl TaskInner {
     /// The CPU the task last ran on, replaced by `cpu` (the caller runs it there, with the
     /// runqueue held).
     pub(crate) fn replace_last_cpu(&self, cpu: usize) -> Option<usize> {
-        // Relaxed: only the CPU running the task touches it, and the claim (Acquire) of that
-        // CPU follows the previous one's switch-out (Release).
+        // Relaxed: only the holder of the task's runqueue lock touches it (the lock orders the
+        // holders).
         let last = self.last_cpu.swap(cpu as u32, Ordering::Relaxed);
         (last != NO_CPU).then_some(last as usize)
     }
@@ -222,11 +181,11 @@ impl TaskInner {
 pub struct Task(pub(crate) Arc<TaskInner>);
 
 impl Task {
-    fn new(space: SpaceId, id: u64, affinity: u64) -> Task {
+    fn new(space: SpaceId, id: u64, affinity: u64, rq: usize) -> Task {
         Task(Arc::new(TaskInner {
             id,
             space,
-            word: AtomicU64::new(Word::NEW.0),
+            word: AtomicU64::new(Word::new(rq).0),
             affinity: AtomicU64::new(affinity),
             last_cpu: AtomicU32::new(NO_CPU),
         }))
@@ -276,9 +235,17 @@ impl Roster {
         }
     }
 
-    /// A new task of `space`, numbered in fork order, allowed on the CPUs of `affinity`.
+    /// A new task of `space`, numbered in fork order, allowed on the CPUs of `affinity` (not
+    /// empty), on the runqueue of one of them (the kernel's `select_task_rq` at wake-up of a new
+    /// task): forks spread over the allowed CPUs in turn.
     pub(crate) fn fork(&mut self, space: &SpaceId, affinity: u64) -> Task {
-        let task = Task::new(SpaceId(Arc::clone(&space.0)), self.next_id, affinity);
+        debug_assert!(affinity != 0);
+        let mut rest = affinity;
+        for _ in 0..self.next_id % u64::from(affinity.count_ones()) {
+            rest &= rest - 1;
+        }
+        let rq = rest.trailing_zeros() as usize;
+        let task = Task::new(SpaceId(Arc::clone(&space.0)), self.next_id, affinity, rq);
         self.next_id += 1;
         self.tasks.insert(task.id(), task.clone());
         task

@@ -19,7 +19,7 @@ use crossbeam_utils::CachePadded;
 use self::pcpu::Pcpu;
 pub use self::scan::{ScanPlacement, ScanStats, KERNEL_SCAN_PERIOD, TICK_SWITCHES};
 use super::mask::CidMask;
-use super::runqueue::{claim, exit_task, Claim, Rqs};
+use super::runqueue::{exit_task, leave, Claim, Rqs};
 use super::task::{Roster, SpaceId, Task};
 use super::{check_affinity, check_cpu_count, CidAllocator, CidError, CidState, Mode};
 use crate::sync::{lock, Arc, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering};
@@ -89,9 +89,9 @@ use crate::sync::{lock, Arc, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering};
 ///
 /// # Where we differ from the kernel, and why
 ///
-/// * A CPU is a worker slot; a switch holds its runqueue lock and the next task's lock, as in
-///   every design here (a task is not queued on one runqueue, so its lock keeps two CPUs from
-///   running it). Remote sides take neither.
+/// * A CPU is a worker slot; a switch holds its runqueue lock, as in every design here, which
+///   also guards the words of the tasks that last ran there (a task switched in elsewhere
+///   migrates under both runqueues' locks). Remote sides take no runqueue lock.
 /// * Migration is handled when the task switches in on a new CPU: the simulator has no
 ///   enqueue, which is where the kernel calls `sched_mm_cid_migrate_to`.
 /// * "Unused for 100 ms" is counted in scans: a CPU not used since before the previous scan.
@@ -289,17 +289,14 @@ impl CidAllocator for LazyCids {
         if cpu >= shared.cpus {
             return Err(CidError::BadCpu);
         }
-        let rq = shared.rqs.lock(cpu);
-        let mut had_prev = false;
-        // The task's CID word stays as `last_mm_cid`: a hint for its next migration.
-        let switch_out = |cid| {
-            had_prev = true;
-            cid
-        };
-        let last_mm_cid = match claim(&rq, cpu, next, switch_out)? {
+        let (rq, claim) = shared.rqs.lock_switch(cpu, next)?;
+        let last_mm_cid = match claim {
             Claim::AlreadyHere(cid) => return Ok(Some(cid)),
             Claim::Claimed(cid) => cid,
         };
+        // The previous task's CID word stays as `last_mm_cid`: a hint for its next migration.
+        let had_prev = rq.curr().is_some();
+        leave(&rq, next);
         let pcpu = &shared.pcpus[cpu];
         if had_prev != next.is_some() {
             // Whether a task of the space runs here changes: the Dekker half of the switch path
@@ -322,7 +319,7 @@ impl CidAllocator for LazyCids {
             }
             let cid = shared.mm_cid_get(cpu);
             // `next` runs here now: this runqueue's holder is its word's only writer.
-            next.0.set_cid_exclusive(cid);
+            next.0.set_cid_locked(cid);
             cid
         };
         let scan_now = shared.tick(cpu);
