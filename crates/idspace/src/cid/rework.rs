@@ -123,14 +123,14 @@ struct Constraints {
 ///
 /// How the slow paths meet the fast path (the Acquire/Release pairs):
 ///
-/// * **Walks** visit every task under its runqueue's lock (only tried), even a task without a
+/// * **Walks** visit every task under its runqueue's lock, even a task without a
 ///   CID: a switch-in that takes that lock after the visit reads the mode stored before the
 ///   walk (the lock's Release/Acquire), and one that held it before is done, its CID moved to
 ///   the CPU. The mode word's Release stores pair with the switch-in's Acquire load.
 /// * **Exit** takes the task's runqueue lock and marks the word exited; a switch-in under that
 ///   lock refuses it.
 /// * **Migration** (a task switched in on another CPU than its runqueue's) moves the word to the
-///   new runqueue with both locks held (the second only tried). Readers outside any lock find a
+///   new runqueue with both locks held (taken in CPU order). Readers outside any lock find a
 ///   task's runqueue with an Acquire load of the word (pairing with the Release stores), lock
 ///   it, and check the word still names it.
 ///
@@ -139,13 +139,12 @@ struct Constraints {
 /// * A task is not queued on one runqueue: any CPU may switch any task in. A task belongs to
 ///   the runqueue of the CPU it last ran on (fork spreads new tasks over their allowed CPUs);
 ///   switching it in elsewhere migrates it first.
-/// * No path waits for a runqueue lock while it holds one, or while the holder may wait for it:
-///   the walk only tries runqueue locks, a migration only tries the second one, and a switch-in
-///   that finds no free CID gives its claim and the lock back and starts over, instead of
-///   spinning under the lock as `mm_get_cid` does. In the kernel, a fixup's `task_rq_lock` of a
-///   sleeping task could wait on a CPU whose switch-in spun for a CID that only the fixup would
-///   free (the live lock fixed after merge, 4327fb13, by marking CIDs `TRANSIT` in both
-///   directions). Here that wait cannot arise, so CIDs need no per-CID `TRANSIT` mark; the mode
+/// * A switch-in that finds no free CID gives its claim and the runqueue lock back and starts
+///   over, instead of spinning under the lock as `mm_get_cid` does. In the kernel, a fixup's
+///   `task_rq_lock` of a sleeping task could wait on a CPU whose switch-in spun for a CID that
+///   only the fixup would free (the live lock fixed after merge, 4327fb13, by marking CIDs
+///   `TRANSIT` in both directions). Here no runqueue lock's holder waits for anything a walk
+///   holds, so walks simply take the locks, and CIDs need no per-CID `TRANSIT` mark; the mode
 ///   word keeps its transition states.
 pub struct Rework {
     space: SpaceId,
@@ -245,31 +244,24 @@ impl Rework {
 
     /// Towards per-CPU: running tasks' CIDs move to their CPUs, sleeping tasks' are dropped.
     fn fixup_tasks_to_cpus<'t>(&self, tasks: impl Iterator<Item = &'t Task>) {
-        let mut pending: Vec<&Task> = tasks.collect();
-        while !pending.is_empty() {
-            pending.retain(|task| !self.fix_task(task));
-            if !pending.is_empty() {
-                spin_wait();
-            }
+        for task in tasks {
+            self.fix_task(task);
         }
     }
 
     /// One task of the walk towards per-CPU, under its runqueue's lock as the kernel's walk
-    /// is under `task_rq_lock`; false if that lock was busy or the task moved (look again).
+    /// is under `task_rq_lock`. Waiting for that lock is safe: its holders never wait for
+    /// anything the walk holds (a switch-in without a free CID gives the lock back).
     ///
     /// Taking the lock for every task, even one without a CID, also orders the visit against a
     /// switch-in of the task: one that comes after takes the lock after this visit and so reads
     /// the new mode (it takes no CID of its own); one that came before is done when the walk
     /// gets the lock, and what it took moves to the CPU.
-    fn fix_task(&self, task: &Task) -> bool {
-        // Only try: the CPU may be in a switch-in (the lock's other holders do not wait for
-        // anything the walk holds, but they may take a while).
-        let Some((rq, word)) = self.rqs.try_lock_task(&task.0) else {
-            return false;
-        };
+    fn fix_task(&self, task: &Task) {
+        let (rq, word) = self.rqs.lock_task(&task.0);
         let cid = word.cid();
         if !task_owned(cid) {
-            return true;
+            return;
         }
         if is_curr(&rq, &task.0) {
             // Running on its runqueue's CPU: the CID moves to the CPU.
@@ -279,27 +271,20 @@ impl Rework {
             task.0.set_cid_locked(UNSET);
             self.cids.put(cid);
         }
-        true
     }
 
     /// Towards per-task: each CPU's CID moves to the task running there, or is dropped.
     fn fixup_cpus_to_tasks(&self) {
-        let mut pending: Vec<usize> = (0..self.cpus).collect();
-        while !pending.is_empty() {
-            pending.retain(|&cpu| !self.fix_cpu(cpu));
-            if !pending.is_empty() {
-                spin_wait();
-            }
+        for cpu in 0..self.cpus {
+            self.fix_cpu(cpu);
         }
     }
 
-    /// One CPU of the walk towards per-task; false if its runqueue was busy (try again).
-    fn fix_cpu(&self, cpu: usize) -> bool {
-        let Some(rq) = self.rqs.try_lock(cpu) else {
-            return false;
-        };
+    /// One CPU of the walk towards per-task, under its runqueue's lock.
+    fn fix_cpu(&self, cpu: usize) {
+        let rq = self.rqs.lock(cpu);
         if !cpu_owned(rq.cid()) {
-            return true;
+            return;
         }
         let cid = user_cid(rq.cid());
         match rq.curr() {
@@ -320,7 +305,6 @@ impl Rework {
                 rq.set_cid(UNSET);
             }
         }
-        true
     }
 
     /// A free CID below `max` if there is one, else any free one (`mm_get_cid` without its

@@ -11,17 +11,16 @@
 //! atomic read-modify-write: no task lock, no reference count, and the runqueue is on a cache
 //! line of its own.
 //!
-//! # Never hold one and wait
+//! # Lock order, and who may wait under a runqueue lock
 //!
-//! No path waits for a runqueue lock while it holds another one, or while a thread that holds
-//! one may wait for it: a migration (a task switched in on another CPU than its runqueue's)
-//! takes the second lock only by trying, and on failure drops both and starts over; a mode
-//! change's walk only tries; a switch-in that finds no free CID gives its lock back before it
-//! waits (the rework). In the kernel, a fixup's `task_rq_lock` could wait on a CPU whose
-//! switch-in spun for a CID only the fixup would free (the live lock fixed after merge by
-//! 4327fb13); here that wait cannot arise.
-//!
-//! Lock order otherwise: a runqueue, then anything a design has (its CID lock).
+//! Two runqueues are held together only by a migration (a task switched in on another CPU than
+//! its runqueue's), which takes them in CPU order. Then anything a design has (its CID lock).
+//! A runqueue's holder never waits for a thread that may hold another lock: the rework's
+//! switch-in that finds no free CID gives its lock back before it waits, and the bitmap's waits
+//! only for a switch-out elsewhere (at most one CID per busy CPU is taken). So a mode change's
+//! walk, which holds the space's fork/exit lock, may wait for runqueue locks. In the kernel, a
+//! fixup's `task_rq_lock` could wait on a CPU whose switch-in spun for a CID only the fixup
+//! would free (the live lock fixed after merge by 4327fb13); here that wait cannot arise.
 
 use core::ptr;
 use std::sync::Arc;
@@ -160,14 +159,6 @@ impl Rqs {
         }
     }
 
-    /// [`Rqs::lock_task`] that only tries: `None` if the runqueue is busy or the task moved.
-    pub(crate) fn try_lock_task(&self, task: &TaskInner) -> Option<(RqGuard<'_>, Word)> {
-        let rq = task.word().rq();
-        let guard = self.try_lock(rq)?;
-        let word = task.word();
-        (word.rq() == rq).then_some((guard, word))
-    }
-
     /// Locks `cpu`'s runqueue for a switch to `next`, and checks `next` for it (the caller
     /// makes it the runqueue's current task). A task of another runqueue first migrates here.
     #[inline(always)]
@@ -208,8 +199,7 @@ impl Rqs {
     }
 
     /// Moves `task`, which is not running, to `cpu`'s runqueue, with both runqueues locked
-    /// (the second only tried: on failure both are dropped and it starts over). The errors
-    /// are the switch's.
+    /// (in CPU order). The errors are the switch's.
     #[cold]
     fn migrate(&self, cpu: usize, task: &TaskInner) -> Result<(), CidError> {
         loop {
@@ -217,11 +207,12 @@ impl Rqs {
             if home == cpu {
                 return Ok(()); // another CPU moved it here meanwhile
             }
-            let guard = self.lock(cpu);
-            let Some(home_guard) = self.try_lock(home) else {
-                drop(guard);
-                spin_wait();
-                continue;
+            let (_guard, home_guard) = if cpu < home {
+                let guard = self.lock(cpu);
+                (guard, self.lock(home))
+            } else {
+                let home_guard = self.lock(home);
+                (self.lock(cpu), home_guard)
             };
             let word = task.word();
             if word.rq() != home {
