@@ -3,13 +3,14 @@
 //! switch-out.
 
 use super::mask::CidMask;
-use super::task::{claim, exit_task, Claim, Rqs, SpaceId, Task};
+use super::runqueue::{exit_task, leave, switch_out, Claim, Rqs};
+use super::task::{Roster, SpaceId, Task};
 use super::{check_affinity, check_cpu_count, CidAllocator, CidError, CidState, Mode, UNSET};
 use crate::sync::{lock, spin_wait, Mutex};
 
 struct Members {
     users: u32,
-    next_id: u64,
+    roster: Roster,
 }
 
 /// The 6.3 design: a bitmap under a per-space lock, touched at every switch. A baseline for
@@ -39,7 +40,7 @@ impl BitmapCids {
             rqs: Rqs::new(cpus),
             members: Mutex::new(Members {
                 users: 0,
-                next_id: 0,
+                roster: Roster::new(),
             }),
         })
     }
@@ -83,7 +84,7 @@ impl CidAllocator for BitmapCids {
     fn fork(&self, affinity: u64) -> Result<Task, CidError> {
         check_affinity(affinity, self.cpus)?;
         let mut members = lock(&self.members);
-        let task = Task::fork(&self.space, &mut members.next_id, affinity);
+        let task = members.roster.fork(&self.space, affinity);
         members.users += 1;
         Ok(task)
     }
@@ -93,9 +94,8 @@ impl CidAllocator for BitmapCids {
         let mut members = lock(&self.members);
         // A switch-out: the CID goes back before the CPU is free, so that a switch-in there
         // always finds one (at most one CID per busy CPU is taken).
-        exit_task(&self.rqs, task, |state| {
-            self.put(core::mem::replace(&mut state.cid, UNSET));
-        })?;
+        exit_task(&self.rqs, task, |cid, _| self.put(cid))?;
+        members.roster.remove(task);
         members.users -= 1;
         Ok(())
     }
@@ -105,18 +105,21 @@ impl CidAllocator for BitmapCids {
         if cpu >= self.cpus {
             return Err(CidError::BadCpu);
         }
-        let mut rq = self.rqs.lock(cpu);
-        let mut released = UNSET;
-        let switch_out = |state: &mut super::task::TaskState| {
-            released = core::mem::replace(&mut state.cid, UNSET);
-        };
-        if let Claim::AlreadyHere = claim(&mut rq, cpu, next, switch_out)? {
-            return Ok(next.map(|task| task.state().cid));
+        let (rq, claim) = self.rqs.lock_switch(cpu, next)?;
+        if let Claim::AlreadyHere(cid) = claim {
+            return Ok(Some(cid));
         }
+        let mut released = UNSET;
+        switch_out(&rq, |cid| {
+            released = cid;
+            UNSET
+        });
+        leave(&rq, next);
         self.put(released);
         Ok(next.map(|task| {
             let cid = self.get();
-            task.state().cid = cid;
+            // `next` runs here now: this runqueue's holder is its word's only writer.
+            task.0.set_cid_locked(cid);
             cid
         }))
     }
@@ -124,12 +127,7 @@ impl CidAllocator for BitmapCids {
     fn set_affinity(&self, task: &Task, affinity: u64) -> Result<(), CidError> {
         self.space.check(task)?;
         check_affinity(affinity, self.cpus)?;
-        let mut state = task.state();
-        if state.exited {
-            return Err(CidError::UnknownTask);
-        }
-        state.affinity = affinity;
-        Ok(())
+        task.set_affinity(affinity)
     }
 
     fn run_deferred(&self) {}
@@ -143,7 +141,7 @@ impl CidAllocator for BitmapCids {
         let running = (0..self.cpus)
             .filter_map(|cpu| {
                 let rq = self.rqs.lock(cpu);
-                rq.curr.as_ref().map(|task| (task.id(), task.state().cid))
+                rq.curr().map(|task| (task.id(), task.word().cid()))
             })
             .collect();
         CidState {

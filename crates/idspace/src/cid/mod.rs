@@ -39,6 +39,7 @@ mod lazy;
 mod mask;
 mod rework;
 pub mod rseq;
+mod runqueue;
 mod task;
 
 pub use bitmap::BitmapCids;

@@ -1,18 +1,14 @@
 //! [`Rework`]: the MM CID rewrite (Linux 6.19), in user space. Its design is documented on the
 //! type, where `cargo doc` shows it.
 
-use std::collections::HashMap;
-
 use super::mask::CidMask;
-use super::task::{
-    all_cpus, claim_next, exit_task, leave, Claim, Rq, Rqs, SpaceId, Task, TaskState,
-};
+use super::runqueue::{exit_task, is_curr, leave, Claim, RqGuard, Rqs};
+use super::task::{all_cpus, Roster, SpaceId, Task};
 use super::{
     check_affinity, check_cpu_count, user_cid, CidAllocator, CidError, CidState, Mode, ONCPU,
     TRANSIT, UNSET,
 };
-use crate::sync::{lock, spin_wait, try_lock, AtomicU32, Mutex, MutexGuard, Ordering};
-use crate::util::hash::BuildIntHasher;
+use crate::sync::{lock, spin_wait, AtomicU32, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
 
 const MODE_TASK: u32 = 0;
@@ -39,10 +35,9 @@ struct Hot {
 }
 
 /// Fork/exit state, under the space's mutex: the tasks (the kernel's thread list; a map so that
-/// exit unlinks in constant time), and the next task number.
+/// exit unlinks in constant time).
 struct Members {
-    tasks: HashMap<u64, Task, BuildIntHasher>,
-    next_id: u64,
+    roster: Roster,
 }
 
 /// Constraints, under the constraints lock (also taken by affinity changes).
@@ -115,18 +110,42 @@ struct Constraints {
 /// (or a later switch-in) fixes what they did, and every CID a running task sees is a bitmap
 /// bit that it or its CPU holds alone, so the two ABI rules hold throughout.
 ///
+/// # The switch's common path
+///
+/// A task's CID state is one atomic word the task owns (its CID word, its runqueue, whether it
+/// exited), written only by the holder of its runqueue's lock, as the kernel changes a task's
+/// scheduling state under `task_rq_lock`; whether it runs is whether it is its runqueue's
+/// current task. So a switch on a CPU of a task of that CPU's runqueue takes the runqueue lock
+/// (the scheduler's, which the kernel's switch holds too: one compare-and-swap, and a store to
+/// unlock), reads the task's word, the mode and the budget, stores the task's CID into the CPU's
+/// slot and makes it the current task. Switch-out writes nothing. No task lock, no reference
+/// count, no shared cache line beyond the space's read-mostly mode and budget.
+///
+/// How the slow paths meet the fast path (the Acquire/Release pairs):
+///
+/// * **Walks** visit every task under its runqueue's lock, even a task without a
+///   CID: a switch-in that takes that lock after the visit reads the mode stored before the
+///   walk (the lock's Release/Acquire), and one that held it before is done, its CID moved to
+///   the CPU. The mode word's Release stores pair with the switch-in's Acquire load.
+/// * **Exit** takes the task's runqueue lock and marks the word exited; a switch-in under that
+///   lock refuses it.
+/// * **Migration** (a task switched in on another CPU than its runqueue's) moves the word to the
+///   new runqueue with both locks held (taken in CPU order). Readers outside any lock find a
+///   task's runqueue with an Acquire load of the word (pairing with the Release stores), lock
+///   it, and check the word still names it.
+///
 /// # Where we differ from the kernel, and why
 ///
-/// * Context switches hold the CPU's runqueue lock and the next task's lock: a task is not
-///   queued on one runqueue here (any CPU may switch any task in), so the task lock is what
-///   keeps two CPUs from running it at once.
-/// * The walk towards per-CPU fixes a sleeping task under that task's lock alone, and only
-///   *tries* a runqueue's lock (coming back later if it is busy). In the kernel,
-///   `task_rq_lock` of a sleeping task can wait on a CPU whose switch-in spins for a free CID
-///   that only the walk would free (the live lock fixed after merge, 4327fb13, by marking CIDs
-///   `TRANSIT` in both directions). Here that wait cannot happen, so CIDs need no per-CID
-///   `TRANSIT` mark; the mode word keeps its transition states.
-/// * A switch-in that must spin for a free CID does so without holding the task's lock.
+/// * A task is not queued on one runqueue: any CPU may switch any task in. A task belongs to
+///   the runqueue of the CPU it last ran on (fork spreads new tasks over their allowed CPUs);
+///   switching it in elsewhere migrates it first.
+/// * A switch-in that finds no free CID gives its claim and the runqueue lock back and starts
+///   over, instead of spinning under the lock as `mm_get_cid` does. In the kernel, a fixup's
+///   `task_rq_lock` of a sleeping task could wait on a CPU whose switch-in spun for a CID that
+///   only the fixup would free (the live lock fixed after merge, 4327fb13, by marking CIDs
+///   `TRANSIT` in both directions). Here no runqueue lock's holder waits for anything a walk
+///   holds, so walks simply take the locks, and CIDs need no per-CID `TRANSIT` mark; the mode
+///   word keeps its transition states.
 pub struct Rework {
     space: SpaceId,
     cpus: usize,
@@ -154,8 +173,7 @@ impl Rework {
             }),
             rqs: Rqs::new(cpus),
             members: Mutex::new(Members {
-                tasks: HashMap::default(),
-                next_id: 0,
+                roster: Roster::new(),
             }),
             constraints: Mutex::new(Constraints {
                 users: 0,
@@ -216,7 +234,7 @@ impl Rework {
     fn switch_mode(&self, members: &Members, target: u32) {
         if target == MODE_CPU {
             self.set_mode(MODE_TO_CPU);
-            self.fixup_tasks_to_cpus(members.tasks.values());
+            self.fixup_tasks_to_cpus(members.roster.tasks());
         } else {
             self.set_mode(MODE_TO_TASK);
             self.fixup_cpus_to_tasks();
@@ -226,101 +244,75 @@ impl Rework {
 
     /// Towards per-CPU: running tasks' CIDs move to their CPUs, sleeping tasks' are dropped.
     fn fixup_tasks_to_cpus<'t>(&self, tasks: impl Iterator<Item = &'t Task>) {
-        let mut pending: Vec<&Task> = tasks.collect();
-        while !pending.is_empty() {
-            pending.retain(|task| !self.fix_task(task));
-            if !pending.is_empty() {
-                spin_wait();
-            }
+        for task in tasks {
+            self.fix_task(task);
         }
     }
 
-    /// One task of the walk towards per-CPU; false if its CPU was busy (try again).
-    fn fix_task(&self, task: &Task) -> bool {
-        let mut state = task.state();
-        if !task_owned(state.cid) {
-            return true;
+    /// One task of the walk towards per-CPU, under its runqueue's lock as the kernel's walk
+    /// is under `task_rq_lock`. Waiting for that lock is safe: its holders never wait for
+    /// anything the walk holds (a switch-in without a free CID gives the lock back).
+    ///
+    /// Taking the lock for every task, even one without a CID, also orders the visit against a
+    /// switch-in of the task: one that comes after takes the lock after this visit and so reads
+    /// the new mode (it takes no CID of its own); one that came before is done when the walk
+    /// gets the lock, and what it took moves to the CPU.
+    fn fix_task(&self, task: &Task) {
+        let (rq, word) = self.rqs.lock_task(&task.0);
+        let cid = word.cid();
+        if !task_owned(cid) {
+            return;
         }
-        let Some(cpu) = state.on_cpu else {
-            self.cids.put(state.cid);
-            state.cid = UNSET;
-            return true;
-        };
-        drop(state);
-        // Only try: the CPU may be in a switch-in that waits for a CID this walk frees.
-        let Some(mut rq) = try_lock(self.rqs.get(cpu)) else {
-            return false;
-        };
-        let mut state = task.state();
-        if !task_owned(state.cid) {
-            return true;
+        if is_curr(&rq, &task.0) {
+            // Running on its runqueue's CPU: the CID moves to the CPU.
+            rq.set_cid(cid | ONCPU);
+            task.0.set_cid_locked(cid | ONCPU);
+        } else {
+            task.0.set_cid_locked(UNSET);
+            self.cids.put(cid);
         }
-        if state.on_cpu != Some(cpu) {
-            return false; // it moved: look again
-        }
-        rq.cid = state.cid | ONCPU;
-        state.cid |= ONCPU;
-        true
     }
 
     /// Towards per-task: each CPU's CID moves to the task running there, or is dropped.
     fn fixup_cpus_to_tasks(&self) {
-        let mut pending: Vec<usize> = (0..self.cpus).collect();
-        while !pending.is_empty() {
-            pending.retain(|&cpu| !self.fix_cpu(cpu));
-            if !pending.is_empty() {
-                spin_wait();
-            }
+        for cpu in 0..self.cpus {
+            self.fix_cpu(cpu);
         }
     }
 
-    /// One CPU of the walk towards per-task; false if its runqueue was busy (try again).
-    fn fix_cpu(&self, cpu: usize) -> bool {
-        let Some(mut rq) = try_lock(self.rqs.get(cpu)) else {
-            return false;
-        };
-        if !cpu_owned(rq.cid) {
-            return true;
+    /// One CPU of the walk towards per-task, under its runqueue's lock.
+    fn fix_cpu(&self, cpu: usize) {
+        let rq = self.rqs.lock(cpu);
+        if !cpu_owned(rq.cid()) {
+            return;
         }
-        let cid = user_cid(rq.cid);
-        let rq = &mut *rq;
-        match &rq.curr {
+        let cid = user_cid(rq.cid());
+        match rq.curr() {
+            // The current task's word: this runqueue's holder is its only writer.
             Some(task) => {
-                let mut state = task.state();
-                if task_owned(state.cid) {
+                let tcid = task.word().cid();
+                if task_owned(tcid) {
                     // The task got its own during the transition: the CPU's goes back.
                     self.cids.put(cid);
+                    rq.set_cid(tcid);
                 } else {
-                    state.cid = cid;
+                    task.set_cid_locked(cid);
+                    rq.set_cid(cid);
                 }
-                rq.cid = state.cid;
             }
             None => {
                 self.cids.put(cid);
-                rq.cid = UNSET;
+                rq.set_cid(UNSET);
             }
         }
-        true
     }
 
-    /// A free CID for `task` (whose lock `state` is): a quick try, else a spin without the
-    /// task's lock. Returns the CID and the re-taken guard.
-    fn pool_cid<'t>(
-        &self,
-        task: &'t Task,
-        state: MutexGuard<'t, TaskState>,
-        max: u32,
-    ) -> (u32, MutexGuard<'t, TaskState>) {
-        if let Some(cid) = self
-            .cids
+    /// A free CID below `max` if there is one, else any free one (`mm_get_cid` without its
+    /// spin); `None` if none is free now.
+    fn pool_cid(&self, max: u32) -> Option<u32> {
+        self.cids
             .try_get(max)
             .or_else(|| self.cids.try_get(self.cpus as u32))
-        {
-            return (cid, state);
-        }
-        drop(state);
-        let cid = self.cids.get(max);
-        (cid, task.state())
     }
 
     /// Exchanges `cid` for a free one below `max`, if there is one (`mm_cid_converge`).
@@ -337,51 +329,77 @@ impl Rework {
         }
     }
 
-    /// Switch-in of `next` (claimed for this CPU, its lock `state` held) with the runqueue
-    /// held; the CID word it gets.
-    fn schedin<'t>(
-        &self,
-        rq: &mut Rq,
-        next: &'t Task,
-        mut state: MutexGuard<'t, TaskState>,
-    ) -> u32 {
+    /// Switch-in of `next`, claimed for this CPU (whose runqueue `rq` is held) with the CID
+    /// word `tcid`; the CID word it gets, or `None` if it needs a CID and none is free (the
+    /// caller then gives the claim back and waits without the lock).
+    ///
+    /// The common path (per-task mode, the task owns a CID below the budget, the CPU owns
+    /// none) reads the mode, the budget and the CPU's slot, and stores the task's CID into the
+    /// slot: no atomic read-modify-write and no store outside the CPU's runqueue (the kernel's
+    /// `mm_cid_from_task` fast path). In per-CPU mode the common path copies the CPU's CID
+    /// into the task's word, which it stores only when it changes.
+    #[inline]
+    fn schedin(&self, rq: &RqGuard<'_>, next: &Task, tcid: u32) -> Option<u32> {
         // Acquire pairs with the Release stores in `set_mode`.
         let mode = self.hot.mode.load(Ordering::Acquire);
         let max = self.hot.max_cids.load(Ordering::Relaxed);
-        if mode & ONCPU != 0 {
-            // Per-CPU: the CPU owns, the task borrows.
-            if cpu_owned(rq.cid) {
-                if task_owned(state.cid) {
-                    // Not yet visited by the walk: a task keeps no CID in per-CPU mode.
-                    self.cids.put(state.cid);
-                }
-            } else if task_owned(state.cid) {
-                rq.cid = state.cid | ONCPU;
-            } else {
-                let (cid, relocked) = self.pool_cid(next, state, max);
-                state = relocked;
-                rq.cid = cid | ONCPU;
+        let cpu_cid = rq.cid();
+        if mode & ONCPU == 0 && task_owned(tcid) && tcid < max && !cpu_owned(cpu_cid) {
+            if cpu_cid != tcid {
+                rq.set_cid(tcid);
             }
-            rq.cid = self.converge(user_cid(rq.cid), max) | ONCPU;
-            state.cid = rq.cid;
+            return Some(tcid);
+        }
+        self.schedin_slow(rq, next, tcid, mode, max)
+    }
+
+    /// The rest of [`Rework::schedin`]: takes over, drops or allocates a CID so that ownership
+    /// matches the mode read, and compacts. Changes nothing when it returns `None`.
+    #[cold]
+    fn schedin_slow(
+        &self,
+        rq: &RqGuard<'_>,
+        next: &Task,
+        tcid: u32,
+        mode: u32,
+        max: u32,
+    ) -> Option<u32> {
+        let cpu_cid = rq.cid();
+        let cid = if mode & ONCPU != 0 {
+            // Per-CPU: the CPU owns, the task borrows.
+            let owned = if cpu_owned(cpu_cid) {
+                if task_owned(tcid) {
+                    // Not yet visited by the walk: a task keeps no CID in per-CPU mode.
+                    self.cids.put(tcid);
+                }
+                user_cid(cpu_cid)
+            } else if task_owned(tcid) {
+                tcid
+            } else {
+                self.pool_cid(max)?
+            };
+            self.converge(owned, max) | ONCPU
         } else {
             // Per-task: the task owns, the CPU slot caches.
-            if task_owned(state.cid) {
-                if cpu_owned(rq.cid) {
+            let owned = if task_owned(tcid) {
+                if cpu_owned(cpu_cid) {
                     // Not yet visited by the walk back: the CPU's CID is not needed.
-                    self.cids.put(user_cid(rq.cid));
+                    self.cids.put(user_cid(cpu_cid));
                 }
-            } else if cpu_owned(rq.cid) {
-                state.cid = user_cid(rq.cid);
+                tcid
+            } else if cpu_owned(cpu_cid) {
+                user_cid(cpu_cid)
             } else {
-                let (cid, relocked) = self.pool_cid(next, state, max);
-                state = relocked;
-                state.cid = cid;
-            }
-            state.cid = self.converge(state.cid, max);
-            rq.cid = state.cid;
+                self.pool_cid(max)?
+            };
+            self.converge(owned, max)
+        };
+        rq.set_cid(cid);
+        if cid != tcid {
+            // `next` runs here now: its word is this runqueue's.
+            next.0.set_cid_locked(cid);
         }
-        state.cid
+        Some(cid)
     }
 }
 
@@ -397,14 +415,13 @@ impl CidAllocator for Rework {
     fn fork(&self, affinity: u64) -> Result<Task, CidError> {
         check_affinity(affinity, self.cpus)?;
         let mut members = lock(&self.members);
-        let task = Task::fork(&self.space, &mut members.next_id, affinity);
+        let task = members.roster.fork(&self.space, affinity);
         let switch = {
             let mut constraints = lock(&self.constraints);
             constraints.users += 1;
             constraints.allowed |= affinity;
             self.update(&mut constraints)
         };
-        members.tasks.insert(task.id(), task.clone());
         match switch {
             // The new task has no CID; the walk moves the others' to their CPUs.
             Some(MODE_CPU) => self.switch_mode(&members, MODE_CPU),
@@ -421,13 +438,12 @@ impl CidAllocator for Rework {
     fn exit(&self, task: &Task) -> Result<(), CidError> {
         self.space.check(task)?;
         let mut members = lock(&self.members);
-        exit_task(&self.rqs, task, |state| {
-            if task_owned(state.cid) {
-                self.cids.put(state.cid);
+        exit_task(&self.rqs, task, |cid, _| {
+            if task_owned(cid) {
+                self.cids.put(cid);
             }
-            state.cid = UNSET;
         })?;
-        members.tasks.remove(&task.id());
+        members.roster.remove(task);
         let switch = {
             let mut constraints = lock(&self.constraints);
             constraints.users -= 1;
@@ -444,35 +460,36 @@ impl CidAllocator for Rework {
         if cpu >= self.cpus {
             return Err(CidError::BadCpu);
         }
-        let mut rq = self.rqs.lock(cpu);
-        // The switch-in first, in the lock hold that claims `next` (one lock of the task per
-        // switch): it needs nothing from the previous task.
-        let cid = match next {
-            None => None,
-            Some(task) => {
-                let mut state = task.state();
-                if let Claim::AlreadyHere = claim_next(&rq, cpu, task, &mut state)? {
-                    return Ok(Some(user_cid(state.cid)));
-                }
-                Some(user_cid(self.schedin(&mut rq, task, state)))
-            }
-        };
-        // Switch-out does nothing: the previous task keeps (or drops, at its next switch-in)
-        // what it has; it only leaves the CPU.
-        leave(&mut rq, next, |_| {});
-        Ok(cid)
+        loop {
+            let (rq, claim) = self.rqs.lock_switch(cpu, next)?;
+            // The switch-in first: it needs nothing from the previous task.
+            let cid = match (next, claim) {
+                (_, Claim::AlreadyHere(tcid)) => return Ok(Some(user_cid(tcid))),
+                (None, Claim::Claimed(_)) => None,
+                (Some(task), Claim::Claimed(tcid)) => match self.schedin(&rq, task, tcid) {
+                    Some(cid) => Some(user_cid(cid)),
+                    None => {
+                        // No CID free: a walk or exit in progress will free one. Give the claim
+                        // back (nothing to undo: the task is not yet current here; a migrated
+                        // task stays on this runqueue, asleep) and wait without the lock, which
+                        // that walk may need (`runqueue`: never hold one and wait).
+                        drop(rq);
+                        spin_wait();
+                        continue;
+                    }
+                },
+            };
+            // Switch-out does nothing: the previous task keeps (or drops, at its next
+            // switch-in) what it has; it only leaves the CPU (its word says so).
+            leave(&rq, next);
+            return Ok(cid);
+        }
     }
 
     fn set_affinity(&self, task: &Task, affinity: u64) -> Result<(), CidError> {
         self.space.check(task)?;
         check_affinity(affinity, self.cpus)?;
-        {
-            let mut state = task.state();
-            if state.exited {
-                return Err(CidError::UnknownTask);
-            }
-            state.affinity = affinity;
-        }
+        task.set_affinity(affinity)?;
         let mut constraints = lock(&self.constraints);
         if constraints.allowed | affinity == constraints.allowed {
             return Ok(());
@@ -521,9 +538,8 @@ impl CidAllocator for Rework {
         let running = (0..self.cpus)
             .filter_map(|cpu| {
                 let rq = self.rqs.lock(cpu);
-                rq.curr
-                    .as_ref()
-                    .map(|task| (task.id(), user_cid(task.state().cid)))
+                rq.curr()
+                    .map(|task| (task.id(), user_cid(task.word().cid())))
             })
             .collect();
         drop(members);
@@ -539,7 +555,9 @@ impl CidAllocator for Rework {
 impl Rework {
     fn give_cid(&self, task: &Task) {
         let max = self.hot.max_cids.load(Ordering::Relaxed);
-        task.state().cid = self.cids.get(max);
+        // No other thread can reach the task yet: fork has not returned it, and walks wait
+        // for the members mutex that fork holds.
+        task.0.set_cid_locked(self.cids.get(max));
     }
 
     /// Mask of all the space's CPUs, for `fork`.

@@ -1,27 +1,86 @@
-//! Tasks and CPUs as every CID design sees them: a task's CID state behind its own lock, a CPU's
-//! current task and CID behind the CPU's runqueue lock, and the checks every switch makes.
+//! Tasks as every CID design sees them: a task's state in an atomic word that the task owns,
+//! and the space's roster of live tasks.
 //!
-//! Lock order: a CPU's runqueue, then a task. No path holds two tasks' locks at once.
+//! # The task word
+//!
+//! A task's CID word, its runqueue (the CPU it runs on, or last ran on: the kernel's
+//! `task_cpu`) and whether it exited share one 64-bit atomic word ([`Word`]). Whether it runs is
+//! not in the word: it runs if and only if it is its runqueue's current task.
+//!
+//! **Who writes it:** only the holder of its runqueue's lock (`runqueue`), with plain Release
+//! stores, as the kernel changes a task's scheduling state under `task_rq_lock`. A CPU that
+//! switches in a task of its own runqueue (the common case) so neither writes the word nor
+//! needs an atomic read-modify-write on the task: the runqueue lock it takes anyway covers it,
+//! and the runqueue's current task says who runs. A task
+//! moves to another runqueue only under both locks (a migration); so whoever looks up a task's
+//! runqueue, locks it, and finds the word still naming it, holds the word's only writer's lock.
+//!
+//! **Readers** outside the lock (to find which lock to take) load it with Acquire, which pairs
+//! with the Release stores; under the lock, the lock's own Acquire/Release orders everything.
+//!
+//! Affinity lives in a word of its own (set from outside, read at claim, no ordering needed
+//! beyond what the caller's calls give).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{CidError, MAX_CPUS, UNSET};
-use crate::sync::{lock, Mutex, MutexGuard};
-use crossbeam_utils::CachePadded;
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::util::hash::BuildIntHasher;
 
-/// A task's CID state.
-pub(crate) struct TaskState {
-    /// The task's CID word (designs give the flag bits their meaning).
-    pub(crate) cid: u32,
-    /// The CPU the task runs on (or is being switched in on).
-    pub(crate) on_cpu: Option<usize>,
-    /// CPUs the task may run on.
-    pub(crate) affinity: u64,
-    pub(crate) exited: bool,
-    /// The CPU the task last ran on, for designs that track migrations (the lazy design's
-    /// `migrate_from_cpu`); the designs that do not leave it `None`.
-    pub(crate) last_cpu: Option<usize>,
+/// A snapshot of a task word: `cid | rq << 32 | EXITED`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Word(u64);
+
+impl Word {
+    const RQ_SHIFT: u32 = 32;
+    const RQ_MASK: u64 = 0xff << Self::RQ_SHIFT;
+    const EXITED: u64 = 1 << 40;
+
+    /// A new task's word: no CID, not running, on runqueue `rq`.
+    fn new(rq: usize) -> Word {
+        debug_assert!(rq < MAX_CPUS);
+        Word(u64::from(UNSET) | (rq as u64) << Self::RQ_SHIFT)
+    }
+
+    /// The CID word.
+    #[inline]
+    pub(crate) fn cid(self) -> u32 {
+        self.0 as u32
+    }
+
+    /// The task's runqueue: the CPU it runs on or last ran on, whose lock guards the word.
+    #[inline]
+    pub(crate) fn rq(self) -> usize {
+        ((self.0 & Self::RQ_MASK) >> Self::RQ_SHIFT) as usize
+    }
+
+    #[inline]
+    pub(crate) fn exited(self) -> bool {
+        self.0 & Self::EXITED != 0
+    }
+
+    #[inline]
+    pub(crate) fn with_cid(self, cid: u32) -> Word {
+        Word(self.0 & !u64::from(u32::MAX) | u64::from(cid))
+    }
+
+    /// On `cpu`'s runqueue (a migration).
+    #[inline]
+    pub(crate) fn moved_to(self, cpu: usize) -> Word {
+        debug_assert!(cpu < MAX_CPUS);
+        Word(self.0 & !Self::RQ_MASK | (cpu as u64) << Self::RQ_SHIFT)
+    }
+
+    /// Exited: no CID, on the same runqueue.
+    #[inline]
+    pub(crate) fn exited_now(self) -> Word {
+        Word(self.0 & Self::RQ_MASK | u64::from(UNSET) | Self::EXITED)
+    }
 }
+
+/// No CPU in [`TaskInner::last_cpu`].
+const NO_CPU: u32 = u32::MAX;
 
 /// A space's identity: one allocation that the space and each of its tasks point at. Two spaces
 /// never share one (it lives as long as the space or any of its tasks does), so whether a task
@@ -49,11 +108,68 @@ impl SpaceId {
     }
 }
 
+/// A task's state. A runqueue points at its current task's `TaskInner` without a reference
+/// count (see [`Roster`]).
 pub(crate) struct TaskInner {
     id: u64,
     /// The space that forked the task, the only one that may act on it.
     space: SpaceId,
-    pub(crate) state: Mutex<TaskState>,
+    /// The task word (module docs).
+    word: AtomicU64,
+    /// CPUs the task may run on.
+    affinity: AtomicU64,
+    /// The CPU the task last ran on, for designs that track migrations (the lazy design's
+    /// `migrate_from_cpu`); [`NO_CPU`] before its first run (the word's runqueue is set from
+    /// fork). Touched only by the CPU that runs the task, under its runqueue lock.
+    last_cpu: AtomicU32,
+}
+
+impl TaskInner {
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The task word.
+    #[inline]
+    pub(crate) fn word(&self) -> Word {
+        // Acquire pairs with the Release stores of the word's writers (`store_locked`).
+        Word(self.word.load(Ordering::Acquire))
+    }
+
+    /// Sets the CID word. The caller holds the lock of the task's runqueue (the word's only
+    /// writer), or no other thread can reach the task yet (a fork's).
+    #[inline]
+    pub(crate) fn set_cid_locked(&self, cid: u32) {
+        // Relaxed: the caller is the only writer; what it reads is its own last write or one
+        // that the runqueue lock orders before it.
+        let word = Word(self.word.load(Ordering::Relaxed));
+        self.store_locked(word.with_cid(cid));
+    }
+
+    /// Stores the word. The caller holds the lock of the task's runqueue (both runqueues'
+    /// locks if `word` moves the task to another).
+    #[inline]
+    pub(crate) fn store_locked(&self, word: Word) {
+        // Release pairs with the Acquire loads in `word` of readers outside the lock (who then
+        // lock the runqueue it names).
+        self.word.store(word.0, Ordering::Release);
+    }
+
+    #[inline]
+    pub(crate) fn affinity(&self) -> u64 {
+        // Relaxed: the mask is a value of its own; calls that set it and calls that read it
+        // are ordered by the callers.
+        self.affinity.load(Ordering::Relaxed)
+    }
+
+    /// The CPU the task last ran on, replaced by `cpu` (the caller runs it there, with the
+    /// runqueue held).
+    pub(crate) fn replace_last_cpu(&self, cpu: usize) -> Option<usize> {
+        // Relaxed: only the holder of the task's runqueue lock touches it (the lock orders the
+        // holders).
+        let last = self.last_cpu.swap(cpu as u32, Ordering::Relaxed);
+        (last != NO_CPU).then_some(last as usize)
+    }
 }
 
 /// A task of a CID space: returned by `fork`, passed to `switch`, `exit` and `set_affinity`.
@@ -65,25 +181,13 @@ pub(crate) struct TaskInner {
 pub struct Task(pub(crate) Arc<TaskInner>);
 
 impl Task {
-    /// A new task of `space` numbered `*next_id` (which moves on): every design's fork numbers
-    /// tasks so.
-    pub(crate) fn fork(space: &SpaceId, next_id: &mut u64, affinity: u64) -> Task {
-        let task = Task::new(SpaceId(Arc::clone(&space.0)), *next_id, affinity);
-        *next_id += 1;
-        task
-    }
-
-    fn new(space: SpaceId, id: u64, affinity: u64) -> Task {
+    fn new(space: SpaceId, id: u64, affinity: u64, rq: usize) -> Task {
         Task(Arc::new(TaskInner {
             id,
             space,
-            state: Mutex::new(TaskState {
-                cid: UNSET,
-                on_cpu: None,
-                affinity,
-                exited: false,
-                last_cpu: None,
-            }),
+            word: AtomicU64::new(Word::new(rq).0),
+            affinity: AtomicU64::new(affinity),
+            last_cpu: AtomicU32::new(NO_CPU),
         }))
     }
 
@@ -92,12 +196,17 @@ impl Task {
         self.0.id
     }
 
-    pub(crate) fn state(&self) -> MutexGuard<'_, TaskState> {
-        lock(&self.0.state)
-    }
-
-    pub(crate) fn same(&self, other: &Task) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+    /// Sets the affinity of a task that has not exited.
+    ///
+    /// # Errors
+    /// [`CidError::UnknownTask`] if it exited.
+    pub(crate) fn set_affinity(&self, affinity: u64) -> Result<(), CidError> {
+        if self.0.word().exited() {
+            return Err(CidError::UnknownTask);
+        }
+        // Relaxed: see `TaskInner::affinity`.
+        self.0.affinity.store(affinity, Ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -107,34 +216,50 @@ impl core::fmt::Debug for Task {
     }
 }
 
-/// A CPU's runqueue, as far as CIDs go.
-pub(crate) struct Rq {
-    pub(crate) curr: Option<Task>,
-    /// The CPU's CID word (`mm_cid_pcpu::cid`).
-    pub(crate) cid: u32,
+/// A space's live tasks (the kernel's thread list), under the space's fork/exit lock: forks add
+/// to it, exits remove from it, a mode change's walk visits it.
+///
+/// It also keeps every live task alive. That is what lets a runqueue point at its current task
+/// without a reference count (two atomic read-modify-writes a switch saves): a task runs only
+/// while it is live, and exit takes it off its CPU before it leaves the roster.
+pub(crate) struct Roster {
+    tasks: HashMap<u64, Task, BuildIntHasher>,
+    next_id: u64,
 }
 
-/// The runqueues, each on its own cache line.
-pub(crate) struct Rqs(Box<[CachePadded<Mutex<Rq>>]>);
-
-impl Rqs {
-    pub(crate) fn new(cpus: usize) -> Rqs {
-        Rqs((0..cpus)
-            .map(|_| {
-                CachePadded::new(Mutex::new(Rq {
-                    curr: None,
-                    cid: UNSET,
-                }))
-            })
-            .collect())
+impl Roster {
+    pub(crate) fn new() -> Roster {
+        Roster {
+            tasks: HashMap::default(),
+            next_id: 0,
+        }
     }
 
-    pub(crate) fn lock(&self, cpu: usize) -> MutexGuard<'_, Rq> {
-        lock(&self.0[cpu])
+    /// A new task of `space`, numbered in fork order, allowed on the CPUs of `affinity` (not
+    /// empty), on the runqueue of one of them (the kernel's `select_task_rq` at wake-up of a new
+    /// task): forks spread over the allowed CPUs in turn.
+    pub(crate) fn fork(&mut self, space: &SpaceId, affinity: u64) -> Task {
+        debug_assert!(affinity != 0);
+        let mut rest = affinity;
+        for _ in 0..self.next_id % u64::from(affinity.count_ones()) {
+            rest &= rest - 1;
+        }
+        let rq = rest.trailing_zeros() as usize;
+        let task = Task::new(SpaceId(Arc::clone(&space.0)), self.next_id, affinity, rq);
+        self.next_id += 1;
+        self.tasks.insert(task.id(), task.clone());
+        task
     }
 
-    pub(crate) fn get(&self, cpu: usize) -> &Mutex<Rq> {
-        &self.0[cpu]
+    /// Forgets an exited task.
+    pub(crate) fn remove(&mut self, task: &Task) {
+        debug_assert!(task.0.word().exited());
+        self.tasks.remove(&task.id());
+    }
+
+    /// The live tasks.
+    pub(crate) fn tasks(&self) -> impl Iterator<Item = &Task> {
+        self.tasks.values()
     }
 }
 
@@ -171,109 +296,5 @@ pub(crate) fn all_cpus(cpus: usize) -> u64 {
         u64::MAX
     } else {
         (1u64 << cpus) - 1
-    }
-}
-
-/// What a switch does before any CID work: checks `next` and claims it for `cpu` (so that no
-/// other CPU can switch it in), and takes the current task off the CPU.
-pub(crate) enum Claim {
-    /// `next` already runs on this CPU: nothing to do.
-    AlreadyHere,
-    /// `next` is claimed for this CPU; the previous task (if any) was switched out.
-    Claimed,
-}
-
-/// Checks and claims `next` for `cpu` with the runqueue held. `switch_out` runs on the previous
-/// task's state in the same lock hold that takes it off the CPU, before another CPU can claim
-/// it (a design that takes CIDs back at switch-out must do it there).
-pub(crate) fn claim(
-    rq: &mut Rq,
-    cpu: usize,
-    next: Option<&Task>,
-    switch_out: impl FnOnce(&mut TaskState),
-) -> Result<Claim, CidError> {
-    if let Some(next) = next {
-        if let Claim::AlreadyHere = claim_next(rq, cpu, next, &mut next.state())? {
-            return Ok(Claim::AlreadyHere);
-        }
-    }
-    leave(rq, next, switch_out);
-    Ok(Claim::Claimed)
-}
-
-/// The first half of [`claim`], for a design that switches `next` in while it holds the task's
-/// lock (`state`, locked by the caller): checks `next` and marks it running on `cpu`.
-pub(crate) fn claim_next(
-    rq: &Rq,
-    cpu: usize,
-    next: &Task,
-    state: &mut TaskState,
-) -> Result<Claim, CidError> {
-    if rq.curr.as_ref().is_some_and(|curr| curr.same(next)) {
-        // Already running here: nothing to switch, but the affinity still rules.
-        if state.affinity & (1 << cpu) == 0 {
-            return Err(CidError::NotAllowed);
-        }
-        return Ok(Claim::AlreadyHere);
-    }
-    if state.exited {
-        return Err(CidError::UnknownTask);
-    }
-    if state.on_cpu.is_some() {
-        return Err(CidError::RunningElsewhere);
-    }
-    if state.affinity & (1 << cpu) == 0 {
-        return Err(CidError::NotAllowed);
-    }
-    state.on_cpu = Some(cpu);
-    Ok(Claim::Claimed)
-}
-
-/// The second half of [`claim`]: the previous task leaves the CPU (after `switch_out` on its
-/// state) and `next` becomes the CPU's current task.
-pub(crate) fn leave(rq: &mut Rq, next: Option<&Task>, switch_out: impl FnOnce(&mut TaskState)) {
-    if let Some(prev) = rq.curr.take() {
-        let mut state = prev.state();
-        switch_out(&mut state);
-        state.on_cpu = None;
-    }
-    rq.curr = next.cloned();
-}
-
-/// Exit's common part: takes `task` off its CPU if it runs (the CPU becomes idle), with the
-/// runqueue and task locks taken in order, runs `off` on the task's state in that lock hold (a
-/// design gives the task's CID back there; `on_cpu` still names the CPU the task ran on, whose
-/// runqueue is held), and marks the task exited.
-///
-/// # Errors
-/// [`CidError::UnknownTask`] if the task already exited (also when two exits race).
-pub(crate) fn exit_task(
-    rqs: &Rqs,
-    task: &Task,
-    off: impl FnOnce(&mut TaskState),
-) -> Result<(), CidError> {
-    loop {
-        let on_cpu = {
-            let state = task.state();
-            if state.exited {
-                return Err(CidError::UnknownTask);
-            }
-            state.on_cpu
-        };
-        let mut rq = on_cpu.map(|cpu| rqs.lock(cpu));
-        let mut state = task.state();
-        if state.exited {
-            return Err(CidError::UnknownTask);
-        }
-        if state.on_cpu != on_cpu {
-            continue; // it moved between the look and the locks
-        }
-        if let Some(rq) = rq.as_mut() {
-            rq.curr = None;
-        }
-        off(&mut state);
-        state.on_cpu = None;
-        state.exited = true;
-        return Ok(());
     }
 }

@@ -5,7 +5,6 @@
 
 use super::pcpu::{is_unset, is_valid};
 use super::Shared;
-use crate::cid::task::TaskState;
 use crate::cid::UNSET as NO_CID;
 use crate::sync::Ordering;
 
@@ -13,7 +12,7 @@ impl Shared {
     /// `task` switches in on `dst` (whose runqueue the caller holds) after it last ran on `src`.
     /// Keeps CIDs compact when few tasks move around many CPUs: the source CPU's CID moves to
     /// an unset destination, or goes back when the destination has one.
-    pub(super) fn migrate_to(&self, dst: usize, src: usize, task: &mut TaskState) {
+    pub(super) fn migrate_to(&self, dst: usize, src: usize, last_mm_cid: &mut u32) {
         let dst_pcpu = &self.pcpus[dst];
         // Relaxed: hints (the destination's own runqueue is held; its word leaves the unset
         // state only under it).
@@ -27,10 +26,10 @@ impl Shared {
         {
             return;
         }
-        let Some(cid) = self.fetch_cid(src, task) else {
+        let Some(cid) = self.fetch_cid(src, last_mm_cid) else {
             return;
         };
-        let Some(cid) = self.try_steal_cid(src, task, cid) else {
+        let Some(cid) = self.try_steal_cid(src, last_mm_cid, cid) else {
             return;
         };
         if dst_cid_is_set {
@@ -44,8 +43,8 @@ impl Shared {
     }
 
     /// The source CPU's CID if the task was its last user there (`…_migrate_from_fetch_cid`).
-    fn fetch_cid(&self, src: usize, task: &mut TaskState) -> Option<u32> {
-        let last = task.cid;
+    fn fetch_cid(&self, src: usize, last_mm_cid: &mut u32) -> Option<u32> {
+        let last = *last_mm_cid;
         if last == NO_CID {
             return None;
         }
@@ -58,7 +57,7 @@ impl Shared {
         // Another task of the space runs there: it keeps the CID (an early, unfenced look;
         // the steal below looks again after its mark).
         if src_pcpu.curr.load(Ordering::Relaxed) {
-            task.cid = NO_CID;
+            *last_mm_cid = NO_CID;
             return None;
         }
         Some(cid)
@@ -67,11 +66,11 @@ impl Shared {
     /// Takes `cid` from the source CPU's word without its runqueue
     /// (`…_migrate_from_try_steal_cid`): mark it lazy-put, fence, and unset it only if no task
     /// of the space runs there; otherwise that task frees it at its switch-out.
-    fn try_steal_cid(&self, src: usize, task: &mut TaskState, cid: u32) -> Option<u32> {
+    fn try_steal_cid(&self, src: usize, last_mm_cid: &mut u32, cid: u32) -> Option<u32> {
         let src_pcpu = &self.pcpus[src];
         let lazy = src_pcpu.mark_lazy(cid)?;
         if src_pcpu.curr.load(Ordering::Relaxed) {
-            task.cid = NO_CID;
+            *last_mm_cid = NO_CID;
             return None;
         }
         if !src_pcpu.take(lazy) {

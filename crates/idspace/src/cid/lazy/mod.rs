@@ -19,8 +19,9 @@ use crossbeam_utils::CachePadded;
 use self::pcpu::Pcpu;
 pub use self::scan::{ScanPlacement, ScanStats, KERNEL_SCAN_PERIOD, TICK_SWITCHES};
 use super::mask::CidMask;
-use super::task::{claim, exit_task, Claim, Rqs, SpaceId, Task};
-use super::{check_affinity, check_cpu_count, CidAllocator, CidError, CidState, Mode, UNSET};
+use super::runqueue::{exit_task, leave, Claim, Rqs};
+use super::task::{Roster, SpaceId, Task};
+use super::{check_affinity, check_cpu_count, CidAllocator, CidError, CidState, Mode};
 use crate::sync::{lock, Arc, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering};
 
 /// The pre-rewrite design (Linux 6.4 to 6.18, from 223baf9d17f2 with 6.13's `recent_cid` and
@@ -88,9 +89,9 @@ use crate::sync::{lock, Arc, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering};
 ///
 /// # Where we differ from the kernel, and why
 ///
-/// * A CPU is a worker slot; a switch holds its runqueue lock and the next task's lock, as in
-///   every design here (a task is not queued on one runqueue, so its lock keeps two CPUs from
-///   running it). Remote sides take neither.
+/// * A CPU is a worker slot; a switch holds its runqueue lock, as in every design here, which
+///   also guards the words of the tasks that last ran there (a task switched in elsewhere
+///   migrates under both runqueues' locks). Remote sides take no runqueue lock.
 /// * Migration is handled when the task switches in on a new CPU: the simulator has no
 ///   enqueue, which is where the kernel calls `sched_mm_cid_migrate_to`.
 /// * "Unused for 100 ms" is counted in scans: a CPU not used since before the previous scan.
@@ -140,7 +141,7 @@ struct Hot {
 struct Members {
     users: u32,
     allowed: u64,
-    next_id: u64,
+    roster: Roster,
 }
 
 impl LazyCids {
@@ -185,7 +186,7 @@ impl LazyCids {
             members: Mutex::new(Members {
                 users: 0,
                 allowed: 0,
-                next_id: 0,
+                roster: Roster::new(),
             }),
             scan: scan::ScanState::new(placement),
         });
@@ -254,7 +255,7 @@ impl CidAllocator for LazyCids {
         let shared = &*self.shared;
         check_affinity(affinity, shared.cpus)?;
         let mut members = lock(&shared.members);
-        let task = Task::fork(&self.space, &mut members.next_id, affinity);
+        let task = members.roster.fork(&self.space, affinity);
         members.users += 1;
         members.allowed |= affinity;
         shared.publish(&members);
@@ -265,8 +266,8 @@ impl CidAllocator for LazyCids {
         self.space.check(task)?;
         let shared = &*self.shared;
         let mut members = lock(&shared.members);
-        exit_task(&shared.rqs, task, |state| {
-            if let Some(cpu) = state.on_cpu {
+        exit_task(&shared.rqs, task, |_, on_cpu| {
+            if let Some(cpu) = on_cpu {
                 // The task exits on its CPU (`sched_mm_cid_exit_signals`): no task of the space
                 // runs there any more, then the CPU's CID goes back whatever its state.
                 let pcpu = &shared.pcpus[cpu];
@@ -275,8 +276,8 @@ impl CidAllocator for LazyCids {
                     shared.cids.put(cid);
                 }
             }
-            state.cid = UNSET;
         })?;
+        members.roster.remove(task);
         members.users -= 1;
         shared.publish(&members);
         Ok(())
@@ -288,12 +289,14 @@ impl CidAllocator for LazyCids {
         if cpu >= shared.cpus {
             return Err(CidError::BadCpu);
         }
-        let mut rq = shared.rqs.lock(cpu);
-        let mut had_prev = false;
-        // The task's CID word stays as `last_mm_cid`: a hint for its next migration.
-        if let Claim::AlreadyHere = claim(&mut rq, cpu, next, |_| had_prev = true)? {
-            return Ok(next.map(|task| task.state().cid));
-        }
+        let (rq, claim) = shared.rqs.lock_switch(cpu, next)?;
+        let last_mm_cid = match claim {
+            Claim::AlreadyHere(cid) => return Ok(Some(cid)),
+            Claim::Claimed(cid) => cid,
+        };
+        // The previous task's CID word stays as `last_mm_cid`: a hint for its next migration.
+        let had_prev = rq.curr().is_some();
+        leave(&rq, next);
         let pcpu = &shared.pcpus[cpu];
         if had_prev != next.is_some() {
             // Whether a task of the space runs here changes: the Dekker half of the switch path
@@ -308,14 +311,15 @@ impl CidAllocator for LazyCids {
             return Ok(None);
         };
         let cid = {
-            let mut state = next.state();
-            if let Some(src) = state.last_cpu.replace(cpu) {
+            let mut last_mm_cid = last_mm_cid;
+            if let Some(src) = next.0.replace_last_cpu(cpu) {
                 if src != cpu {
-                    shared.migrate_to(cpu, src, &mut state);
+                    shared.migrate_to(cpu, src, &mut last_mm_cid);
                 }
             }
             let cid = shared.mm_cid_get(cpu);
-            state.cid = cid;
+            // `next` runs here now: this runqueue's holder is its word's only writer.
+            next.0.set_cid_locked(cid);
             cid
         };
         let scan_now = shared.tick(cpu);
@@ -333,13 +337,7 @@ impl CidAllocator for LazyCids {
         let shared = &*self.shared;
         check_affinity(affinity, shared.cpus)?;
         let mut members = lock(&shared.members);
-        {
-            let mut state = task.state();
-            if state.exited {
-                return Err(CidError::UnknownTask);
-            }
-            state.affinity = affinity;
-        }
+        task.set_affinity(affinity)?;
         members.allowed |= affinity;
         shared.publish(&members);
         Ok(())
@@ -366,7 +364,7 @@ impl CidAllocator for LazyCids {
         let running = (0..shared.cpus)
             .filter_map(|cpu| {
                 let rq = shared.rqs.lock(cpu);
-                rq.curr.as_ref().map(|task| (task.id(), task.state().cid))
+                rq.curr().map(|task| (task.id(), task.word().cid()))
             })
             .collect();
         CidState {

@@ -1,0 +1,293 @@
+//! CPUs as every CID design sees them: a runqueue per CPU (its current task and CID word, behind
+//! a spin lock, as the kernel's `rq->lock` is), which also guards the words of its tasks (see
+//! `task`), and the checks every switch makes.
+//!
+//! # The switch's common path
+//!
+//! A switch on a CPU of a task of that CPU's runqueue takes the CPU's lock (one
+//! compare-and-swap; unlocking is a Release store), reads the task's word (its runqueue, and
+//! whether it exited) and points the runqueue at it: the runqueue's current task is what says
+//! who runs, so neither the next nor the previous task's word is written. That is the only
+//! atomic read-modify-write: no task lock, no reference count, and the runqueue is on a cache
+//! line of its own.
+//!
+//! # Lock order, and who may wait under a runqueue lock
+//!
+//! Two runqueues are held together only by a migration (a task switched in on another CPU than
+//! its runqueue's), which takes them in CPU order. Then anything a design has (its CID lock).
+//! A runqueue's holder never waits for a thread that may hold another lock: the rework's
+//! switch-in that finds no free CID gives its lock back before it waits, and the bitmap's waits
+//! only for a switch-out elsewhere (at most one CID per busy CPU is taken). So a mode change's
+//! walk, which holds the space's fork/exit lock, may wait for runqueue locks. In the kernel, a
+//! fixup's `task_rq_lock` could wait on a CPU whose switch-in spun for a CID only the fixup
+//! would free (the live lock fixed after merge by 4327fb13); here that wait cannot arise.
+
+use core::ptr;
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+
+use super::task::{Task, TaskInner, Word};
+use super::{CidError, UNSET};
+use crate::sync::{cpu_relax, spin_wait, AtomicBool, AtomicPtr, AtomicU32, Ordering};
+
+/// Spins of a contended lock before it starts yielding the thread (the holder may be preempted:
+/// a user-space "CPU" is a thread).
+const SPINS_BEFORE_YIELD: u32 = 64;
+
+/// A CPU's runqueue, as far as CIDs go. The fields are atomics only so that the lock needs no
+/// cell: every access is Relaxed, under the lock.
+pub(crate) struct Rq {
+    locked: AtomicBool,
+    /// The current task, or null (see [`RqGuard::curr`] for why the pointer is valid).
+    curr: AtomicPtr<TaskInner>,
+    /// The CPU's CID word (`mm_cid_pcpu::cid`); the designs that keep it here use it.
+    cid: AtomicU32,
+}
+
+/// The runqueues, each on its own cache line.
+pub(crate) struct Rqs(Box<[CachePadded<Rq>]>);
+
+impl Rqs {
+    pub(crate) fn new(cpus: usize) -> Rqs {
+        Rqs((0..cpus)
+            .map(|_| {
+                CachePadded::new(Rq {
+                    locked: AtomicBool::new(false),
+                    curr: AtomicPtr::new(ptr::null_mut()),
+                    cid: AtomicU32::new(UNSET),
+                })
+            })
+            .collect())
+    }
+
+    /// Locks `cpu`'s runqueue.
+    pub(crate) fn lock(&self, cpu: usize) -> RqGuard<'_> {
+        let mut spins = 0;
+        loop {
+            if let Some(guard) = self.try_lock(cpu) {
+                return guard;
+            }
+            // Relaxed: only a hint that the lock looks free; the compare-and-swap decides.
+            while self.0[cpu].locked.load(Ordering::Relaxed) {
+                if spins < SPINS_BEFORE_YIELD {
+                    spins += 1;
+                    cpu_relax();
+                } else {
+                    spin_wait();
+                }
+            }
+        }
+    }
+
+    /// Locks `cpu`'s runqueue unless another thread holds it.
+    pub(crate) fn try_lock(&self, cpu: usize) -> Option<RqGuard<'_>> {
+        let rq = &*self.0[cpu];
+        // Acquire pairs with the Release store that unlocks (`RqGuard::drop`): the holder sees
+        // everything the previous holder did.
+        rq.locked
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| RqGuard(rq))
+    }
+}
+
+/// A held runqueue lock.
+pub(crate) struct RqGuard<'a>(&'a Rq);
+
+impl RqGuard<'_> {
+    /// The current task.
+    #[inline]
+    pub(crate) fn curr(&self) -> Option<&TaskInner> {
+        // Relaxed: under the lock.
+        let curr = self.0.curr.load(Ordering::Relaxed);
+        // SAFETY: a non-null `curr` was stored by `set_curr` from a live task of this
+        // runqueue's space, which the space's roster keeps alive until its exit; exit clears
+        // `curr` under this lock before the task leaves the roster, and the space (which owns
+        // the roster) outlives this guard. So the pointer is valid for the guard's lifetime.
+        unsafe { curr.as_ref() }
+    }
+
+    #[inline]
+    pub(crate) fn set_curr(&self, task: Option<&Task>) {
+        let curr = task.map_or(ptr::null_mut(), |task| Arc::as_ptr(&task.0).cast_mut());
+        // Relaxed: under the lock.
+        self.0.curr.store(curr, Ordering::Relaxed);
+    }
+
+    /// The CPU's CID word.
+    #[inline]
+    pub(crate) fn cid(&self) -> u32 {
+        // Relaxed: under the lock.
+        self.0.cid.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn set_cid(&self, cid: u32) {
+        // Relaxed: under the lock.
+        self.0.cid.store(cid, Ordering::Relaxed);
+    }
+}
+
+impl Drop for RqGuard<'_> {
+    fn drop(&mut self) {
+        // Release pairs with the Acquire compare-and-swap in `Rqs::try_lock`.
+        self.0.locked.store(false, Ordering::Release);
+    }
+}
+
+/// What a switch finds before any CID work, with the CPU's runqueue (and so `next`'s word)
+/// locked: `next` is claimed for the CPU once the caller makes it the current task, which no
+/// other CPU can do meanwhile (it would need this lock).
+pub(crate) enum Claim {
+    /// `next` already runs on this CPU: nothing to do. Its CID word.
+    AlreadyHere(u32),
+    /// `next` (if any) is claimed for this CPU; its CID word (`UNSET` without `next`).
+    Claimed(u32),
+}
+
+impl Rqs {
+    /// Locks the runqueue that guards `task`'s word (`task_rq_lock`): looks it up, locks it,
+    /// and checks the task did not move meanwhile. Returns the guard and the word.
+    pub(crate) fn lock_task(&self, task: &TaskInner) -> (RqGuard<'_>, Word) {
+        loop {
+            let rq = task.word().rq();
+            let guard = self.lock(rq);
+            let word = task.word();
+            if word.rq() == rq {
+                return (guard, word);
+            }
+        }
+    }
+
+    /// Locks `cpu`'s runqueue for a switch to `next`, and checks `next` for it (the caller
+    /// makes it the runqueue's current task). A task of another runqueue first migrates here.
+    // Always inlined: returned from a call, the guard and claim went through memory, and the
+    // switch's measured cost rose by half (a store-forwarding stall behind the lock's
+    // compare-and-swap).
+    #[inline(always)]
+    pub(crate) fn lock_switch(
+        &self,
+        cpu: usize,
+        next: Option<&Task>,
+    ) -> Result<(RqGuard<'_>, Claim), CidError> {
+        let Some(next) = next else {
+            return Ok((self.lock(cpu), Claim::Claimed(UNSET)));
+        };
+        let task = &*next.0;
+        loop {
+            let guard = self.lock(cpu);
+            let word = task.word();
+            if word.rq() != cpu {
+                drop(guard);
+                self.migrate(cpu, task)?;
+                continue;
+            }
+            // A task of this runqueue: the lock held covers its word.
+            let allowed = task.affinity() & (1 << cpu) != 0;
+            if is_curr(&guard, task) {
+                // Running here: nothing to switch, but the affinity still rules.
+                if !allowed {
+                    return Err(CidError::NotAllowed);
+                }
+                return Ok((guard, Claim::AlreadyHere(word.cid())));
+            }
+            if word.exited() {
+                return Err(CidError::UnknownTask);
+            }
+            if !allowed {
+                return Err(CidError::NotAllowed);
+            }
+            return Ok((guard, Claim::Claimed(word.cid())));
+        }
+    }
+
+    /// Moves `task`, which is not running, to `cpu`'s runqueue, with both runqueues locked
+    /// (in CPU order). The errors are the switch's.
+    #[cold]
+    fn migrate(&self, cpu: usize, task: &TaskInner) -> Result<(), CidError> {
+        loop {
+            let home = task.word().rq();
+            if home == cpu {
+                return Ok(()); // another CPU moved it here meanwhile
+            }
+            let (_guard, home_guard) = if cpu < home {
+                let guard = self.lock(cpu);
+                (guard, self.lock(home))
+            } else {
+                let home_guard = self.lock(home);
+                (self.lock(cpu), home_guard)
+            };
+            let word = task.word();
+            if word.rq() != home {
+                continue; // it moved between the look and the locks
+            }
+            if word.exited() {
+                return Err(CidError::UnknownTask);
+            }
+            if is_curr(&home_guard, task) {
+                return Err(CidError::RunningElsewhere);
+            }
+            if task.affinity() & (1 << cpu) == 0 {
+                return Err(CidError::NotAllowed);
+            }
+            // Both locks held: the task moves to this runqueue.
+            task.store_locked(word.moved_to(cpu));
+            return Ok(());
+        }
+    }
+}
+
+/// Whether `task` is the current task of the runqueue `rq` (held).
+#[inline]
+pub(crate) fn is_curr(rq: &RqGuard<'_>, task: &TaskInner) -> bool {
+    rq.curr().is_some_and(|curr| ptr::eq(curr, task))
+}
+
+/// The previous task (if any) leaves the CPU, its CID word replaced by what `switch_out` makes
+/// of it (a design that takes CIDs back at switch-out does it there, before another CPU can
+/// claim the task); true if there was one. A design whose switch-out does nothing skips it.
+#[inline]
+pub(crate) fn switch_out(rq: &RqGuard<'_>, switch_out: impl FnOnce(u32) -> u32) -> bool {
+    let Some(prev) = rq.curr() else {
+        return false;
+    };
+    // A task running here: its word is this runqueue's.
+    let word = prev.word();
+    let cid = switch_out(word.cid());
+    if cid != word.cid() {
+        prev.store_locked(word.with_cid(cid));
+    }
+    true
+}
+
+/// `next` becomes the CPU's current task (the previous one, if any, leaves it).
+#[inline]
+pub(crate) fn leave(rq: &RqGuard<'_>, next: Option<&Task>) {
+    rq.set_curr(next);
+}
+
+/// Exit's common part: marks `task` exited and takes it off its CPU if it runs (the CPU becomes
+/// idle), under its runqueue's lock, then runs `off` with its last CID word and the CPU it ran
+/// on, if it ran (the lock still held: a design gives the task's CID back there).
+///
+/// # Errors
+/// [`CidError::UnknownTask`] if the task already exited (also when two exits race).
+pub(crate) fn exit_task(
+    rqs: &Rqs,
+    task: &Task,
+    off: impl FnOnce(u32, Option<usize>),
+) -> Result<(), CidError> {
+    let task = &*task.0;
+    let (rq, word) = rqs.lock_task(task);
+    if word.exited() {
+        return Err(CidError::UnknownTask);
+    }
+    let running = is_curr(&rq, task);
+    if running {
+        rq.set_curr(None);
+    }
+    task.store_locked(word.exited_now());
+    off(word.cid(), running.then_some(word.rq()));
+    Ok(())
+}
