@@ -122,8 +122,8 @@ fn stress_every_design() {
 /// asks), alternately to an object of the root and to one of a child space, so that each ID's
 /// object keeps changing depth: every object a lookup finds is whole and has the ID looked up,
 /// on every design, under real threads. (The window for a torn read, one object's levels with
-/// the other's count, is too narrow to hit here; loom's `lookup_races_free_and_reallocation_of_
-/// its_id` explores it.)
+/// the other's count, is too narrow to hit here; the loom model of a lookup racing a free and a
+/// reallocation explores it.)
 #[test]
 fn lookups_racing_frees_and_reallocations_find_whole_objects() {
     const IDS: [u32; 2] = [1000, 1001];
