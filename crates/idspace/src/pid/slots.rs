@@ -65,23 +65,26 @@ impl Slot {
         let (levels, len) = pid.into_raw();
         // Release pairs with the Acquire load of `len` in `read`: see there.
         self.len.store(len, Ordering::Release);
-        // Release pairs with the Acquire loads of `object`: the object and its count are
-        // written before a reader finds the pointer.
-        let old = self.object.swap(levels.cast_mut(), Ordering::Release);
+        // Relaxed: only the holder writes the slot (a plain store, no locked instruction).
         debug_assert!(
-            old.is_null(),
+            self.object.load(Ordering::Relaxed).is_null(),
             "an ID is published only while its slot is empty"
         );
+        // Release pairs with the Acquire loads of `object`: the object and its count are
+        // written before a reader finds the pointer.
+        self.object.store(levels.cast_mut(), Ordering::Release);
     }
 
     /// Empties the slot, returning its reference. Only the holder of the slot's range writes it.
     fn take(&self) -> Option<Pid> {
-        // Relaxed: the holder is the only writer, and the grace period that keeps the object
-        // alive for readers begins with a `SeqCst` fence after this (`Readers::snapshot`).
-        let levels = self.object.swap(ptr::null_mut(), Ordering::Relaxed);
+        // Relaxed: the holder is the only writer, so a load and a store do (no locked
+        // instruction); the grace period that keeps the object alive for readers begins with a
+        // `SeqCst` fence after the store (`Readers::snapshot`).
+        let levels = self.object.load(Ordering::Relaxed);
         if levels.is_null() {
             return None;
         }
+        self.object.store(ptr::null_mut(), Ordering::Relaxed);
         // Relaxed: written by this slot's writer (the holder, ordered by its lock) before the
         // pointer.
         let len = self.len.load(Ordering::Relaxed);
@@ -110,7 +113,7 @@ impl Slot {
         #[cfg(loom)]
         self.witness.with(|_| ());
         loop {
-            // Acquire pairs with the Release swap in `store`: the object and its count are
+            // Acquire pairs with the Release store in `store`: the object and its count are
             // visible.
             let levels = self.object.load(Ordering::Acquire);
             if levels.is_null() {
