@@ -125,7 +125,8 @@ fn lookup_races_the_retirement_of_its_range() {
 /// A lookup and an allocation race the freeing of their (dead, empty) namespace: the lookup
 /// finds nothing and the allocation is refused, whichever comes first; `free_ns` succeeds
 /// (waiting out the allocation's reservation if it must), and loom checks that neither the
-/// space nor its slot block is read after being freed (the space's hazard and the lookups' grace periods).
+/// space nor its slot block is read after being freed (the allocation's hazard on the space,
+/// the lookup's read-side section).
 #[test]
 fn free_ns_races_lookup_and_alloc() {
     use idspace::pid::PidError;
