@@ -125,7 +125,8 @@ fn lookup_races_the_retirement_of_its_range() {
 /// A lookup and an allocation race the freeing of their (dead, empty) namespace: the lookup
 /// finds nothing and the allocation is refused, whichever comes first; `free_ns` succeeds
 /// (waiting out the allocation's reservation if it must), and loom checks that neither the
-/// space nor its slot block is read after being freed (the space's and the block's hazards).
+/// space nor its slot block is read after being freed (the allocation's hazard on the space,
+/// the lookup's read-side section).
 #[test]
 fn free_ns_races_lookup_and_alloc() {
     use idspace::pid::PidError;
@@ -149,5 +150,68 @@ fn free_ns_races_lookup_and_alloc() {
         user.join().unwrap();
         assert!(matches!(pids.lookup(ns, 1), Ok(None)));
         assert_eq!(pids.free_ns(ns), Err(PidError::NamespaceFreed));
+    });
+}
+
+/// A lookup races the free of its ID and the ID's reallocation (exact `set_tid` IDs, as a
+/// restore would ask) to an object of another depth: as the kernel's `find_pid_ns` under RCU,
+/// it finds the old object, nothing, or the new one, never a torn object (one object's levels
+/// read with the other's count) or one of another ID; afterwards the new one.
+#[test]
+fn lookup_races_free_and_reallocation_of_its_id() {
+    run_model("lookup_races_free_and_reallocation_of_its_id", || {
+        let pids = Arc::new(PerCpu::new(2));
+        pids.alloc(ROOT, &[], 0).unwrap(); // the root's init, 1
+        let child = pids.new_ns(ROOT).unwrap();
+        pids.alloc(child, &[], 0).unwrap(); // the child's init
+        let old = pids.alloc(ROOT, &[], 0).unwrap();
+        let id = old.ids()[0];
+        let reader = {
+            let pids = pids.clone();
+            thread::spawn(move || pids.lookup(ROOT, id).unwrap())
+        };
+        pids.free(ROOT, id, 1).unwrap();
+        // The same root ID, now for a process of the child: two levels instead of one.
+        let new = pids.alloc(child, &[2, id], 1).unwrap();
+        if let Some(seen) = reader.join().unwrap() {
+            assert_eq!(seen.id_in(ROOT), Some(id), "a foreign object");
+            assert!(
+                seen.same(&old) && seen.levels().len() == 1
+                    || seen.same(&new) && seen.levels().len() == 2,
+                "a torn object, or neither the old nor the new one: {:?}",
+                seen.levels()
+            );
+        }
+        assert!(pids.lookup(ROOT, id).unwrap().unwrap().same(&new));
+    });
+}
+
+/// A lookup races the retirement of its range's lookup slots, and a second retirement on the
+/// same CPU then frees the first block from the limbo if its grace period has passed: the
+/// lookup finds the object or nothing, and never reads the block after it is freed.
+#[test]
+fn limbo_frees_a_block_only_after_its_lookups() {
+    run_model("limbo_frees_a_block_only_after_its_lookups", || {
+        let pids = Arc::new(PerCpu::new(2));
+        // Ranges 0..=2 on CPU 0, then range 3 carved: ranges 1 and 2 are used up and no
+        // longer current.
+        let ids: Vec<u32> = (1..3 * RANGE + 1)
+            .map(|_| pids.alloc(ROOT, &[], 0).unwrap().ids()[0])
+            .collect();
+        let (first, second) = (2 * RANGE - 1, 3 * RANGE - 1);
+        for id in (RANGE..3 * RANGE).filter(|&id| id != first && id != second) {
+            pids.free(ROOT, id, 0).unwrap();
+        }
+        assert!(ids.contains(&first) && ids.contains(&second));
+        let reader = {
+            let pids = pids.clone();
+            thread::spawn(move || pids.lookup(ROOT, first).unwrap().map(|p| p.ids()))
+        };
+        // Range 1's block goes to CPU 0's limbo; range 2's follows and may free range 1's.
+        pids.free(ROOT, first, 1).unwrap();
+        pids.free(ROOT, second, 1).unwrap();
+        let seen = reader.join().unwrap();
+        assert!(seen.is_none() || seen == Some(vec![first]), "read {seen:?}");
+        assert!(pids.lookup(ROOT, first).unwrap().is_none());
     });
 }

@@ -1,13 +1,15 @@
-//! [`Hazards`]: the few pointers that readers are reading right now, so that what they read is
-//! freed only once no reader reads it (hazard pointers, reduced to what `PerCpu` needs): a
-//! block of lookup slots (`Slots`), or a whole space (`PerCpu::free_ns`).
+//! [`Hazards`]: the few pointers that threads are using right now, so that what they use is
+//! freed only once nobody uses it (hazard pointers, reduced to what `PerCpu` needs): the space
+//! an allocation, a free or a `set_pid_max` works in, against `PerCpu::free_ns`. These
+//! operations may wait while they hold one (for a CPU's lock), so the lookups, which must never
+//! wait, use grace periods instead (`Readers`).
 //!
-//! A reader publishes the pointer it is about to read in a free hazard slot, then checks that
-//! it is still installed; a retirer uninstalls it, then waits until no hazard slot holds it. Both sides are `SeqCst`: in their single order either the reader's publication
-//! comes first (the retirer sees it and waits) or the retirer's uninstall does (the reader's
-//! check fails and it reads nothing). Each slot sits on its own cache line and a thread starts
-//! its search at a slot of its own, so lookups on different CPUs write no shared line; only a
-//! retirement (once per range of IDs) reads them all.
+//! A user publishes the pointer it is about to use in a free hazard slot, then checks that it
+//! is still installed; a retirer uninstalls it, then waits until no hazard slot holds it. Both
+//! sides are `SeqCst`: in their single order either the publication comes first (the retirer
+//! sees it and waits) or the retirer's uninstall does (the user's check fails and it uses
+//! nothing). Each slot sits on its own cache line and a thread starts its search at a slot of
+//! its own, so users on different CPUs write no shared line; only a retirement reads them all.
 
 use core::ptr;
 

@@ -24,7 +24,7 @@
 //! | [`IdrRelock`] | radix tree per space, the global lock per level + once to publish | global lock, shared |
 //! | [`IdrOnce`] | the same trees, one hold of the global lock | global lock, shared |
 //! | [`BitmapHash`] | flat bitmaps under one lock (FreeBSD) | striped-lock hash |
-//! | [`PerCpu`] | per-CPU ranges of 256 IDs under per-CPU locks (the seed's sketch) | per-space directory + the range's lock |
+//! | [`PerCpu`] | per-CPU ranges of 256 IDs under per-CPU locks (the seed's sketch) | lock-free, under grace periods (RCU-like) |
 //!
 //! # Semantics (all designs)
 //!
@@ -48,8 +48,13 @@
 //!
 //! # Where we differ from the kernel
 //!
-//! * Lookups take a lock where the kernel uses RCU: the IDR designs take their global lock
-//!   shared (a read-write lock), the others take finer locks.
+//! * Lookups take a lock where the kernel uses RCU, except in [`PerCpu`]: the IDR designs take
+//!   their global lock shared (a read-write lock), [`BitmapHash`] a stripe's. [`PerCpu`]'s
+//!   lookups take none: they run in read-side sections, and what they may read (a space, a
+//!   block of lookup slots, a freed object's last reference) is dropped only after a grace
+//!   period, as the kernel's `call_rcu` does; unlike RCU, a section is entered with a
+//!   compare-and-swap on a reader slot (user space cannot make a reader non-preemptible), and
+//!   grace periods are checked by scanning those slots, without waiting, on the writers' paths.
 //! * [`PerCpu`] numbers are unique, in range and reused only late (see its docs for the
 //!   guarantee), but not sequential, as the seed accepts; it ignores the 300 floor.
 
@@ -60,6 +65,7 @@ mod idr;
 mod level;
 mod object;
 mod percpu;
+mod readers;
 mod slots;
 mod space_list;
 mod spaces;

@@ -39,6 +39,35 @@ impl Pid {
             .map(|&(_, id)| id)
     }
 
+    /// The object's levels as a raw pointer and their count, keeping this handle's reference
+    /// (for lookup slots that hold an object in atomic words).
+    pub(crate) fn into_raw(self) -> (*const (NsId, u32), usize) {
+        let len = self.0.len();
+        (Arc::into_raw(self.0).cast(), len)
+    }
+
+    /// Takes back the reference that [`into_raw`](Self::into_raw) kept.
+    ///
+    /// # Safety
+    /// `levels` and `len` came from one `into_raw` call, whose reference is given up here.
+    pub(crate) unsafe fn from_raw(levels: *const (NsId, u32), len: usize) -> Pid {
+        // SAFETY: the caller's contract: this is the slice `Arc::into_raw` gave out.
+        Pid(unsafe { Arc::from_raw(core::ptr::slice_from_raw_parts(levels, len)) })
+    }
+
+    /// A new handle on an object reached through a raw pointer.
+    ///
+    /// # Safety
+    /// `levels` and `len` came from one `into_raw` call, and the object is alive: a reference
+    /// to it is held elsewhere until this returns.
+    pub(crate) unsafe fn clone_raw(levels: *const (NsId, u32), len: usize) -> Pid {
+        let levels = core::ptr::slice_from_raw_parts(levels, len);
+        // SAFETY: the caller's contract: a live object's slice, as `Arc::into_raw` gave it out.
+        unsafe { Arc::increment_strong_count(levels) };
+        // SAFETY: the reference just added is the one this handle owns.
+        Pid(unsafe { Arc::from_raw(levels) })
+    }
+
     /// Whether two handles name the same object.
     pub fn same(&self, other: &Pid) -> bool {
         Arc::ptr_eq(&self.0, &other.0)

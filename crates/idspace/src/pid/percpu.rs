@@ -7,12 +7,13 @@ use std::collections::HashMap;
 use super::hazards::{Hazard, Hazards};
 use super::level::{check_pid_max, check_set_tid};
 use super::object::Pid;
-use super::slots::{Slot, Slots};
+use super::readers::{Limbo, Readers};
+use super::slots::{RetiredBlock, Slots};
 use super::space_list::{SpaceList, CAPACITY};
 use super::spaces::Taken;
 use super::{NsId, PidAllocator, PidError, MAX_LEVEL, PID_MAX_DEFAULT, ROOT};
 use crate::range::RangeSource;
-use crate::sync::{lock, read, write, Arc, AtomicUsize, Mutex, MutexGuard, Ordering, RwLock};
+use crate::sync::{lock, read, write, AtomicUsize, Mutex, MutexGuard, Ordering, RwLock};
 use crate::util::hash::BuildIntHasher;
 use crossbeam_utils::CachePadded;
 
@@ -99,11 +100,29 @@ impl Range {
     }
 }
 
-/// What one CPU's lock guards: the ranges it holds, and its current range per space.
-#[derive(Default)]
+/// What one CPU's lock guards: the ranges it holds, its current range per space, and what it
+/// took out of lookups' reach (objects freed from its ranges' slots, blocks of lookup slots of
+/// ranges it gave back) until no lookup can still read them.
 struct CpuRanges {
     ranges: HashMap<(NsId, u32), Range, BuildIntHasher>,
     current: HashMap<NsId, u32, BuildIntHasher>,
+    limbo: Limbo<RetiredBlock>,
+    objects: Limbo<Pid>,
+}
+
+/// Frees gathered before a CPU looks whether their grace period has passed: a look reads every
+/// reader slot, so it is amortised over a batch.
+const OBJECT_BATCH: usize = 64;
+
+impl Default for CpuRanges {
+    fn default() -> Self {
+        CpuRanges {
+            ranges: HashMap::default(),
+            current: HashMap::default(),
+            limbo: Limbo::new(1),
+            objects: Limbo::new(OBJECT_BATCH),
+        }
+    }
 }
 
 /// A space's directory: which CPU holds which range, and where carving goes on.
@@ -130,7 +149,7 @@ struct Space {
 }
 
 impl Space {
-    fn new(parent: Option<NsId>, level: u32, hazards: Arc<Hazards<Slot>>) -> Space {
+    fn new(parent: Option<NsId>, level: u32) -> Space {
         Space {
             parent,
             level,
@@ -143,7 +162,7 @@ impl Space {
                 holders: HashMap::default(),
                 cursor: 0,
             }),
-            slots: Slots::new(hazards),
+            slots: Slots::new(),
         }
     }
 
@@ -189,10 +208,8 @@ impl RangeSource for Space {
     }
 
     /// Takes range `index` back; a range's IDs are tracked by its bitmap, so the unused tail
-    /// needs no bookkeeping here. Its lookup slots, all empty by now, go too; the caller holds
-    /// the giving CPU's lock, as `Slots::retire` requires.
+    /// needs no bookkeeping here. The caller has unlinked its lookup slots (`PerCpu::give_back`).
     fn give_back(&self, _cpu: usize, index: u32, _unused: core::ops::Range<u64>) {
-        self.slots.retire(index);
         write(&self.directory).holders.remove(&index);
     }
 }
@@ -242,11 +259,16 @@ impl RangeSource for Space {
 ///   (the directory's lock is the only shared lock on that path, once per 256 allocations).
 /// * A free from any CPU goes to the lock of the CPU that holds the range. A range that is used
 ///   up and has no live ID goes back to its space.
-/// * Lookup takes no lock that an allocation takes: each ID's object sits in a slot of its own,
-///   reached through atomic pointers and guarded by the slot's own small lock, which only the
-///   allocation and the free of that very ID also take; hazard pointers keep a range's slots
-///   alive while a lookup reads them (see the `slots` and `hazards` modules). The kernel looks
-///   up under RCU; here a lookup never waits behind a CPU's allocations or a carve.
+/// * Lookup takes no lock at all, as the kernel's `find_pid_ns` under RCU: it enters a
+///   read-side section (a compare-and-swap on a reader slot of its thread's own, no shared
+///   line), follows atomic pointers from the space to the ID's slot, and takes a reference to
+///   the object it finds there (two atomic words, read twice to validate the pair). Nothing a
+///   lookup may read is freed before the lookup ends: a free hands the slot's reference to
+///   the object, and giving a range back hands its block of slots, to the CPU's *limbo*, which
+///   drops them once every section running at the time has ended (a grace period, checked
+///   without waiting, once per 64 frees or per block); `free_ns` waits for one. So a lookup
+///   never waits behind a CPU's allocations, a carve or another lookup, and an allocation never
+///   waits for a lookup (see the `readers` and `slots` modules).
 /// * Rare paths take every CPU's lock in ascending order: exact IDs (`set_tid`, restore only),
 ///   and allocation when no range is left to carve (the space is nearly full).
 /// * Spaces are freed ([`PidAllocator::free_ns`]) while other threads may be using them: every
@@ -255,14 +277,14 @@ impl RangeSource for Space {
 ///   is not freed, and freeing a space lowers its parent's child count only once no hazard
 ///   holds it. `free_ns` takes every CPU's lock (no allocation is then between taking an ID
 ///   and publishing it), checks that no range of the space has a live ID, drops the space's
-///   ranges from every CPU and retires their lookup slots, unlinks the space, waits until no
-///   hazard holds it and frees it. An allocation that protected the space before the unlink
+///   ranges from every CPU and unlinks their lookup slots, unlinks the space, waits until no
+///   hazard holds it and for a grace period (lookups hold no hazard), then frees it, the
+///   unlinked blocks and everything in the CPUs' limbos. An allocation that protected the space before the unlink
 ///   sees, under its CPU's lock, that it was freed, and takes nothing.
 ///
 /// Lock order: the spaces' lock (creating and freeing spaces) before any CPU's lock; a CPU's
-/// lock, then a space's directory, or a CPU's lock, then an ID's slot.
-/// Frees read the directory
-/// and release it before locking a CPU, then check that the CPU still holds the range (a range
+/// lock, then a space's directory. Frees read the directory and release it before locking a
+/// CPU, then check that the CPU still holds the range (a range
 /// with a live ID cannot move, so the check fails only for IDs that are gone).
 ///
 /// # Deferred reuse
@@ -285,8 +307,9 @@ impl RangeSource for Space {
 pub struct PerCpu {
     cpus: Box<[CachePadded<Mutex<CpuRanges>>]>,
     spaces: SpaceList<Space>,
-    /// The lookups' hazard pointers, shared by every space's slots.
-    hazards: Arc<Hazards<Slot>>,
+    /// The lookups' read-side sections: what a lookup may read (a space, a block of lookup
+    /// slots) is freed only after a grace period.
+    readers: Readers,
     /// Hazard pointers on spaces: every operation holds one on the space it names while it
     /// uses it, so that `free_ns` frees a space only once nobody uses it.
     space_hazards: Hazards<Space>,
@@ -318,14 +341,13 @@ impl PerCpu {
     /// argument beyond the slots wraps around (`cpu % cpus`).
     pub fn new(cpus: usize) -> PerCpu {
         let spaces = SpaceList::new();
-        let hazards = Arc::new(Hazards::new());
-        spaces.push(Space::new(None, 0, hazards.clone()));
+        spaces.push(Space::new(None, 0));
         PerCpu {
             cpus: (0..cpus.max(1))
                 .map(|_| CachePadded::new(Mutex::new(CpuRanges::default())))
                 .collect(),
             spaces,
-            hazards,
+            readers: Readers::new(),
             space_hazards: Hazards::new(),
             namespaces: Mutex::new(()),
         }
@@ -401,7 +423,7 @@ impl PerCpu {
 
     /// The fast path of one level: the next ID of `cpu`'s current range in `ns`, carving a new
     /// range when it is used up. `None` when no range can be carved.
-    fn bump(state: &mut CpuRanges, cpu: usize, ns: NsId, space: &Space) -> Option<u32> {
+    fn bump(&self, state: &mut CpuRanges, cpu: usize, ns: NsId, space: &Space) -> Option<u32> {
         let limit = space.pid_max();
         loop {
             if let Some(&index) = state.current.get(&ns) {
@@ -415,7 +437,7 @@ impl PerCpu {
                 state.current.remove(&ns);
                 if range.live == 0 {
                     state.ranges.remove(&(ns, index));
-                    space.give_back(cpu, index, 0..0);
+                    self.give_back(state, cpu, index, space);
                 }
             }
             let (_, index) = space.carve(cpu).ok()?;
@@ -426,18 +448,31 @@ impl PerCpu {
 
     /// Frees `id` in range `id / RANGE` of `ns`, held in `state`, and gives the range back
     /// to its space if it is empty and not the CPU's current range.
-    fn release_one(state: &mut CpuRanges, ns: NsId, id: u32, space: &Space) {
+    fn release_one(&self, state: &mut CpuRanges, ns: NsId, id: u32, space: &Space) {
         let index = id / RANGE;
         if let Some(range) = state.ranges.get_mut(&(ns, index)) {
             if range.clear(id) {
                 // Under the holder's lock, as the publish was: the slot and the range agree.
-                space.slots.take(id);
+                // The slot's reference waits for lookups that may be taking one of their own.
+                if let Some(pid) = space.slots.take(id) {
+                    state.objects.retire(pid, &self.readers);
+                }
             }
             if range.live == 0 && state.current.get(&ns) != Some(&index) {
                 state.ranges.remove(&(ns, index));
-                space.give_back(0, index, 0..0);
+                self.give_back(state, 0, index, space);
             }
         }
+    }
+
+    /// Gives range `index` of `space`, held in `state`, back to the space. Its lookup slots
+    /// (all empty) are unlinked and wait in the CPU's limbo until no lookup can read them: an
+    /// allocation never waits for a lookup.
+    fn give_back(&self, state: &mut CpuRanges, cpu: usize, index: u32, space: &Space) {
+        if let Some(block) = space.slots.retire(index) {
+            state.limbo.retire(block, &self.readers);
+        }
+        space.give_back(cpu, index, 0..0);
     }
 
     /// Stores the object in the slot of (ns, id), held in `state`, and marks an init.
@@ -501,7 +536,7 @@ impl PerCpu {
                         }
                     }
                 }
-                None => match Self::bump(states[cpu], cpu, ns, space) {
+                None => match self.bump(states[cpu], cpu, ns, space) {
                     Some(id) => Ok((id, cpu)),
                     None => {
                         // Nearly full: any free ID of any held range.
@@ -528,7 +563,7 @@ impl PerCpu {
                 }
                 Err(error) => {
                     for (level, (&(ns, id), &holder)) in taken.iter().zip(&holders).enumerate() {
-                        Self::release_one(states[holder], ns, id, chain[level].1);
+                        self.release_one(states[holder], ns, id, chain[level].1);
                     }
                     return Err(error);
                 }
@@ -537,7 +572,7 @@ impl PerCpu {
         // Acquire pairs with the Release store in `free`.
         if chain[0].1.dead.load(Ordering::Acquire) != 0 {
             for (level, (&(ns, id), &holder)) in taken.iter().zip(&holders).enumerate() {
-                Self::release_one(states[holder], ns, id, chain[level].1);
+                self.release_one(states[holder], ns, id, chain[level].1);
             }
             return Err(PidError::NamespaceDead);
         }
@@ -584,7 +619,7 @@ impl PidAllocator for PerCpu {
         }
         let ns = self
             .spaces
-            .push(Space::new(Some(parent), level, self.hazards.clone()))
+            .push(Space::new(Some(parent), level))
             .ok_or(PidError::TooManyNamespaces)?;
         // Relaxed: `children` changes and is read only under the `namespaces` lock.
         up.children.fetch_add(1, Ordering::Relaxed);
@@ -625,6 +660,10 @@ impl PidAllocator for PerCpu {
         }
         // Relaxed: under every CPU's lock; allocations read it under theirs (`is_freed`).
         space.freed.store(1, Ordering::Relaxed);
+        // Unlinked blocks, this space's and every CPU's limbo: freed after the grace period
+        // below, so that memory returns now rather than at some later allocation.
+        let mut retired: Vec<RetiredBlock> = Vec::new();
+        let mut objects: Vec<Pid> = Vec::new();
         for state in guards.iter_mut() {
             let held: Vec<u32> = state
                 .ranges
@@ -635,8 +674,10 @@ impl PidAllocator for PerCpu {
             for index in held {
                 state.ranges.remove(&(ns, index));
                 // Its slots are all empty (no live ID); lookups may still read the block.
-                space.slots.retire(index);
+                retired.extend(space.slots.retire(index));
             }
+            retired.append(&mut state.limbo.take_all());
+            objects.append(&mut state.objects.take_all());
             state.current.remove(&ns);
             // The maps' capacity then depends on what is left only, so memory returns.
             state.ranges.shrink_to_fit();
@@ -645,8 +686,13 @@ impl PidAllocator for PerCpu {
         let unlinked = self.spaces.unlink(ns as usize);
         debug_assert_eq!(unlinked, pointer);
         drop(guards);
-        // New operations on `ns` now fail; wait for those that hold the space.
+        // New operations on `ns` now fail; wait for those that hold the space, and for the
+        // lookups that may still read it or a retired block (a grace period: lookups never
+        // wait inside their sections, so waiting here with the `namespaces` lock held is safe).
         self.space_hazards.wait_unused(pointer);
+        self.readers.synchronize();
+        drop(retired);
+        drop(objects);
         if let Some(parent) = space.parent {
             // Alive: it has a child (this one) until now, and we hold the `namespaces` lock.
             // SAFETY: see above.
@@ -655,7 +701,8 @@ impl PidAllocator for PerCpu {
                 up.children.fetch_sub(1, Ordering::Relaxed);
             }
         }
-        // Unlinked, and no hazard holds it: nobody reads it any more. It came from
+        // Unlinked, no hazard holds it and no lookup section that began before the unlink is
+        // left: nobody reads it any more. It came from
         // `Box::into_raw` in `SpaceList::push`.
         // SAFETY: so we own it and free it once.
         drop(unsafe { Box::from_raw(pointer) });
@@ -684,12 +731,12 @@ impl PidAllocator for PerCpu {
         let state = &mut *guard;
         let mut taken = Taken::new();
         for &(level_ns, space) in &chain {
-            match Self::bump(state, cpu, level_ns, space) {
+            match self.bump(state, cpu, level_ns, space) {
                 Some(id) => taken.push((level_ns, id)),
                 None => {
                     // No range left to carve: undo, and take the rare path.
                     for (level, &(ns, id)) in taken.iter().enumerate() {
-                        Self::release_one(state, ns, id, chain[level].1);
+                        self.release_one(state, ns, id, chain[level].1);
                     }
                     drop(guard);
                     return self.alloc_slow(&chain, set_tid, cpu);
@@ -699,7 +746,7 @@ impl PidAllocator for PerCpu {
         // Acquire pairs with the Release store in `free`.
         if chain[0].1.dead.load(Ordering::Acquire) != 0 {
             for (level, &(ns, id)) in taken.iter().enumerate() {
-                Self::release_one(state, ns, id, chain[level].1);
+                self.release_one(state, ns, id, chain[level].1);
             }
             return Err(PidError::NamespaceDead);
         }
@@ -722,7 +769,9 @@ impl PidAllocator for PerCpu {
             let state = &mut *guard;
             // An empty slot: free, or reserved by an allocation still in flight.
             let pid = space.slots.take(id).ok_or(PidError::NotFound)?;
-            Self::release_one(state, ns, id, &space);
+            // The slot's reference waits for lookups that may be taking one of their own.
+            state.objects.retire(pid.clone(), &self.readers);
+            self.release_one(state, ns, id, &space);
             pid
         };
         for &(level_ns, number) in pid.levels() {
@@ -741,7 +790,7 @@ impl PidAllocator for PerCpu {
                             .read_owned(number)
                             .is_some_and(|held| held.same(&pid));
                     if ours {
-                        Self::release_one(state, level_ns, number, level_space);
+                        self.release_one(state, level_ns, number, level_space);
                     }
                 }
             }
@@ -754,22 +803,52 @@ impl PidAllocator for PerCpu {
     }
 
     fn lookup(&self, ns: NsId, id: u32) -> Result<Option<Pid>, PidError> {
-        // No CPU's lock and no directory: the space's hazard and the ID's slot alone (see
-        // `Slots`). A freed space holds nothing.
-        match self.space(ns) {
-            Ok(space) => Ok(space.slots.read(id)),
-            Err(PidError::NamespaceFreed) => Ok(None),
-            Err(error) => Err(error),
+        // No CPU's lock, no directory and no hazard: a read-side section, the space's entry
+        // and the ID's slot alone (see `Readers` and `Slots`). A freed space holds nothing.
+        let section = self.readers.enter();
+        let pointer = match self.spaces.entry(ns as usize) {
+            // Acquire pairs with the Release store of `SpaceList::push` (the space's
+            // initialisation). Loaded inside the section: `free_ns` unlinks the space before
+            // its grace period, so a space read here is freed only after the section ends.
+            Some(entry) => entry.load(Ordering::Acquire),
+            None => core::ptr::null_mut(),
+        };
+        if pointer.is_null() {
+            return match self.missing(ns) {
+                PidError::NamespaceFreed => Ok(None),
+                error => Err(error),
+            };
         }
+        // SAFETY: linked when loaded inside the section, and freed only after it ends (above).
+        let space = unsafe { &*pointer };
+        Ok(space.slots.read(id, &section))
     }
 
     fn memory_bytes(&self) -> usize {
+        // First free what waits in the limbos (after a grace period), so that the figure does
+        // not depend on when lookups last ran.
+        let retired: Vec<(Vec<RetiredBlock>, Vec<Pid>)> = self
+            .cpus
+            .iter()
+            .map(|cpu| {
+                let mut state = lock(cpu);
+                (state.limbo.take_all(), state.objects.take_all())
+            })
+            .collect();
+        self.readers.synchronize();
+        drop(retired);
         let mut bytes = core::mem::size_of::<Self>()
             + self.cpus.len() * core::mem::size_of::<CachePadded<Mutex<CpuRanges>>>();
         for cpu in self.cpus.iter() {
             let state = lock(cpu);
+            let (kept, room) = state.limbo.counts();
+            let (objects, object_room) = state.objects.counts();
             bytes += state.ranges.capacity() * (core::mem::size_of::<((NsId, u32), Range)>() + 1)
-                + state.current.capacity() * (core::mem::size_of::<(NsId, u32)>() + 1);
+                + state.current.capacity() * (core::mem::size_of::<(NsId, u32)>() + 1)
+                + room * core::mem::size_of::<RetiredBlock>()
+                + kept * RetiredBlock::BYTES
+                + object_room * core::mem::size_of::<Pid>()
+                + objects * super::idr::pid_bytes(0);
             for range in state.ranges.values() {
                 bytes += range.live as usize * super::idr::pid_bytes(0);
             }

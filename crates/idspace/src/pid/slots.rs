@@ -2,32 +2,154 @@
 //!
 //! `PerCpu` keeps its ranges under per-CPU locks, which every allocation on that CPU takes. A
 //! lookup that went through those locks would wait behind allocations (and behind the space's
-//! directory, which carving writes). The kernel looks PIDs up under RCU instead. Here each ID has
-//! a slot of its own: a tiny lock around the object, taken only by the lookup, by the allocation
-//! that publishes that very ID and by the free that takes it back. The slots of a range of IDs
-//! sit in one *block*, found through a two-level table of atomic pointers (chunks of block
-//! pointers), so reaching a slot takes no lock at all.
+//! directory, which carving writes). The kernel looks PIDs up under RCU instead, and so do we:
+//! each ID has a slot of its own, two atomic words (the object and its number of levels) that
+//! only the holder of the ID's range writes (publishing the object, or taking it out to free
+//! it) and that a lookup reads without writing, validating the pair by reading the pointer
+//! again; its one write is the object's reference count. The slots of a range of IDs sit in one
+//! *block*, found through a two-level table of atomic pointers (chunks of block pointers), so
+//! reaching a slot takes no lock at all.
 //!
 //! # Reclamation
 //!
 //! A block exists while its range is held by a CPU: the holder creates it on the range's first
-//! publish and retires it when it gives the range back (every slot empty by then). Creation,
-//! retirement, publishes and frees of one range all happen under its holder's CPU lock, and a
-//! range has one holder at a time, so among themselves they never race. Lookups are what a
-//! retirement must wait for: a lookup protects the block it reads with a hazard pointer (see
-//! [`Hazards`]), and the retirer frees the block only once no hazard holds it. Chunks (a KiB
-//! each, one per 32,768 IDs) and the top table stay until the allocator is dropped.
+//! publish and unlinks it when it gives the range back (every slot empty by then). Creation,
+//! unlinking, publishes and frees of one range all happen under its holder's CPU lock, and a
+//! range has one holder at a time, so among themselves they never race. Lookups are what
+//! freeing must wait for: a lookup runs in a read-side section (see [`Readers`]); an unlinked
+//! block ([`RetiredBlock`]) and the slot's reference to an object taken out of it are dropped
+//! only after a grace period, by the CPU's limbo (an allocation or a free never waits for a
+//! lookup) or by `free_ns`. So a lookup that races the free of its ID, and even the ID's
+//! reallocation, finds the old object, nothing, or the new one, as `find_pid_ns` under RCU
+//! does; the object it returns may be one being freed, as in the kernel. Chunks (a KiB each,
+//! one per 32,768 IDs) and the top table stay until the space is freed.
+//!
+//! [`Readers`]: super::readers::Readers
 
 use core::ptr;
 
-use super::hazards::Hazards;
 use super::object::Pid;
 use super::percpu::RANGE;
-use super::PID_MAX_LIMIT;
-use crate::sync::{exclusive_load, lock, Arc, AtomicPtr, Mutex, Ordering};
+use super::readers::Section;
+use super::{NsId, PID_MAX_LIMIT};
+#[cfg(loom)]
+use crate::sync::UnsafeCell;
+use crate::sync::{exclusive_load, AtomicPtr, AtomicUsize, Ordering};
 
-/// One ID's object, behind the ID's own lock.
-pub(crate) type Slot = Mutex<Option<Pid>>;
+/// One ID's object, in two atomic words that lookups read without writing: the object's levels
+/// (an `Arc<[(NsId, u32)]>`'s data, null while the ID has no published object) and their
+/// count. The slot holds one reference to the object; a writer that empties the slot keeps
+/// that reference alive until a grace period has passed (the CPU's limbo), as the kernel frees
+/// a `struct pid` through `call_rcu`, so that a lookup may still take a reference of its own.
+pub(crate) struct Slot {
+    object: AtomicPtr<(NsId, u32)>,
+    len: AtomicUsize,
+    /// Under loom, lookups read it and freeing the slot writes it, so that a model reports a
+    /// lookup not ordered before the block's freeing (a grace period too short).
+    #[cfg(loom)]
+    witness: UnsafeCell<()>,
+}
+
+impl Slot {
+    fn new() -> Slot {
+        Slot {
+            object: AtomicPtr::new(ptr::null_mut()),
+            len: AtomicUsize::new(0),
+            #[cfg(loom)]
+            witness: UnsafeCell::new(()),
+        }
+    }
+
+    /// Stores `pid` in the empty slot. Only the holder of the slot's range writes it.
+    fn store(&self, pid: Pid) {
+        let (levels, len) = pid.into_raw();
+        // Release pairs with the Acquire load of `len` in `read`: see there.
+        self.len.store(len, Ordering::Release);
+        // Relaxed: only the holder writes the slot (a plain store, no locked instruction).
+        debug_assert!(
+            self.object.load(Ordering::Relaxed).is_null(),
+            "an ID is published only while its slot is empty"
+        );
+        // Release pairs with the Acquire loads of `object`: the object and its count are
+        // written before a reader finds the pointer.
+        self.object.store(levels.cast_mut(), Ordering::Release);
+    }
+
+    /// Empties the slot, returning its reference. Only the holder of the slot's range writes it.
+    fn take(&self) -> Option<Pid> {
+        // Relaxed: the holder is the only writer, so a load and a store do (no locked
+        // instruction); the grace period that keeps the object alive for readers begins with a
+        // `SeqCst` fence after the store (`Readers::snapshot`).
+        let levels = self.object.load(Ordering::Relaxed);
+        if levels.is_null() {
+            return None;
+        }
+        self.object.store(ptr::null_mut(), Ordering::Relaxed);
+        // Relaxed: written by this slot's writer (the holder, ordered by its lock) before the
+        // pointer.
+        let len = self.len.load(Ordering::Relaxed);
+        // SAFETY: stored by `store` from `into_raw`, and the slot's reference is ours now.
+        Some(unsafe { Pid::from_raw(levels, len) })
+    }
+
+    /// A handle on the object, for the holder of the slot's range (the slot's reference keeps
+    /// it alive: only the holder takes it).
+    fn read_owned(&self) -> Option<Pid> {
+        // Relaxed: the holder is the only writer, ordered by its lock.
+        let levels = self.object.load(Ordering::Relaxed);
+        if levels.is_null() {
+            return None;
+        }
+        // Relaxed, as above.
+        let len = self.len.load(Ordering::Relaxed);
+        // SAFETY: stored by `store` from `into_raw`; alive, since the slot holds a reference.
+        Some(unsafe { Pid::clone_raw(levels, len) })
+    }
+
+    /// A handle on the object, from a lookup in a read-side section entered before its block
+    /// was loaded: the object it finds is freed only after the section ends.
+    #[inline]
+    fn read(&self, _section: &Section<'_>) -> Option<Pid> {
+        #[cfg(loom)]
+        self.witness.with(|_| ());
+        loop {
+            // Acquire pairs with the Release store in `store`: the object and its count are
+            // visible.
+            let levels = self.object.load(Ordering::Acquire);
+            if levels.is_null() {
+                return None;
+            }
+            // Acquire pairs with the Release store in `store` of a later object: if the count
+            // read is a later object's, the emptying of the slot before it happens before the
+            // load below, which then cannot return `levels` again.
+            let len = self.len.load(Ordering::Acquire);
+            // Relaxed: only compared; see the line above.
+            if self.object.load(Ordering::Relaxed) == levels {
+                // The pointer did not change around the count, so the count is `levels`' own:
+                // a later object has another address, since `levels` cannot be freed (hence
+                // reused) before our section ends.
+                // SAFETY: stored by `store` from `into_raw`, and alive: the slot's reference,
+                // or the limbo's after a take, lasts until our section ends.
+                return Some(unsafe { Pid::clone_raw(levels, len) });
+            }
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        #[cfg(loom)]
+        self.witness.with_mut(|_| ());
+        // Exclusive access: an allocator being dropped, or a block freed after a grace period.
+        let levels = exclusive_load(&mut self.object);
+        if !levels.is_null() {
+            // Relaxed: exclusive access, as above.
+            let len = self.len.load(Ordering::Relaxed);
+            // SAFETY: stored by `store` from `into_raw`; the slot's reference goes with it.
+            drop(unsafe { Pid::from_raw(levels, len) });
+        }
+    }
+}
 
 /// Block pointers per chunk: the top level then has 128 entries for the default `RANGE` (a KiB
 /// per space), and a chunk covers 32,768 IDs.
@@ -46,24 +168,44 @@ const CHUNKS: usize = RANGES.div_ceil(CHUNK);
 /// first publish).
 pub(crate) struct Slots {
     chunks: Box<[AtomicPtr<AtomicPtr<Slot>>]>,
-    /// The allocator's hazard pointers, shared by all its spaces.
-    hazards: Arc<Hazards<Slot>>,
 }
 
-// SAFETY: the raw pointers own chunks of `AtomicPtr`s and blocks of `Mutex<Option<Pid>>`s, which
-// are `Send + Sync` themselves; chunk pointers are written once and freed only in `drop` (with
-// `&mut self`), and blocks are freed only when no lookup reads them (see the module docs).
+// SAFETY: the raw pointers own chunks of `AtomicPtr`s and blocks of `Slot`s, whose objects are
+// only reached under their slot's lock; chunk pointers are written once and freed only in
+// `drop` (with `&mut self`), and blocks are freed only after a grace period (see the module
+// docs).
 unsafe impl Send for Slots {}
 // SAFETY: see `Send`.
 unsafe impl Sync for Slots {}
 
+/// A block unlinked from its space's table: freed when dropped, which the owner does only once
+/// no lookup can still read it (after a grace period).
+pub(crate) struct RetiredBlock(*mut Slot);
+
+// SAFETY: the block is owned (unlinked, and no longer written by anyone), and its slots hold
+// `Pid`s, which are `Send`.
+unsafe impl Send for RetiredBlock {}
+
+impl RetiredBlock {
+    /// Bytes the block holds.
+    pub(crate) const BYTES: usize = RANGE as usize * core::mem::size_of::<Slot>();
+}
+
+impl Drop for RetiredBlock {
+    fn drop(&mut self) {
+        // `self.0` came from `install` with `RANGE` slots, and whoever drops a retired block
+        // has waited for a grace period since it was unlinked (see the type's docs).
+        // SAFETY: so we own the block and free it once.
+        drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(self.0, RANGE as usize)) });
+    }
+}
+
 impl Slots {
-    pub(crate) fn new(hazards: Arc<Hazards<Slot>>) -> Slots {
+    pub(crate) fn new() -> Slots {
         Slots {
             chunks: (0..CHUNKS)
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect(),
-            hazards,
         }
     }
 
@@ -86,8 +228,8 @@ impl Slots {
     ///
     /// # Safety
     /// `block` came from `install` with `RANGE` slots and is not freed while the returned
-    /// reference lives: the caller holds the range's holder lock, or a hazard on `block`
-    /// validated after publication.
+    /// reference lives: the caller holds the range's holder lock, or is in a read-side section
+    /// that began before it loaded `block` from the table.
     #[inline]
     unsafe fn slot(&self, block: *mut Slot, id: u32) -> &Slot {
         // SAFETY: the caller's contract; `id % RANGE` is within the block.
@@ -95,7 +237,7 @@ impl Slots {
     }
 
     /// The slot of `id` for a caller that holds the lock of the CPU holding `id`'s range: no
-    /// retirement can run meanwhile.
+    /// unlinking can run meanwhile.
     fn owned(&self, id: u32) -> Option<&Slot> {
         // Acquire pairs with the Release half of the compare-exchange in `install` (the block's
         // initialisation); under the holder's lock it is also ordered by that lock.
@@ -103,7 +245,7 @@ impl Slots {
         if block.is_null() {
             return None;
         }
-        // SAFETY: installed for this range, and retired only under the lock the caller holds.
+        // SAFETY: installed for this range, and unlinked only under the lock the caller holds.
         Some(unsafe { self.slot(block, id) })
     }
 
@@ -118,68 +260,53 @@ impl Slots {
         // As in `entry`: `install` returned a live chunk of `CHUNK` pointers.
         // SAFETY: so pointer `range % CHUNK` is live for as long as `self` is borrowed.
         let entry = unsafe { &*chunk.add(range % CHUNK) };
-        let block = install(entry, RANGE as usize, || Mutex::new(None));
-        // SAFETY: installed for this range just now, retired only under the lock we hold.
-        *lock(unsafe { self.slot(block, id) }) = Some(pid);
+        let block = install(entry, RANGE as usize, Slot::new);
+        // SAFETY: installed for this range just now, unlinked only under the lock we hold.
+        unsafe { self.slot(block, id) }.store(pid);
     }
 
-    /// Takes the object out of the slot of `id`. The caller holds the lock of the CPU holding
-    /// `id`'s range.
+    /// Takes the object out of the slot of `id`, with the slot's reference, which the caller
+    /// keeps alive until a grace period has passed (lookups may still be taking references of
+    /// their own). The caller holds the lock of the CPU holding `id`'s range.
     pub(crate) fn take(&self, id: u32) -> Option<Pid> {
-        self.owned(id).and_then(|slot| lock(slot).take())
+        self.owned(id).and_then(Slot::take)
     }
 
     /// A handle on the object in the slot of `id`, for a caller holding the lock of the CPU
     /// holding `id`'s range.
     pub(crate) fn read_owned(&self, id: u32) -> Option<Pid> {
-        self.owned(id).and_then(|slot| lock(slot).clone())
+        self.owned(id).and_then(Slot::read_owned)
     }
 
-    /// A handle on the object in the slot of `id`, from any thread, holding no lock but the
-    /// slot's own.
+    /// A handle on the object in the slot of `id`, from any thread, in a read-side section
+    /// entered before this call: no lock, and no write but the object's reference count.
     #[inline]
-    pub(crate) fn read(&self, id: u32) -> Option<Pid> {
-        let entry = self.entry((id / RANGE) as usize)?;
-        // Relaxed: only a hint to skip the hazard for ranges without a block; the SeqCst load
-        // below decides.
-        let block = entry.load(Ordering::Relaxed);
+    pub(crate) fn read(&self, id: u32, section: &Section<'_>) -> Option<Pid> {
+        // Acquire pairs with the Release half of the compare-exchange in `install`, for the
+        // block's initialisation. Loaded inside the section, after its fence: a block unlinked
+        // before that fence reads as null here, and one unlinked after it is freed only once
+        // the section has ended.
+        let block = self.entry((id / RANGE) as usize)?.load(Ordering::Acquire);
         if block.is_null() {
             return None;
         }
-        let hazard = self.hazards.protect(block);
-        // SeqCst: after the hazard's publication in the single order (see `Hazards`), so a
-        // retirer that uninstalled `block` before this load makes it fail, and one that does so
-        // after it sees the hazard and waits. Also acquiring, for the block's initialisation.
-        if entry.load(Ordering::SeqCst) != block {
-            drop(hazard);
-            // Retired meanwhile (or retired and replaced): the range was given back during the
-            // lookup, with this ID free at that point.
-            return None;
-        }
-        // SAFETY: installed for this range, and protected by the validated hazard until it is
-        // withdrawn below, after the slot's lock is released.
-        let slot = unsafe { self.slot(block, id) };
-        let pid = lock(slot).clone();
-        drop(hazard);
-        pid
+        // SAFETY: installed for this range, and not freed before the section ends (see above).
+        unsafe { self.slot(block, id) }.read(section)
     }
 
-    /// Frees the block of range `range`, whose slots are all empty, once no lookup reads it.
-    /// The caller holds the lock of the CPU giving the range back.
-    pub(crate) fn retire(&self, range: u32) {
-        let Some(entry) = self.entry(range as usize) else {
-            return;
-        };
-        // SeqCst: the retirer's half of the pattern in `Hazards`, ordered before its scan.
+    /// Unlinks the block of range `range`, whose slots are all empty, for the caller to free
+    /// after a grace period. The caller holds the lock of the CPU giving the range back.
+    pub(crate) fn retire(&self, range: u32) -> Option<RetiredBlock> {
+        let entry = self.entry(range as usize)?;
+        // SeqCst: the writer's half of the pattern in `Readers` (with the `SeqCst` fence of the
+        // grace period's snapshot, taken after this unlink).
         let block = entry.swap(ptr::null_mut(), Ordering::SeqCst);
+        // Not `bool::then_some`: it would build (and drop, freeing) the block for a null one.
         if block.is_null() {
-            return;
+            None
+        } else {
+            Some(RetiredBlock(block))
         }
-        self.hazards.wait_unused(block);
-        // Unreachable for new lookups (null), left by old ones (no hazard holds it), and
-        // `block` came from `install` with `RANGE` slots.
-        // SAFETY: so we own the block and may free it.
-        drop(unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(block, RANGE as usize)) });
     }
 
     /// Bytes of the table, its chunks and its blocks (counted, never read).
@@ -215,10 +342,9 @@ fn install<E>(pointer: &AtomicPtr<E>, len: usize, make: impl Fn() -> E) -> *mut 
     }
     let fresh: Box<[E]> = (0..len).map(|_| make()).collect();
     let fresh = Box::into_raw(fresh).cast::<E>();
-    // Release pairs with the Acquire loads in `entry`, `owned` and above, and with the SeqCst
-    // load in `read`: the array's initialisation happens before anyone reads it through the
-    // pointer. SeqCst, since block pointers take part in the hazard pattern.
-    match pointer.compare_exchange(ptr::null_mut(), fresh, Ordering::SeqCst, Ordering::Acquire) {
+    // Release pairs with the Acquire loads in `entry`, `owned`, `read` and above: the array's
+    // initialisation happens before anyone reads it through the pointer.
+    match pointer.compare_exchange(ptr::null_mut(), fresh, Ordering::Release, Ordering::Acquire) {
         Ok(_) => fresh,
         Err(winner) => {
             // Our array was never shared.

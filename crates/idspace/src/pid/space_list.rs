@@ -1,7 +1,8 @@
 //! A list of spaces that readers walk without any lock: chunks of atomic pointers. Values are
 //! appended (their index never reused) and may be unlinked again; chunks are freed only when
 //! the list is dropped. Whoever unlinks a value decides when it may be freed: `PerCpu` waits
-//! until no hazard holds it (see `Hazards`).
+//! until no hazard holds it (see `Hazards`) and for a grace period of its lookups (see
+//! `Readers`).
 
 use core::ptr;
 
@@ -105,8 +106,8 @@ impl<T> SpaceList<T> {
     /// frees it once no reader can hold it.
     pub(crate) fn unlink(&self, index: usize) -> *mut T {
         match self.entry(index) {
-            // SeqCst: the retirer's half of the hazard pattern (see `Hazards`), ordered before
-            // the caller's scan of the hazards.
+            // SeqCst: the retirer's half of the hazard pattern (see `Hazards`) and of the grace
+            // period's (see `Readers`), ordered before the caller's scans.
             Some(entry) => entry.swap(ptr::null_mut(), Ordering::SeqCst),
             None => ptr::null_mut(),
         }
