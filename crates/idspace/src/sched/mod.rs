@@ -101,9 +101,9 @@
 //!   LIFO slot stealable and notified on every local wakeup: +8.5% CPU and up to a third less
 //!   throughput, reverted). The periodic balance is a kick, every 16 passes of a busy worker's
 //!   loop, of one idle worker, which then balances itself (as the nohz idle balancer does).
-//! * [`Placement::Remote`] exists for measurement: it turns the slot off and sends every wakeup
-//!   made on a worker to another worker, so that the policies are compared on the path that
-//!   the wakelist changed.
+//! * [`Placement::Remote`] exists for measurement: it turns the slot and balancing off and sends
+//!   every wakeup made on a worker to another worker, so that the policies are compared on the
+//!   path that the wakelist changed.
 //! * A task whose wakers are all dropped is cancelled at once (its future is dropped and its
 //!   handle reports it); tokio would keep it until shutdown. A future that keeps its own waker
 //!   inside itself (a reference cycle) is never dropped that way: like any `Arc` cycle, it stays

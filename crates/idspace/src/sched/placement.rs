@@ -27,9 +27,10 @@
 //! the last one (`wake_affine_weight`). Once a remote target is chosen, the runtime's
 //! [`Policy`](super::Policy) decides how the wakeup travels there.
 //!
-//! [`Placement::Remote`] turns the slot off and never chooses the waker's own worker when
-//! another exists: every wakeup then crosses workers, as every wakeup did before the slot, so
-//! that the lab can still compare the policies on the path they differ on.
+//! [`Placement::Remote`] turns the slot off, never chooses the waker's own worker when another
+//! exists, and turns balancing off (a steal would pull the wakee back to its waker's worker):
+//! every wakeup then crosses workers and its wakee runs there, as before the slot and stealing
+//! existed, so that the lab can still compare the policies on the path they differ on.
 
 use std::fmt;
 use std::str::FromStr;
@@ -49,8 +50,9 @@ pub enum Placement {
     #[default]
     Kernel,
     /// Every wakeup made on a worker goes to another worker (the wakee's last one if that is not
-    /// the waker's, else an idle one, else the next): the cross-worker path on which the
-    /// wakeup [`Policy`](super::Policy) values differ, kept measurable for the lab.
+    /// the waker's, else an idle one, else the next), and no worker steals: the cross-worker
+    /// path on which the wakeup [`Policy`](super::Policy) values differ, kept measurable for
+    /// the lab.
     Remote,
 }
 

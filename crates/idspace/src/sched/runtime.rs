@@ -175,9 +175,9 @@ impl<H: Hooks> Builder<H> {
 
     /// Where woken tasks run: [`Placement::Kernel`] (the default) runs a task woken by a
     /// running task next on the waker's worker, capped against starvation and not for fan-out
-    /// wakers; [`Placement::Remote`] sends every wakeup made on a worker to another worker, so
-    /// that the wakeup [`Policy`] decides how every one of them travels (the lab's forced-remote
-    /// runs).
+    /// wakers, and idle workers steal; [`Placement::Remote`] sends every wakeup made on a worker
+    /// to another worker and never steals, so that the wakeup [`Policy`] decides how every one
+    /// of them travels (the lab's forced-remote runs).
     pub fn placement(mut self, placement: Placement) -> Self {
         self.placement = placement;
         self
@@ -296,6 +296,10 @@ impl<H: Hooks> Shared<H> {
 
     pub(crate) fn workers(&self) -> &[Worker<H>] {
         &self.workers
+    }
+
+    pub(crate) fn placement(&self) -> Placement {
+        self.placement
     }
 
     pub(crate) fn hooks(&self) -> &H {

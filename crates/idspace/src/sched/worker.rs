@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::balance;
 use super::hooks::Hooks;
 use super::idle::{Idle, Notice};
-use super::placement::{Local, MAX_NEXT_POLLS};
+use super::placement::{Local, Placement, MAX_NEXT_POLLS};
 use super::runtime::{Shared, TaskRef};
 use super::stats::Counters;
 use super::task::{Polled, Task};
@@ -269,6 +269,9 @@ pub(crate) fn run<H: Hooks>(shared: Arc<Shared<H>>, index: usize) {
     let mut expired = Expired::default();
     let mut passes = 0u32;
     let mut next_polls = 0u32;
+    // Forced-remote placement moves no task but by its wakeups: a steal would pull a wakee
+    // back to its waker's worker and undo the crossing it exists to measure.
+    let balancing = shared.placement() == Placement::Kernel;
     // Stolen tasks pass through here; its capacity stays, so steals stop allocating early on.
     let mut stolen = Vec::new();
     loop {
@@ -282,7 +285,7 @@ pub(crate) fn run<H: Hooks>(shared: Arc<Shared<H>>, index: usize) {
         if passes % TIMER_PASSES == 0 {
             shared.timers().expire(index, &mut expired);
         }
-        if passes % balance::BALANCE_PASSES == 0 {
+        if balancing && passes % balance::BALANCE_PASSES == 0 {
             balance::kick_idle(shared.workers(), index);
         }
         if let Some(task) = worker.next_task(&mut next_polls) {
@@ -290,9 +293,11 @@ pub(crate) fn run<H: Hooks>(shared: Arc<Shared<H>>, index: usize) {
             continue;
         }
         // About to go idle: first pull work from the busiest worker (newidle balance).
-        if let Some(task) = balance::newidle(&shared, index, &mut stolen) {
-            run_task(&shared, worker, index, task);
-            continue;
+        if balancing {
+            if let Some(task) = balance::newidle(&shared, index, &mut stolen) {
+                run_task(&shared, worker, index, task);
+                continue;
+            }
         }
         idle(&shared, worker, index, &mut expired);
     }
