@@ -13,7 +13,7 @@ use std::future::poll_fn;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use idspace::sched::{Builder, JoinError, Policy, Runtime};
+use idspace::sched::{Builder, JoinError, Placement, Policy, Runtime};
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
@@ -22,17 +22,25 @@ mod loom_util;
 use loom_util::run_model;
 
 /// A runtime whose idle workers park without polling: every idle period goes through the
-/// announce / recheck / park handshake.
+/// announce / recheck / park handshake. Remote placement: no next slot and no stealing, which
+/// the models of the handshake do not need (they have models of their own, below), so that
+/// the handshake's models stay small.
 fn runtime(workers: usize, policy: Policy) -> Runtime {
-    polling_runtime(workers, policy, Duration::ZERO)
+    placed_runtime(workers, policy, Placement::Remote, Duration::ZERO)
 }
 
-/// A runtime whose idle workers poll (one look, in a model) before parking, so that wakers also
-/// find them polling and only set their flag.
+/// A runtime with the kernel's placement (next slot, stealing) whose idle workers poll (one
+/// look, in a model) before parking, so that wakers also find them polling and only set their
+/// flag.
 fn polling_runtime(workers: usize, policy: Policy, poll: Duration) -> Runtime {
+    placed_runtime(workers, policy, Placement::Kernel, poll)
+}
+
+fn placed_runtime(workers: usize, policy: Policy, placement: Placement, poll: Duration) -> Runtime {
     Builder::new()
         .workers(workers)
         .policy(policy)
+        .placement(placement)
         .poll(poll)
         .build()
         .expect("runtime")
@@ -94,29 +102,39 @@ fn an_outside_wakeup_reaches_a_worker_going_to_sleep() {
 }
 
 /// One task wakes another across two workers, through the wakelist when the target is idle:
-/// push, notify-on-empty and the target's batch take, racing the target's park. The sleeper
-/// spawns its waker from inside its first poll, after leaving its waker, so nothing spins.
+/// push, notify-on-empty and the target's batch take, racing the target's park (remote
+/// placement, so that the wakeup crosses). Under the kernel's placement the same wakeup is a
+/// sync one: the wakee goes into the waker's worker's next slot, racing the other worker's
+/// newidle steal and park. The sleeper spawns its waker from inside its first poll, after
+/// leaving its waker, so nothing spins.
 #[test]
 fn a_task_wakes_a_task_on_another_worker() {
-    for policy in [Policy::Wakelist, Policy::WakelistAlways] {
-        run_model(&format!("task wakes task, {policy}"), move || {
-            let runtime = polling_runtime(2, policy, Duration::from_micros(1));
-            let handle = runtime.handle().clone();
-            let mut polls = 0;
-            let mut waking = None;
-            let sleeping = runtime.spawn(poll_fn(move |cx| {
-                polls += 1;
-                if polls > 1 {
-                    return Poll::Ready(waking.take());
-                }
-                let waker = cx.waker().clone();
-                waking = Some(handle.spawn(async move { waker.wake() }));
-                Poll::Pending
-            }));
-            let waking = sleeping.join().unwrap().expect("the waking task's handle");
-            waking.join().unwrap();
-            drop(runtime);
-        });
+    for (policy, placement) in [
+        (Policy::Wakelist, Placement::Remote),
+        (Policy::WakelistAlways, Placement::Remote),
+        (Policy::Wakelist, Placement::Kernel),
+    ] {
+        run_model(
+            &format!("task wakes task, {policy}, {placement}"),
+            move || {
+                let runtime = placed_runtime(2, policy, placement, Duration::from_micros(1));
+                let handle = runtime.handle().clone();
+                let mut polls = 0;
+                let mut waking = None;
+                let sleeping = runtime.spawn(poll_fn(move |cx| {
+                    polls += 1;
+                    if polls > 1 {
+                        return Poll::Ready(waking.take());
+                    }
+                    let waker = cx.waker().clone();
+                    waking = Some(handle.spawn(async move { waker.wake() }));
+                    Poll::Pending
+                }));
+                let waking = sleeping.join().unwrap().expect("the waking task's handle");
+                waking.join().unwrap();
+                drop(runtime);
+            },
+        );
     }
 }
 

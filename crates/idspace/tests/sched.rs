@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use idspace::sched::{BuildError, Builder, Exit, Hooks, JoinError, Policy, Runtime, TaskId};
+use idspace::sched::{
+    BuildError, Builder, Exit, Hooks, JoinError, Placement, Policy, Runtime, TaskId,
+};
 use sched_util::{join_within, yield_now, Bell};
 
 fn runtimes(workers: usize) -> impl Iterator<Item = Runtime> {
@@ -82,8 +84,14 @@ fn handle_current_and_spawn_reach_the_runtime_running_the_code() {
 
 #[test]
 fn ping_pong_completes_and_uses_each_policys_path() {
-    for runtime in runtimes(2) {
-        let policy = runtime.handle().policy();
+    for policy in Policy::ALL {
+        // Remote placement: every wakeup crosses workers, so each travels by the policy.
+        let runtime = Builder::new()
+            .workers(2)
+            .policy(policy)
+            .placement(Placement::Remote)
+            .build()
+            .unwrap();
         let (ping, pong) = (Bell::new(), Bell::new());
         let rounds = 2_000;
         let a = {
@@ -447,4 +455,48 @@ fn hooks_see_every_life_cycle_point() {
         vec![(ok_id, Exit::Completed, 2), (bad_id, Exit::Panicked, 1)]
     );
     assert_eq!(recorder.mismatches.load(Ordering::SeqCst), 0);
+}
+
+/// Kernel placement: a task woken by a running task runs next on the waker's worker; remote
+/// placement never does that and sends wakeups across workers.
+#[test]
+fn sync_wakeups_use_the_next_slot_only_under_kernel_placement() {
+    for placement in Placement::ALL {
+        let runtime = Builder::new()
+            .workers(2)
+            .placement(placement)
+            .build()
+            .unwrap();
+        assert_eq!(runtime.handle().placement(), placement);
+        let (ping, pong) = (Bell::new(), Bell::new());
+        let rounds = 1_000;
+        let a = {
+            let (ping, pong) = (ping.clone(), pong.clone());
+            runtime.spawn(async move {
+                for round in 1..=rounds {
+                    pong.ring();
+                    ping.until(round).await;
+                }
+            })
+        };
+        let b = runtime.spawn(async move {
+            for round in 1..=rounds {
+                pong.until(round).await;
+                ping.ring();
+            }
+        });
+        a.join().unwrap();
+        b.join().unwrap();
+        let stats = runtime.stats();
+        match placement {
+            Placement::Kernel => assert!(stats.affine > 0, "{placement}: {stats:?}"),
+            Placement::Remote => {
+                assert_eq!(stats.affine, 0, "{placement}: {stats:?}");
+                assert!(stats.locked + stats.wakelist > 0, "{placement}: {stats:?}");
+            }
+            other => panic!("{other}: a placement this test does not know"),
+        }
+    }
+    let error = "near".parse::<Placement>().unwrap_err();
+    assert!(error.to_string().contains("\"near\""), "{error}");
 }

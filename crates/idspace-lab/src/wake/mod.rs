@@ -32,6 +32,7 @@ impl crate::measure::Candidate for Candidate {
     fn name(&self) -> &str {
         match self {
             Candidate::Runtime(Runner::Ours(policy)) => policy.name(),
+            Candidate::Runtime(Runner::Remote(policy)) => remote_name(*policy),
             Candidate::Runtime(Runner::Tokio) => TOKIO,
             Candidate::Kernel => "kernel",
         }
@@ -55,6 +56,34 @@ const TOKIO: &str = "tokio";
 /// The columns of our runtime: one per wakeup policy.
 fn policies() -> Vec<&'static str> {
     Policy::ALL.iter().map(|p| p.name()).collect()
+}
+
+/// The column of a policy under forced-remote placement.
+fn remote_name(policy: Policy) -> &'static str {
+    match policy {
+        Policy::Locked => "locked, remote",
+        Policy::Wakelist => "wakelist, remote",
+        Policy::WakelistAlways => "wakelist-always, remote",
+        _ => "remote",
+    }
+}
+
+/// The forced-remote candidates: every wakeup crosses workers (`Placement::Remote`), the path
+/// on which the policies differ and which the seed changed.
+fn remote_candidates() -> Vec<Candidate> {
+    Policy::ALL
+        .into_iter()
+        .map(|p| Candidate::Runtime(Runner::Remote(p)))
+        .collect()
+}
+
+/// The columns of every configuration of our runtime: each policy under the kernel's
+/// placement, then under forced-remote placement.
+fn ours() -> Vec<&'static str> {
+    policies()
+        .into_iter()
+        .chain(Policy::ALL.into_iter().map(remote_name))
+        .collect()
 }
 
 pub(crate) struct Plan {
@@ -133,23 +162,26 @@ fn travel(label: String, result: &Medians, first: usize) -> Travel {
         label,
         wakelist_share: result.metric(first),
         futex_per_1000: result.metric(first + 1),
+        affine_share: result.metric(first + 2),
+        stolen_per_1000: result.metric(first + 3),
     }
 }
 
-/// Wakeups made, and the share of them that went through a wakelist / needed a futex wake.
-fn travel_shares(stats: &Stats) -> (f64, f64) {
-    let wakeups = (stats.local + stats.locked + stats.wakelist).max(1) as f64;
-    (
+/// Per wakeup made: the share that went through a wakelist, the futex wakes, the share that
+/// went into the waker's next slot, and the tasks stolen by idle workers.
+fn travel_shares(stats: &Stats) -> [f64; 4] {
+    let wakeups = (stats.affine + stats.local + stats.locked + stats.wakelist).max(1) as f64;
+    [
         100.0 * stats.wakelist as f64 / wakeups,
         1000.0 * stats.notify_futex as f64 / wakeups,
-    )
+        100.0 * stats.affine as f64 / wakeups,
+        1000.0 * stats.stolen as f64 / wakeups,
+    ]
 }
 
-/// Metrics of one run: the workload's own, then (ours only) wakelist share and futex wakes.
+/// Metrics of one run: the workload's own, then (ours only) the travel shares.
 fn with_travel(mut metrics: Vec<f64>, stats: Option<Stats>) -> Vec<f64> {
-    let (share, futex) = stats.as_ref().map_or((f64::NAN, f64::NAN), travel_shares);
-    metrics.push(share);
-    metrics.push(futex);
+    metrics.extend(stats.as_ref().map_or([f64::NAN; 4], travel_shares));
     metrics
 }
 
@@ -168,9 +200,13 @@ impl Experiment for Wake {
         let names = names(&all);
         // Workers of our runtime and of tokio's: one per CPU of the machine.
         let workers = cx.cpus();
+        let remote = remote_candidates();
+        let remote_names = crate::measure::names(&remote);
         let configs = plan.ping_pong.len() + plan.messaging.len() + plan.latency.len();
-        cx.progress
-            .set_total((plan.repetitions * configs * names.len()) as u64);
+        cx.progress.set_total(
+            (plan.repetitions * (configs * names.len() + plan.ping_pong.len() * remote_names.len()))
+                as u64,
+        );
         let mut tables = Vec::new();
         let mut plots = Vec::new();
         // Per workload config: (label, speed of each candidate, higher is better).
@@ -211,6 +247,50 @@ impl Experiment for Wake {
                     .into(),
             unit: "round trips/s".into(),
             columns: names.clone(),
+            rows,
+        });
+
+        // Forced-remote ping-pong: every wakeup crosses workers, as before the next slot.
+        let mut rows = Vec::new();
+        let mut ratio_rows = Vec::new();
+        let mut remote_speeds = Vec::new();
+        let remote_locked = remote_name(Policy::Locked);
+        for &(pairs, rounds) in &plan.ping_pong {
+            let label = format!(
+                "{pairs} pair{} ({} tasks{})",
+                if pairs == 1 { "" } else { "s" },
+                2 * pairs,
+                cx.oversubscribed(2 * pairs)
+            );
+            let result = cx.measure(&remote, &format!("forced-remote ping-pong, {label}"), |c| {
+                let trips = (pairs as u64 * rounds) as f64;
+                timed_run(
+                    c,
+                    workers,
+                    || workloads::ping_pong(pairs, rounds),
+                    || Err("the kernel runs no forced-remote variant".into()),
+                    |elapsed| trips / elapsed.as_secs_f64(),
+                )
+            });
+            let rates = result.metric(0);
+            travel_rows.push(travel(
+                format!("forced-remote ping-pong, {label}"),
+                &result,
+                1,
+            ));
+            ratio_rows.push(Row::ratios(
+                format!("{label}: ÷ {remote_locked}"),
+                rates.over(remote_locked),
+            ));
+            remote_speeds.push((format!("forced-remote ping-pong, {label}"), rates.clone()));
+            rows.push(Row::numbers(label, rates, 0));
+        }
+        rows.extend(ratio_rows);
+        tables.push(Table {
+            id: "ping_pong_remote".into(),
+            title: "Forced-remote ping-pong (`Placement::Remote`: every wakeup crosses workers, so each travels by the policy): round trips per second, higher is better".into(),
+            unit: "round trips/s".into(),
+            columns: remote_names.clone(),
             rows,
         });
 
@@ -339,7 +419,7 @@ impl Experiment for Wake {
             rows,
         });
 
-        tables.push(summary(&speeds));
+        tables.push(summary(&speeds, &remote_speeds));
         tables.push(travel_table(travel_rows));
 
         Ok(Section {
@@ -355,7 +435,8 @@ impl Experiment for Wake {
 
 /// Per workload: wakelist ÷ locked, the best of our policies, and it against tokio, all as
 /// speed ratios (above 1 is faster).
-fn summary(speeds: &[(String, Values)]) -> Table {
+fn summary(speeds: &[(String, Values)], remote: &[(String, Values)]) -> Table {
+    let show = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.2}x"));
     let mut rows = Vec::new();
     for (label, speed) in speeds {
         let wakelist = ratio(speed.get(Policy::Wakelist.name()), speed.get(LOCKED));
@@ -367,11 +448,21 @@ fn summary(speeds: &[(String, Values)]) -> Table {
             Some((name, s)) => (name.to_string(), ratio(Some(s), speed.get(TOKIO))),
             None => ("n/a".to_string(), None),
         };
-        let show = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.2}x"));
         rows.push(Row {
             label: label.clone(),
             values: vec![wakelist, None, best_vs_tokio],
             text: vec![show(wakelist), best_name, show(best_vs_tokio)],
+        });
+    }
+    for (label, speed) in remote {
+        let wakelist = ratio(
+            speed.get(remote_name(Policy::Wakelist)),
+            speed.get(remote_name(Policy::Locked)),
+        );
+        rows.push(Row {
+            label: label.clone(),
+            values: vec![wakelist, None, None],
+            text: vec![show(wakelist), "n/a".into(), "n/a".into()],
         });
     }
     Table {
@@ -393,13 +484,20 @@ struct Travel {
     label: String,
     wakelist_share: Values,
     futex_per_1000: Values,
+    affine_share: Values,
+    stolen_per_1000: Values,
 }
 
-/// How our runtime's wakeups travelled under each policy.
+/// How our runtime's wakeups travelled under each policy and placement.
 fn travel_table(rows: Vec<Travel>) -> Table {
-    let policies = policies();
+    let policies = ours();
     let mut out = Vec::new();
     for travel in rows {
+        out.push(Row::numbers(
+            format!("{}: % into the next slot", travel.label),
+            travel.affine_share.only(&policies),
+            1,
+        ));
         out.push(Row::numbers(
             format!("{}: % through a wakelist", travel.label),
             travel.wakelist_share.only(&policies),
@@ -410,10 +508,15 @@ fn travel_table(rows: Vec<Travel>) -> Table {
             travel.futex_per_1000.only(&policies),
             1,
         ));
+        out.push(Row::numbers(
+            format!("{}: tasks stolen per 1000 wakeups", travel.label),
+            travel.stolen_per_1000.only(&policies),
+            1,
+        ));
     }
     Table {
         id: "travel".into(),
-        title: "How our wakeups travelled (medians; the rest were local or locked enqueues, and the rest of the notifications hit a polling worker or none was needed)".into(),
+        title: "How our wakeups travelled and where they were placed (medians; the wakeups not into the next slot or a wakelist were local or locked enqueues, and the rest of the notifications hit a polling worker or none was needed)".into(),
         unit: "% / per 1000".into(),
         columns: policies.iter().map(|p| p.to_string()).collect(),
         rows: out,
@@ -429,6 +532,7 @@ fn intro(cx: &Context, workers: usize) -> Vec<String> {
             cx.repetitions()
         ),
         "**Ping-pong** is `perf bench sched pipe` / UnixBench context1: two tasks pass a token back and forth; 8 pairs at once oversubscribe the CPUs. **Messaging** is hackbench: each group has 20 senders and 20 receivers, and every sender writes `-l` 100-byte messages to every receiver of its group through the receiver's 64 KiB pipe. **Latency** is schbench (old version): each message task sleeps on a timer, stamps the time and wakes its `-t` workers; each worker records the time from the stamp to when it runs, burns 20–30 µs of CPU and reports back. The seed ran `-m 2 -t 8` on 104 CPUs; here 18 tasks share 2 CPUs.".into(),
+        "Our runtime places wakees as the kernel does (`Placement::Kernel`, the default): a task woken by a running task runs next on the waker's worker (the next slot, `WF_SYNC` / tokio's LIFO slot), at most 3 in a row, and not for wakers that fan out (`wake_wide`); idle workers steal half the busiest queue (newidle balance). So in ping-pong most wakeups never leave their worker, and the policies differ only where wakeups still cross. The **forced-remote ping-pong** (`Placement::Remote`) sends every wakeup to another worker, as all wakeups went before the next slot: that is where wakelist and locked are compared (the seed's path).".into(),
         "The seed measured +11% on pipe context switching and hackbench 3.25 s → 2.25 s from queueing wakeups on an idle CPU's wakelist. In a user-space runtime the waker's saving is a run-queue lock and its cache line; the notification (a flag for a polling worker, a futex wake for a sleeping one) is the same under every policy.".into(),
     ]
 }
@@ -443,5 +547,12 @@ mod tests {
         for column in [LOCKED, TOKIO].into_iter().chain(policies()) {
             assert!(names.iter().any(|n| n == column), "{column} in {names:?}");
         }
+        let remote = crate::measure::names(&remote_candidates());
+        let expected: Vec<String> = ours()[policies().len()..]
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        assert_eq!(remote, expected);
+        assert!(remote.iter().all(|n| !names.contains(n)));
     }
 }

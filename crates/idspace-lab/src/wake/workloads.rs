@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use idspace::sched::{Policy, Runtime, Stats};
+use idspace::sched::{Builder, Placement, Policy, Stats};
 
 use super::primitives::{Bell, Pipe, TimerHandle, MESSAGE};
 
@@ -15,8 +15,11 @@ pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 /// Who runs the futures.
 #[derive(Clone, Copy)]
 pub enum Runner {
-    /// Our runtime with a wakeup policy.
+    /// Our runtime with a wakeup policy and the kernel's placement (the default).
     Ours(Policy),
+    /// Our runtime with a wakeup policy and forced-remote placement: every wakeup made on a
+    /// worker crosses to another one, so each travels by the policy.
+    Remote(Policy),
     /// tokio's multi-thread runtime.
     Tokio,
 }
@@ -28,11 +31,25 @@ pub struct Ran {
 }
 
 impl Runner {
+    /// Our runtime's policy and placement, or `None` for tokio.
+    fn ours(self) -> Option<(Policy, Placement)> {
+        match self {
+            Runner::Ours(policy) => Some((policy, Placement::Kernel)),
+            Runner::Remote(policy) => Some((policy, Placement::Remote)),
+            Runner::Tokio => None,
+        }
+    }
+
     /// Runs `tasks` on `workers` workers until all have finished.
     pub fn run(self, workers: usize, tasks: Vec<Task>) -> Result<Ran, String> {
-        match self {
-            Runner::Ours(policy) => {
-                let runtime = Runtime::new(workers, policy).map_err(|e| e.to_string())?;
+        match self.ours() {
+            Some((policy, placement)) => {
+                let runtime = Builder::new()
+                    .workers(workers)
+                    .policy(policy)
+                    .placement(placement)
+                    .build()
+                    .map_err(|e| e.to_string())?;
                 let start = Instant::now();
                 let handles: Vec<_> = tasks.into_iter().map(|t| runtime.spawn(t)).collect();
                 for handle in handles {
@@ -44,7 +61,7 @@ impl Runner {
                     stats: Some(runtime.stats()),
                 })
             }
-            Runner::Tokio => {
+            None => {
                 let runtime = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(workers)
                     .build()
@@ -237,6 +254,8 @@ mod tests {
             Runner::Ours(Policy::Locked),
             Runner::Ours(Policy::Wakelist),
             Runner::Ours(Policy::WakelistAlways),
+            Runner::Remote(Policy::Locked),
+            Runner::Remote(Policy::Wakelist),
             Runner::Tokio,
         ] {
             runner.run(2, ping_pong(2, 200)).unwrap();

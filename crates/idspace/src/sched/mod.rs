@@ -11,14 +11,46 @@
 //! (`set_nr_if_polling`). Measured on a 104-thread Xeon: pipe context switching +11%, hackbench
 //! 3.25 s → 2.25 s, schbench p99 13 → 10 µs.
 //!
+//! Which CPU a woken task goes to is decided before that (`select_task_rq_fair`):
+//!
+//! * **`wake_affine` with `WF_SYNC`:** a waker that will sleep right after the wakeup (a pipe
+//!   writer about to read, flagged `WF_SYNC`) may pull its wakee onto its own CPU, where the
+//!   caches are warm and the waker's CPU is about to be free.
+//! * **`wake_wide`:** a waker that keeps switching between wakees (`wakee_flips`, decayed every
+//!   second, compared with the LLC's size) is a fan-out: pulling its wakees would stack them on
+//!   one CPU, so affine placement is off for it.
+//! * **`select_idle_sibling`:** the chosen CPU if idle, else the wakee's previous CPU if idle,
+//!   else an idle CPU of the same LLC.
+//! * **newidle balance:** a CPU about to go idle first pulls tasks from the busiest run queue
+//!   of its domain (`newidle_balance`, half the imbalance).
+//! * **periodic balance:** every tick a CPU checks its domains for imbalance; an overloaded CPU
+//!   kicks an idle one to balance on behalf of the sleeping idle CPUs (`nohz_balancer_kick`).
+//!
 //! # This module
 //!
 //! [`Runtime`] runs futures on N workers (the CPUs). Each worker has a run queue under its own
 //! lock, a wakelist (intrusive, multi-producer, single-consumer: push with one CAS, take all with
 //! one swap, reversed for FIFO order), and an idle word through which it polls and then sleeps on
-//! a futex. A woken task goes to a target worker, its last one if idle, otherwise an idle one,
-//! otherwise the less loaded of the waker's and its last one (`wake_affine`), and the [`Policy`]
-//! decides how it gets there:
+//! a futex. Where a woken task runs is its [`Placement`] (`placement.rs`); under the default,
+//! [`Placement::Kernel`]:
+//!
+//! 1. a wakeup made by a task while it is polled is a sync wakeup: the wakee goes into the
+//!    waker's worker's *next slot* and runs as soon as the waker's poll returns, on that worker,
+//!    with no lock, no other thread and no notification (tokio's LIFO slot, Go's `runnext`). A
+//!    task it displaces from the slot goes to the back of the run queue, and only then is an
+//!    idle worker, if any, notified (to steal it);
+//! 2. a worker runs at most 3 tasks in a row from its slot before it serves its queue (tokio's
+//!    `MAX_LIFO_POLLS_PER_TICK`), so two tasks waking each other forever cannot starve a third;
+//! 3. a waker whose recent wakees keep changing is *wide*: its wakeups skip the slot;
+//! 4. every other wakeup (wide, from outside, from a timer between polls) goes to the wakee's
+//!    last worker if idle, otherwise an idle one, otherwise the less loaded of the waker's and
+//!    its last one (`wake_affine_weight`).
+//!
+//! Balancing (`balance.rs`): a worker that finds nothing to run steals the back half of the
+//! busiest run queue before it goes idle (newidle), and a worker with two or more tasks waiting
+//! periodically notifies an idle worker, which wakes and steals (the nohz kick).
+//!
+//! Once a remote target is chosen, the [`Policy`] decides how the wakeup gets there:
 //!
 //! * [`Policy::Locked`]: lock the target's queue, enqueue, notify it if it idles;
 //! * [`Policy::Wakelist`]: the kernel's rule, the wakelist if the target is idle, else locked;
@@ -34,8 +66,9 @@
 //!
 //! # Invariants
 //!
-//! * A task is on at most one run queue or wakelist, and is polled by at most one worker at a
-//!   time (its state word, see `task.rs`).
+//! * A task is on at most one run queue, wakelist or next slot (or in a stealing worker's
+//!   hands, between two queues), and is polled by at most one worker at a time (its state word,
+//!   see `task.rs`).
 //! * A wakeup is never lost: a task whose waker returned will be polled, or cancelled at shutdown.
 //! * Every spawned task ends exactly once: completed, panicked, or cancelled (at shutdown, or when
 //!   its last waker is dropped), and its [`JoinHandle`] reports which.
@@ -51,8 +84,26 @@
 //!   is enqueued, so a target never looks idle while it has wakeups in flight.
 //! * An idle worker polls for a bounded time ([`Builder::poll`], 50 µs by default, roughly the
 //!   kernel's 10–60 µs) and then sleeps on a futex: the futex wake stands in for the IPI.
-//! * No load balancing or work stealing: a task moves only when it is woken (to an idle worker).
-//!   A runtime user who needs stealing wants tokio; the lab compares the two.
+//! * The sync wakeup is not a hint the waker passes: every wakeup made inside a poll counts as
+//!   one (a future cannot say whether it will return `Pending`), and the wakee does not go to an
+//!   idle worker first, as `select_idle_sibling` would send it, but runs next on the waker's:
+//!   in a runtime the waker's poll ends within microseconds, and crossing to another worker
+//!   costs more than that wait (tokio's choice). The starvation cap stands in for the
+//!   preemption that the kernel has and we do not.
+//! * `wake_wide` looks at the waker only, and its flips decay per wakeup (each keeps 7/8 of the
+//!   score; a different wakee adds 8) instead of per second, so that no clock is read on a
+//!   wakeup; a waker goes wide after about six wakeups of different tasks in a row. The
+//!   kernel also asks the wakee to flip, which a schbench worker, always waking its one
+//!   message thread, never does.
+//! * Balancing counts tasks, not weighted load, and has one domain. A steal takes half the
+//!   victim's waiting tasks (rounded up) from the back of its queue, the ones that would wait
+//!   longest there; the next slot and the wakelists are never stolen from (tokio 1.51 made its
+//!   LIFO slot stealable and notified on every local wakeup: +8.5% CPU and up to a third less
+//!   throughput, reverted). The periodic balance is a kick, every 16 passes of a busy worker's
+//!   loop, of one idle worker, which then balances itself (as the nohz idle balancer does).
+//! * [`Placement::Remote`] exists for measurement: it turns the slot and balancing off and sends
+//!   every wakeup made on a worker to another worker, so that the policies are compared on the
+//!   path that the wakelist changed.
 //! * A task whose wakers are all dropped is cancelled at once (its future is dropped and its
 //!   handle reports it); tokio would keep it until shutdown. A future that keeps its own waker
 //!   inside itself (a reference cycle) is never dropped that way: like any `Arc` cycle, it stays
@@ -67,9 +118,11 @@
 //!   `on_cpu` rule).
 //!
 
+mod balance;
 mod hooks;
 mod idle;
 mod join;
+mod placement;
 mod registry;
 mod runtime;
 mod stats;
@@ -84,5 +137,6 @@ pub mod protocol {
 
 pub use hooks::{Exit, Hooks, NoHooks, TaskId};
 pub use join::{JoinError, JoinHandle};
+pub use placement::Placement;
 pub use runtime::{spawn, BuildError, Builder, Handle, NoRuntime, Policy, Runtime, MAX_WORKERS};
 pub use stats::Stats;

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use super::hooks::{Exit, Hooks, NoHooks, TaskId};
 use super::join::{JoinHandle, JoinSlot};
+use super::placement::{self, Affine, Placement};
 use super::registry::Registry;
 use super::stats::{Counters, Stats};
 use super::task::{Schedule, Task};
@@ -79,6 +80,8 @@ pub enum BuildError {
     Workers(usize),
     /// A policy name that is none of `locked`, `wakelist`, `wakelist-always`.
     UnknownPolicy(String),
+    /// A placement name that is neither `kernel` nor `remote`.
+    UnknownPlacement(String),
     /// The operating system refused a worker thread.
     Spawn(String),
 }
@@ -93,6 +96,10 @@ impl fmt::Display for BuildError {
                 f,
                 "unknown wakeup policy \"{name}\" (known: locked, wakelist, wakelist-always)"
             ),
+            BuildError::UnknownPlacement(name) => write!(
+                f,
+                "unknown wakee placement \"{name}\" (known: kernel, remote)"
+            ),
             BuildError::Spawn(error) => write!(f, "cannot start a worker thread: {error}"),
         }
     }
@@ -104,6 +111,7 @@ impl std::error::Error for BuildError {}
 pub struct Builder<H: Hooks = NoHooks> {
     workers: usize,
     policy: Policy,
+    placement: Placement,
     poll: Duration,
     hooks: Arc<H>,
 }
@@ -113,6 +121,7 @@ impl<H: Hooks> Clone for Builder<H> {
         Builder {
             workers: self.workers,
             policy: self.policy,
+            placement: self.placement,
             poll: self.poll,
             hooks: Arc::clone(&self.hooks),
         }
@@ -130,6 +139,7 @@ impl<H: Hooks> fmt::Debug for Builder<H> {
         f.debug_struct("Builder")
             .field("workers", &self.workers)
             .field("policy", &self.policy)
+            .field("placement", &self.placement)
             .field("poll", &self.poll)
             .field("hooks", &std::any::type_name::<H>())
             .finish()
@@ -137,11 +147,13 @@ impl<H: Hooks> fmt::Debug for Builder<H> {
 }
 
 impl Builder {
-    /// One worker per available CPU, the `wakelist` policy, 50 µs of idle polling, no hooks.
+    /// One worker per available CPU, the `wakelist` policy, the kernel's placement, 50 µs of
+    /// idle polling, no hooks.
     pub fn new() -> Self {
         Builder {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             policy: Policy::Wakelist,
+            placement: Placement::Kernel,
             poll: Duration::from_micros(50),
             hooks: Arc::new(NoHooks),
         }
@@ -161,6 +173,16 @@ impl<H: Hooks> Builder<H> {
         self
     }
 
+    /// Where woken tasks run: [`Placement::Kernel`] (the default) runs a task woken by a
+    /// running task next on the waker's worker, capped against starvation and not for fan-out
+    /// wakers, and idle workers steal; [`Placement::Remote`] sends every wakeup made on a worker
+    /// to another worker and never steals, so that the wakeup [`Policy`] decides how every one
+    /// of them travels (the lab's forced-remote runs).
+    pub fn placement(mut self, placement: Placement) -> Self {
+        self.placement = placement;
+        self
+    }
+
     /// How long an idle worker polls its queues before it parks. The kernel's idle polling
     /// lasts roughly 10–60 µs; zero parks at once.
     pub fn poll(mut self, poll: Duration) -> Self {
@@ -174,6 +196,7 @@ impl<H: Hooks> Builder<H> {
         Builder {
             workers: self.workers,
             policy: self.policy,
+            placement: self.placement,
             poll: self.poll,
             hooks,
         }
@@ -212,6 +235,7 @@ impl<H: Hooks> Builder<H> {
             workers: (0..self.workers).map(|_| Worker::new()).collect(),
             external: CachePadded::new(Counters::default()),
             policy: self.policy,
+            placement: self.placement,
             poll: PollBudget(self.poll),
             hooks: self.hooks,
             registry: Registry::new(),
@@ -252,6 +276,7 @@ pub(crate) struct Shared<H: Hooks> {
     /// Counters for wakeups made by threads that are not workers.
     external: CachePadded<Counters>,
     policy: Policy,
+    placement: Placement,
     poll: PollBudget,
     hooks: Arc<H>,
     /// Every live task, for shutdown.
@@ -267,6 +292,14 @@ pub(crate) struct Shared<H: Hooks> {
 impl<H: Hooks> Shared<H> {
     pub(crate) fn worker(&self, index: usize) -> &Worker<H> {
         &self.workers[index]
+    }
+
+    pub(crate) fn workers(&self) -> &[Worker<H>] {
+        &self.workers
+    }
+
+    pub(crate) fn placement(&self) -> Placement {
+        self.placement
     }
 
     pub(crate) fn hooks(&self) -> &H {
@@ -307,33 +340,48 @@ impl<H: Hooks> Shared<H> {
         self.hooks.exited(task.id(), task.data(), here, how);
     }
 
-    /// Chooses the worker a woken task goes to (`select_task_rq_fair`): its last worker if that
-    /// is idle, else the first idle worker after it (`select_idle_sibling`); with none idle, the
-    /// waker's own worker if fewer tasks wait on it than on the last worker, else the last
-    /// worker (`wake_affine_weight`, with waiting tasks, queued or pending, for load).
-    fn select_target(&self, prev: usize, here: Option<usize>) -> usize {
-        if self.workers[prev].is_idle() {
-            return prev;
-        }
-        let n = self.workers.len();
-        if let Some(idle) = (1..n)
-            .map(|step| (prev + step) % n)
-            .find(|&index| self.workers[index].is_idle())
-        {
-            return idle;
-        }
-        match here {
-            Some(this) if self.workers[this].load() < self.workers[prev].load() => this,
-            _ => prev,
-        }
-    }
-
     /// `try_to_wake_up` after the task's state was claimed (it is `QUEUED` and ours): choose a
-    /// target and get the task onto it by the runtime's policy.
+    /// target by the runtime's placement (`placement.rs`) and get the task onto it by its
+    /// policy.
     fn wake(&self, task: TaskRef<H>) {
         let here = worker::current(self);
-        let target = self.select_target(task.last_worker(), here);
+        let task = match (here, self.placement) {
+            (Some(this), Placement::Kernel) => {
+                let worker = &self.workers[this];
+                match worker.local.wake_affine(task) {
+                    Affine::Slotted(displaced) => {
+                        worker.counters.affine.add(1);
+                        if let Some(displaced) = displaced {
+                            self.displaced(displaced, this);
+                        }
+                        return;
+                    }
+                    Affine::No(task) => task,
+                }
+            }
+            _ => task,
+        };
+        let prev = task.last_worker();
+        let target = match self.placement {
+            Placement::Kernel => placement::select_idle(&self.workers, prev, here),
+            Placement::Remote => placement::select_remote(&self.workers, prev, here),
+        };
         self.queue(task, target, here);
+    }
+
+    /// A sync wakeup displaced `task` from worker `this`'s next slot: it goes to the back of
+    /// `this`'s run queue, and an idle worker, if there is one, is notified to come and steal
+    /// it (the only notification of the local path).
+    fn displaced(&self, task: TaskRef<H>, this: usize) {
+        let worker = &self.workers[this];
+        worker.counters.local.add(1);
+        if let Err(task) = worker.enqueue(task) {
+            self.cancel(task, Some(this));
+            return;
+        }
+        if let Some(idle) = placement::idle_worker(&self.workers, this, Some(this)) {
+            self.workers[idle].notify(&worker.counters);
+        }
     }
 
     fn queue(&self, task: TaskRef<H>, target: usize, here: Option<usize>) {
@@ -390,7 +438,7 @@ impl<H: Hooks> Shared<H> {
         self.registry.insert(&task);
         self.counters(here).spawned.add(1);
         // A new task is placed like a woken one (`wake_up_new_task`).
-        let target = self.select_target(home, here);
+        let target = placement::select_idle(&self.workers, home, here);
         self.queue(task, target, here);
         JoinHandle::new(slot, id)
     }
@@ -535,6 +583,7 @@ impl<H: Hooks> fmt::Debug for Handle<H> {
         f.debug_struct("Handle")
             .field("workers", &self.shared.workers.len())
             .field("policy", &self.shared.policy)
+            .field("placement", &self.shared.placement)
             .finish()
     }
 }
@@ -587,6 +636,11 @@ impl<H: Hooks> Handle<H> {
     /// The runtime's wakeup policy.
     pub fn policy(&self) -> Policy {
         self.shared.policy
+    }
+
+    /// The runtime's wakee placement.
+    pub fn placement(&self) -> Placement {
+        self.shared.placement
     }
 
     /// The number of workers.
@@ -746,20 +800,41 @@ impl<H: Hooks> Drop for Runtime<H> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
-mod tests {
+/// Runtimes without worker threads and tasks nothing runs, for the unit tests and models of
+/// the scheduler's parts.
+#[cfg(test)]
+pub(crate) mod test_support {
     use super::*;
 
+    /// The shared state of a runtime of `workers` workers without threads.
+    pub(crate) fn shared(workers: usize) -> Arc<Shared<NoHooks>> {
+        Builder::new().workers(workers).shared()
+    }
+
     /// A task for `shared` that nothing runs: the workers have no threads.
-    fn idle_task(shared: &Arc<Shared<NoHooks>>, home: usize) -> TaskRef<NoHooks> {
+    pub(crate) fn idle_task(
+        shared: &Arc<Shared<NoHooks>>,
+        home: usize,
+        id: u64,
+    ) -> TaskRef<NoHooks> {
         Task::spawned(
             Arc::clone(shared),
-            TaskId(1),
+            TaskId(id),
             home,
             (),
             async {},
             JoinSlot::<()>::new(),
         )
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::test_support::idle_task;
+    use super::*;
+
+    fn select(shared: &Shared<NoHooks>, prev: usize, here: Option<usize>) -> usize {
+        placement::select_idle(&shared.workers, prev, here)
     }
 
     #[test]
@@ -768,32 +843,28 @@ mod tests {
         for worker in shared.workers.iter() {
             worker.idle.start_polling();
         }
-        assert_eq!(
-            shared.select_target(0, None),
-            0,
-            "an idle last worker is kept"
-        );
+        assert_eq!(select(&shared, 0, None), 0, "an idle last worker is kept");
         // A wakeup pending on worker 0's wakelist makes it busy: the next one goes elsewhere
         // instead of stacking on it (d6962c4fe8f9).
         assert!(matches!(
-            shared.workers[0].push_wakelist(idle_task(&shared, 0)),
+            shared.workers[0].push_wakelist(idle_task(&shared, 0, 1)),
             Ok(true)
         ));
-        assert_eq!(shared.select_target(0, None), 1);
+        assert_eq!(select(&shared, 0, None), 1);
         assert!(matches!(
-            shared.workers[1].push_wakelist(idle_task(&shared, 0)),
+            shared.workers[1].push_wakelist(idle_task(&shared, 0, 1)),
             Ok(true)
         ));
-        assert_eq!(shared.select_target(0, None), 2);
+        assert_eq!(select(&shared, 0, None), 2);
         // Queued tasks are load too; with no idle worker left, the last worker is kept.
-        assert!(shared.workers[2].enqueue(idle_task(&shared, 2)).is_ok());
-        assert_eq!(shared.select_target(0, None), 0);
-        assert_eq!(shared.select_target(2, None), 2);
+        assert!(shared.workers[2].enqueue(idle_task(&shared, 2, 1)).is_ok());
+        assert_eq!(select(&shared, 0, None), 0);
+        assert_eq!(select(&shared, 2, None), 2);
         // A waker on a worker with a shorter queue than the last worker's takes the task
         // (wake-affine); with equal queues the last worker keeps it.
-        assert!(shared.workers[2].enqueue(idle_task(&shared, 2)).is_ok());
-        assert_eq!(shared.select_target(2, Some(0)), 0);
-        assert_eq!(shared.select_target(0, Some(1)), 0);
+        assert!(shared.workers[2].enqueue(idle_task(&shared, 2, 1)).is_ok());
+        assert_eq!(select(&shared, 2, Some(0)), 0);
+        assert_eq!(select(&shared, 0, Some(1)), 0);
         // Closing hands the tasks back, so the test leaves nothing behind.
         for worker in shared.workers.iter() {
             drop(worker.close());
@@ -810,9 +881,9 @@ mod tests {
             let shared = Builder::new().workers(2).policy(policy).shared();
             shared.workers[1].idle.start_polling();
             // Worker 1 idles: the first wakeup onto it.
-            shared.queue(idle_task(&shared, 1), 1, None);
+            shared.queue(idle_task(&shared, 1, 1), 1, None);
             // Now it has a wakeup pending (or queued): the second finds it busy.
-            shared.queue(idle_task(&shared, 1), 1, None);
+            shared.queue(idle_task(&shared, 1, 1), 1, None);
             let stats = shared.stats();
             let via_wakelist = expect_wakelist.iter().filter(|&&w| w).count() as u64;
             assert_eq!(stats.wakelist, via_wakelist, "{policy}: {stats:?}");

@@ -8,7 +8,10 @@ use crate::sync::{AtomicU64, Ordering};
 pub struct Stats {
     /// Tasks spawned.
     pub spawned: u64,
-    /// Wakeups queued on the waker's own worker (no remote queue touched).
+    /// Wakeups that put the wakee into the waker's worker's next slot (sync wakeups).
+    pub affine: u64,
+    /// Wakeups queued on the waker's own worker's run queue, and tasks a sync wakeup displaced
+    /// there from the next slot (no remote queue touched).
     pub local: u64,
     /// Wakeups that locked a remote worker's run queue.
     pub locked: u64,
@@ -22,6 +25,12 @@ pub struct Stats {
     pub parks: u64,
     /// Wakelist batches a worker moved to its run queue.
     pub batches: u64,
+    /// Times a worker's next slot hit the starvation cap and its task went behind the queue.
+    pub capped: u64,
+    /// Tasks moved by steals of idle workers (newidle balance).
+    pub stolen: u64,
+    /// Notifications of an idle worker by an overloaded one (periodic balance).
+    pub kicks: u64,
     /// Tasks cancelled at shutdown.
     pub cancelled: u64,
 }
@@ -30,6 +39,7 @@ pub struct Stats {
 #[derive(Default)]
 pub(crate) struct Counters {
     pub(crate) spawned: Counter,
+    pub(crate) affine: Counter,
     pub(crate) local: Counter,
     pub(crate) locked: Counter,
     pub(crate) wakelist: Counter,
@@ -37,6 +47,9 @@ pub(crate) struct Counters {
     pub(crate) notify_futex: Counter,
     pub(crate) parks: Counter,
     pub(crate) batches: Counter,
+    pub(crate) capped: Counter,
+    pub(crate) stolen: Counter,
+    pub(crate) kicks: Counter,
     pub(crate) cancelled: Counter,
 }
 
@@ -63,6 +76,7 @@ impl Counter {
 impl Counters {
     pub(crate) fn add_to(&self, total: &mut Stats) {
         total.spawned += self.spawned.get();
+        total.affine += self.affine.get();
         total.local += self.local.get();
         total.locked += self.locked.get();
         total.wakelist += self.wakelist.get();
@@ -70,6 +84,9 @@ impl Counters {
         total.notify_futex += self.notify_futex.get();
         total.parks += self.parks.get();
         total.batches += self.batches.get();
+        total.capped += self.capped.get();
+        total.stolen += self.stolen.get();
+        total.kicks += self.kicks.get();
         total.cancelled += self.cancelled.get();
     }
 }

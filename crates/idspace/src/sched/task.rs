@@ -45,7 +45,7 @@ use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use super::join::{JoinError, JoinSlot};
 use super::wakelist::Linked;
 use super::{Exit, TaskId};
-use crate::sync::{Arc, AtomicPtr, AtomicU32, AtomicUsize, Ordering, UnsafeCell};
+use crate::sync::{Arc, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
 
 const SLEEPING: u32 = 0;
 const QUEUED: u32 = 1;
@@ -150,6 +150,9 @@ pub(crate) struct Task<S: Schedule> {
     wake_next: AtomicPtr<Task<S>>,
     /// The worker that ran it last (`task_cpu(p)`); a hint for where to wake it.
     last_worker: AtomicUsize,
+    /// Its record as a waker (`last_wakee` and `wakee_flips`, packed; see `placement.rs`),
+    /// which decides `wake_wide`. Only the worker polling the task reads and writes it.
+    wakees: AtomicU64,
     id: TaskId,
     /// The scheduler that queues it when it is woken.
     scheduler: S,
@@ -212,6 +215,7 @@ impl<S: Schedule> Task<S> {
             state: AtomicU32::new(QUEUED),
             wake_next: AtomicPtr::new(ptr::null_mut()),
             last_worker: AtomicUsize::new(worker),
+            wakees: AtomicU64::new(0),
             id,
             scheduler,
             data,
@@ -230,6 +234,18 @@ impl<S: Schedule> Task<S> {
 
     pub(crate) fn last_worker(&self) -> usize {
         self.last_worker.load(Ordering::Relaxed)
+    }
+
+    /// The task's waker record, read at switch-in. Relaxed: only the worker polling the task
+    /// touches it, and the state word (Release at the end of a poll, Acquire at the start of
+    /// the next) orders one worker's write before the next worker's read.
+    pub(crate) fn wakees(&self) -> u64 {
+        self.wakees.load(Ordering::Relaxed)
+    }
+
+    /// Stores the task's waker record at switch-out (Relaxed: see [`wakees`](Self::wakees)).
+    pub(crate) fn set_wakees(&self, record: u64) {
+        self.wakees.store(record, Ordering::Relaxed);
     }
 
     /// Polls `task` once on `worker`. The caller took it off a queue, so it is `QUEUED`.

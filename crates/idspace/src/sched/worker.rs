@@ -5,8 +5,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::balance;
 use super::hooks::Hooks;
 use super::idle::{Idle, Notice};
+use super::placement::{Local, Placement, MAX_NEXT_POLLS};
 use super::runtime::{Shared, TaskRef};
 use super::stats::Counters;
 use super::task::{Polled, Task};
@@ -41,6 +43,8 @@ pub(crate) struct Worker<H: Hooks> {
     pub(crate) idle: CachePadded<Idle>,
     /// Counters of wakeups made *by* tasks running on this worker.
     pub(crate) counters: CachePadded<Counters>,
+    /// The next slot and the running task's waker record: this worker's thread only.
+    pub(crate) local: CachePadded<Local<H>>,
 }
 
 impl<H: Hooks> Worker<H> {
@@ -57,7 +61,13 @@ impl<H: Hooks> Worker<H> {
             }),
             idle: CachePadded::new(Idle::new()),
             counters: CachePadded::new(Counters::default()),
+            local: CachePadded::new(Local::new()),
         }
+    }
+
+    /// Tasks queued on the run queue (a hint, read without the lock).
+    pub(crate) fn queued(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
     }
 
     /// Whether this worker counts as idle for choosing a wakeup target (`idle_cpu()`): not
@@ -107,28 +117,54 @@ impl<H: Hooks> Worker<H> {
         })
     }
 
-    /// The next task to run: everything on the wakelist first moves to the back of the run
-    /// queue, under one lock hold per batch (`sched_ttwu_pending`), and the front of the queue is
-    /// taken in the same hold. The pending count drops only after the batch is queued.
-    fn next_task(&self) -> Option<TaskRef<H>> {
+    /// The next task to run: the task in the next slot while fewer than [`MAX_NEXT_POLLS`]
+    /// ran from it in a row (`next_polls` counts them), else the front of the run queue. Before
+    /// the queue is served, everything on the wakelist moves to its back, under one lock hold
+    /// per batch (`sched_ttwu_pending`), with the slot's task behind it when the cap sent it
+    /// there; the front is taken in the same hold. The pending count drops only after the batch
+    /// is queued.
+    pub(crate) fn next_task(&self, next_polls: &mut u32) -> Option<TaskRef<H>> {
+        let slot = self.local.take_next();
+        if let Some(task) = slot {
+            if *next_polls < MAX_NEXT_POLLS {
+                *next_polls += 1;
+                return Some(task);
+            }
+            self.counters.capped.add(1);
+            // The cap: the slot's task waits its turn behind the queue (below).
+            *next_polls = 0;
+            return self.take_queue(Some(task));
+        }
+        *next_polls = 0;
+        self.take_queue(None)
+    }
+
+    /// The front of the run queue once the wakelist's batch, then `behind`, joined its back.
+    fn take_queue(&self, behind: Option<TaskRef<H>>) -> Option<TaskRef<H>> {
         let Inbox { list, pending } = &*self.inbox;
         let batch = list.take_all();
         let count = batch.len();
-        if count == 0 {
+        if count == 0 && behind.is_none() {
             return self.pop();
         }
-        self.counters.batches.add(1);
+        if count > 0 {
+            self.counters.batches.add(1);
+        }
+        let added = count + usize::from(behind.is_some());
         let task = {
             let mut queue = sync::lock(&self.queue);
             queue.tasks.extend(batch);
+            queue.tasks.extend(behind);
             let task = queue.tasks.pop_front();
             // Relaxed: the worker is awake and finds its own work; wakers read the count only
-            // as a load hint.
-            self.queued.fetch_add(count - 1, Ordering::Relaxed);
+            // as a load hint. At least one task was added, so one was taken.
+            self.queued.fetch_add(added - 1, Ordering::Relaxed);
             task
         };
-        // Relaxed, and after the enqueue: the worker never looks idle in between.
-        pending.fetch_sub(count, Ordering::Relaxed);
+        if count > 0 {
+            // Relaxed, and after the enqueue: the worker never looks idle in between.
+            pending.fetch_sub(count, Ordering::Relaxed);
+        }
         task
     }
 
@@ -142,9 +178,44 @@ impl<H: Hooks> Worker<H> {
         Some(task)
     }
 
-    /// Closes the run queue and the wakelist and returns every task left on them.
+    /// Moves the back half of the run queue, rounded up, to the end of `into` and returns how
+    /// many tasks moved (the kernel's `detach_tasks`, for a stealing worker). The back holds
+    /// the tasks that would wait longest here.
+    pub(crate) fn steal_half(&self, into: &mut Vec<TaskRef<H>>) -> usize {
+        if self.queued.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        let mut queue = sync::lock(&self.queue);
+        let len = queue.tasks.len();
+        let take = balance::steal_count(len);
+        into.extend(queue.tasks.drain(len - take..));
+        // Relaxed, under the lock like every change of the queue: a load hint.
+        self.queued.fetch_sub(take, Ordering::Relaxed);
+        take
+    }
+
+    /// Moves all of `tasks` to the back of the run queue, in order; leaves them in `tasks` if
+    /// the runtime shut down.
+    pub(crate) fn enqueue_all(&self, tasks: &mut Vec<TaskRef<H>>) -> bool {
+        if tasks.is_empty() {
+            return true;
+        }
+        let mut queue = sync::lock(&self.queue);
+        if queue.closed {
+            return false;
+        }
+        let count = tasks.len();
+        queue.tasks.extend(tasks.drain(..));
+        // Relaxed: only the worker itself queues this way, and it is awake (no handshake).
+        self.queued.fetch_add(count, Ordering::Relaxed);
+        true
+    }
+
+    /// Closes the run queue and the wakelist and returns every task left on them and in the
+    /// next slot. Call only once the worker's thread has ended (the slot is its own).
     pub(crate) fn close(&self) -> Vec<TaskRef<H>> {
         let mut left: Vec<TaskRef<H>> = self.inbox.list.close().collect();
+        left.extend(self.local.take_next());
         let mut queue = sync::lock(&self.queue);
         queue.closed = true;
         left.extend(queue.tasks.drain(..));
@@ -197,6 +268,12 @@ pub(crate) fn run<H: Hooks>(shared: Arc<Shared<H>>, index: usize) {
     let worker = shared.worker(index);
     let mut expired = Expired::default();
     let mut passes = 0u32;
+    let mut next_polls = 0u32;
+    // Forced-remote placement moves no task but by its wakeups: a steal would pull a wakee
+    // back to its waker's worker and undo the crossing it exists to measure.
+    let balancing = shared.placement() == Placement::Kernel;
+    // Stolen tasks pass through here; its capacity stays, so steals stop allocating early on.
+    let mut stolen = Vec::new();
     loop {
         if shared.is_shutting_down() {
             break;
@@ -208,9 +285,19 @@ pub(crate) fn run<H: Hooks>(shared: Arc<Shared<H>>, index: usize) {
         if passes % TIMER_PASSES == 0 {
             shared.timers().expire(index, &mut expired);
         }
-        if let Some(task) = worker.next_task() {
+        if balancing && passes % balance::BALANCE_PASSES == 0 {
+            balance::kick_idle(shared.workers(), index);
+        }
+        if let Some(task) = worker.next_task(&mut next_polls) {
             run_task(&shared, worker, index, task);
             continue;
+        }
+        // About to go idle: first pull work from the busiest worker (newidle balance).
+        if balancing {
+            if let Some(task) = balance::newidle(&shared, index, &mut stolen) {
+                run_task(&shared, worker, index, task);
+                continue;
+            }
         }
         idle(&shared, worker, index, &mut expired);
     }
@@ -222,7 +309,9 @@ pub(crate) fn run<H: Hooks>(shared: Arc<Shared<H>>, index: usize) {
 fn run_task<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, index: usize, task: TaskRef<H>) {
     let hooks = shared.hooks();
     hooks.switched_in(task.id(), task.data(), index);
+    worker.local.switch_in(task.wakees());
     let polled = Task::run(task, index, |task| {
+        task.set_wakees(worker.local.switch_out());
         hooks.switched_out(task.id(), task.data(), index)
     });
     match polled {
