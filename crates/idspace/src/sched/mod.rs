@@ -50,7 +50,10 @@
 //! * `ttwu_pending` is a count of entries rather than a flag, and it drops only after the batch
 //!   is enqueued, so a target never looks idle while it has wakeups in flight.
 //! * An idle worker polls for a bounded time ([`Builder::poll`], 50 µs by default, roughly the
-//!   kernel's 10–60 µs) and then sleeps on a futex: the futex wake stands in for the IPI.
+//!   kernel's 10–60 µs) and then sleeps on a futex: the futex wake stands in for the IPI. It
+//!   polls only while another worker runs (and no more polling workers than running ones), for
+//!   as long as its recent idle periods say a poll pays (the kernel's `haltpoll` governor): a
+//!   polling worker burns a CPU the machine may need, which an idle CPU in the kernel does not.
 //! * No load balancing or work stealing: a task moves only when it is woken (to an idle worker).
 //!   A runtime user who needs stealing wants tokio; the lab compares the two.
 //! * A task whose wakers are all dropped is cancelled at once (its future is dropped and its

@@ -161,8 +161,9 @@ impl<H: Hooks> Builder<H> {
         self
     }
 
-    /// How long an idle worker polls its queues before it parks. The kernel's idle polling
-    /// lasts roughly 10–60 µs; zero parks at once.
+    /// The longest an idle worker polls its queues before it parks. The kernel's idle polling
+    /// lasts roughly 10–60 µs; zero parks at once. Within it, each worker adapts its poll to
+    /// its recent idle periods, and polls only while another worker runs (see `idle.rs`).
     pub fn poll(mut self, poll: Duration) -> Self {
         self.poll = poll;
         self
@@ -267,6 +268,11 @@ pub(crate) struct Shared<H: Hooks> {
 impl<H: Hooks> Shared<H> {
     pub(crate) fn worker(&self, index: usize) -> &Worker<H> {
         &self.workers[index]
+    }
+
+    /// The number of workers.
+    pub(crate) fn worker_count(&self) -> usize {
+        self.workers.len()
     }
 
     pub(crate) fn hooks(&self) -> &H {
