@@ -16,6 +16,7 @@ pub mod alloc;
 mod cid;
 mod compare;
 mod context;
+pub mod cputime;
 mod forked;
 mod lease;
 mod machine;

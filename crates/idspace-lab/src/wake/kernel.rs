@@ -1,12 +1,17 @@
 //! The kernel's own wakeups: the same three shapes with OS threads blocking on pipes, as
 //! `perf bench sched pipe -T`, `hackbench -p -T` and the pipe-woken schbench do.
+//!
+//! The threads are the lab process's own (no fork), so a run's CPU time is read like the
+//! runtimes': `RUSAGE_SELF` around the run, which counts the threads after they exit too
+//! (see [`crate::cputime`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use super::workloads::{burn, LatencyShape};
+use super::workloads::{burn, LatencyShape, Ran};
+use crate::cputime::CpuClock;
 
 /// One pipe; both ends close on drop.
 struct OsPipe {
@@ -108,8 +113,9 @@ impl Gate {
 type Body = Box<dyn FnOnce() -> Result<(), String> + Send>;
 
 /// Runs `bodies` on OS threads started together; returns the wall time from the start signal
-/// until all have finished, or the first error.
-fn run_threads(bodies: Vec<Body>) -> Result<Duration, String> {
+/// until all have finished and the process's CPU time over the same interval (the threads are
+/// the lab's own, so `RUSAGE_SELF` counts them, exited ones included), or the first error.
+fn run_threads(bodies: Vec<Body>) -> Result<Ran, String> {
     let gate = Arc::new(Gate {
         state: Mutex::new(None),
         opened: Condvar::new(),
@@ -135,6 +141,7 @@ fn run_threads(bodies: Vec<Body>) -> Result<Duration, String> {
             }
         }
     }
+    let cpu = CpuClock::start()?;
     let start = Instant::now();
     gate.open(true);
     let mut first_error = None;
@@ -149,14 +156,19 @@ fn run_threads(bodies: Vec<Body>) -> Result<Duration, String> {
             }
         }
     }
+    let elapsed = start.elapsed();
     match first_error {
         Some(error) => Err(error),
-        None => Ok(start.elapsed()),
+        None => Ok(Ran {
+            elapsed,
+            cpu: cpu.elapsed()?,
+            stats: None,
+        }),
     }
 }
 
 /// `pairs` pairs of threads ping-ponging 4 bytes over two pipes, `rounds` round trips each.
-pub fn ping_pong(pairs: usize, rounds: u64) -> Result<Duration, String> {
+pub fn ping_pong(pairs: usize, rounds: u64) -> Result<Ran, String> {
     let mut bodies: Vec<Body> = Vec::new();
     for _ in 0..pairs {
         let there = Arc::new(OsPipe::new()?);
@@ -184,7 +196,7 @@ pub fn ping_pong(pairs: usize, rounds: u64) -> Result<Duration, String> {
 
 /// hackbench -p -T: `groups` groups of 20 sender and 20 receiver threads, each receiver with its
 /// own pipe, every sender writing `loops` 100-byte messages to every receiver.
-pub fn messaging(groups: usize, loops: usize) -> Result<Duration, String> {
+pub fn messaging(groups: usize, loops: usize) -> Result<Ran, String> {
     const SIDE: usize = 20;
     let mut bodies: Vec<Body> = Vec::new();
     for _ in 0..groups {
@@ -218,8 +230,9 @@ pub fn messaging(groups: usize, loops: usize) -> Result<Duration, String> {
 }
 
 /// schbench with pipes: each message thread sleeps, stamps, writes a byte to each of its
-/// workers' pipes; a worker records the time from the stamp until its read returns.
-pub fn latency(shape: LatencyShape) -> Result<Vec<u64>, String> {
+/// workers' pipes; a worker records the time from the stamp until its read returns. Returns the
+/// latencies (ns) and the run.
+pub fn latency(shape: LatencyShape) -> Result<(Vec<u64>, Ran), String> {
     let epoch = Instant::now();
     let samples = Arc::new(Mutex::new(Vec::new()));
     let mut bodies: Vec<Body> = Vec::new();
@@ -263,7 +276,7 @@ pub fn latency(shape: LatencyShape) -> Result<Vec<u64>, String> {
             Ok(())
         }));
     }
-    run_threads(bodies)?;
+    let ran = run_threads(bodies)?;
     let samples = std::mem::take(&mut *samples.lock().unwrap_or_else(|e| e.into_inner()));
-    Ok(samples)
+    Ok((samples, ran))
 }

@@ -15,9 +15,9 @@ use idspace::sched::{Policy, Stats};
 use crate::measure::{names, Medians, Values};
 use crate::model::{Plot, Row, Section, Series, Table};
 use crate::stats::ratio;
-use crate::{Context, Experiment, Scale};
+use crate::{cputime, Context, Experiment, Scale};
 use primitives::Timer;
-use workloads::{LatencyShape, Runner};
+use workloads::{LatencyShape, Ran, Runner};
 
 /// The experiment.
 pub struct Wake;
@@ -133,21 +133,20 @@ fn reciprocals(values: &Values) -> Values {
 
 /// Runs one candidate on a workload measured by its wall time: our runtime or tokio on
 /// `workers` workers with the futures `tasks` makes, the kernel with `kernel`; `metric` turns
-/// the time into the figure.
+/// the time into the figure, and the run's CPU time is spread over its `units` of work.
 fn timed_run(
     candidate: &Candidate,
     workers: usize,
     tasks: impl Fn() -> Vec<workloads::Task>,
-    kernel: impl Fn() -> Result<Duration, String>,
+    kernel: impl Fn() -> Result<Ran, String>,
     metric: impl Fn(Duration) -> f64,
+    units: u64,
 ) -> Result<Vec<f64>, String> {
-    match candidate {
-        Candidate::Runtime(runner) => {
-            let ran = runner.run(workers, tasks())?;
-            Ok(with_travel(vec![metric(ran.elapsed)], ran.stats))
-        }
-        Candidate::Kernel => Ok(with_travel(vec![metric(kernel()?)], None)),
-    }
+    let ran = match candidate {
+        Candidate::Runtime(runner) => runner.run(workers, tasks())?,
+        Candidate::Kernel => kernel()?,
+    };
+    Ok(with_extras(vec![metric(ran.elapsed)], &ran, units))
 }
 
 /// The rows dividing `values` by the `locked` and the `tokio` columns.
@@ -156,7 +155,7 @@ fn reference_ratios(label: &str, values: &Values) -> [Row; 2] {
         .map(|reference| Row::ratios(format!("{label}: ÷ {reference}"), values.over(reference)))
 }
 
-/// A workload's travel columns, which [`with_travel`] appended after its `first` metrics.
+/// A workload's travel columns, which [`with_extras`] appended after its `first` metrics.
 fn travel(label: String, result: &Medians, first: usize) -> Travel {
     Travel {
         label,
@@ -164,6 +163,17 @@ fn travel(label: String, result: &Medians, first: usize) -> Travel {
         futex_per_1000: result.metric(first + 1),
         affine_share: result.metric(first + 2),
         stolen_per_1000: result.metric(first + 3),
+    }
+}
+
+/// A workload's CPU columns, which [`with_extras`] appended after its `first` metrics (and
+/// the four travel columns).
+fn cpu(label: String, unit: &'static str, result: &Medians, first: usize) -> Cpu {
+    Cpu {
+        label,
+        unit,
+        micros_per_unit: result.metric(first + 4),
+        cpus_busy: result.metric(first + 5),
     }
 }
 
@@ -179,9 +189,13 @@ fn travel_shares(stats: &Stats) -> [f64; 4] {
     ]
 }
 
-/// Metrics of one run: the workload's own, then (ours only) the travel shares.
-fn with_travel(mut metrics: Vec<f64>, stats: Option<Stats>) -> Vec<f64> {
-    metrics.extend(stats.as_ref().map_or([f64::NAN; 4], travel_shares));
+/// Metrics of one run: the workload's own, then (ours only) the travel shares, then the CPU
+/// time per unit of work (µs, `units` units in the run) and the CPUs it kept busy on average
+/// (CPU time ÷ wall time).
+fn with_extras(mut metrics: Vec<f64>, ran: &Ran, units: u64) -> Vec<f64> {
+    metrics.extend(ran.stats.as_ref().map_or([f64::NAN; 4], travel_shares));
+    metrics.push(cputime::micros_per_unit(ran.cpu, units));
+    metrics.push(ran.cpu.as_secs_f64() / ran.elapsed.as_secs_f64());
     metrics
 }
 
@@ -212,6 +226,7 @@ impl Experiment for Wake {
         // Per workload config: (label, speed of each candidate, higher is better).
         let mut speeds: Vec<(String, Values)> = Vec::new();
         let mut travel_rows: Vec<Travel> = Vec::new();
+        let mut cpu_rows: Vec<Cpu> = Vec::new();
 
         // Ping-pong.
         let mut rows = Vec::new();
@@ -223,18 +238,20 @@ impl Experiment for Wake {
                 2 * pairs,
                 cx.oversubscribed(2 * pairs)
             );
+            let trips = pairs as u64 * rounds;
             let result = cx.measure(&all, &format!("ping-pong, {label}"), |c| {
-                let trips = (pairs as u64 * rounds) as f64;
                 timed_run(
                     c,
                     workers,
                     || workloads::ping_pong(pairs, rounds),
                     || kernel::ping_pong(pairs, rounds),
-                    |elapsed| trips / elapsed.as_secs_f64(),
+                    |elapsed| trips as f64 / elapsed.as_secs_f64(),
+                    trips,
                 )
             });
             let rates = result.metric(0);
             travel_rows.push(travel(format!("ping-pong, {label}"), &result, 1));
+            cpu_rows.push(cpu(format!("ping-pong, {label}"), "round trip", &result, 1));
             ratio_rows.extend(reference_ratios(&label, &rates));
             speeds.push((format!("ping-pong, {label}"), rates.clone()));
             rows.push(Row::numbers(label, rates, 0));
@@ -270,6 +287,7 @@ impl Experiment for Wake {
                     || workloads::ping_pong(pairs, rounds),
                     || Err("the kernel runs no forced-remote variant".into()),
                     |elapsed| trips / elapsed.as_secs_f64(),
+                    pairs as u64 * rounds,
                 )
             });
             let rates = result.metric(0);
@@ -303,6 +321,8 @@ impl Experiment for Wake {
                 "-g {groups} -l {loops} ({tasks} tasks{})",
                 cx.oversubscribed(tasks)
             );
+            // Every sender writes `loops` messages to each of its group's 20 receivers.
+            let messages = (groups * 20 * 20 * loops) as u64;
             let result = cx.measure(&all, &format!("messaging, {label}"), |c| {
                 timed_run(
                     c,
@@ -310,10 +330,12 @@ impl Experiment for Wake {
                     || workloads::messaging(groups, loops),
                     || kernel::messaging(groups, loops),
                     |elapsed| elapsed.as_secs_f64() * 1e3,
+                    messages,
                 )
             });
             let times = result.metric(0);
             travel_rows.push(travel(format!("messaging, {label}"), &result, 1));
+            cpu_rows.push(cpu(format!("messaging, {label}"), "message", &result, 1));
             ratio_rows.extend(reference_ratios(&label, &times));
             speeds.push((format!("messaging, {label}"), reciprocals(&times)));
             rows.push(Row::numbers(label, times, 1));
@@ -342,8 +364,10 @@ impl Experiment for Wake {
                 shape.workers,
                 cx.oversubscribed(tasks)
             );
+            // One unit: a worker task woken by its message task (which it then answers).
+            let wakeups = (shape.messengers * shape.workers) as u64 * shape.rounds;
             let result = cx.measure(&all, &format!("latency, {label}"), |c| {
-                let (mut samples, stats) = match c {
+                let (mut samples, ran) = match c {
                     Candidate::Runtime(runner) => {
                         let samples = Arc::new(Mutex::new(Vec::new()));
                         let ran = runner.run(
@@ -356,9 +380,9 @@ impl Experiment for Wake {
                         )?;
                         let samples =
                             std::mem::take(&mut *samples.lock().map_err(|e| e.to_string())?);
-                        (samples, ran.stats)
+                        (samples, ran)
                     }
-                    Candidate::Kernel => (kernel::latency(*shape)?, None),
+                    Candidate::Kernel => kernel::latency(*shape)?,
                 };
                 samples.sort_unstable();
                 let values = PERCENTILES
@@ -367,10 +391,16 @@ impl Experiment for Wake {
                         workloads::percentile(&samples, p).map_or(f64::NAN, |ns| ns / 1e3)
                     })
                     .collect();
-                Ok(with_travel(values, stats))
+                Ok(with_extras(values, &ran, wakeups))
             });
             travel_rows.push(travel(
                 format!("latency, {label}"),
+                &result,
+                PERCENTILES.len(),
+            ));
+            cpu_rows.push(cpu(
+                format!("latency, {label}"),
+                "wakeup",
                 &result,
                 PERCENTILES.len(),
             ));
@@ -419,7 +449,8 @@ impl Experiment for Wake {
             rows,
         });
 
-        tables.push(summary(&speeds, &remote_speeds));
+        tables.push(summary(&speeds, &remote_speeds, &cpu_rows));
+        tables.push(cpu_table(&cpu_rows));
         tables.push(travel_table(travel_rows));
 
         Ok(Section {
@@ -434,24 +465,38 @@ impl Experiment for Wake {
 }
 
 /// Per workload: wakelist ÷ locked, the best of our policies, and it against tokio, all as
-/// speed ratios (above 1 is faster).
-fn summary(speeds: &[(String, Values)], remote: &[(String, Values)]) -> Table {
+/// speed ratios (above 1 is faster); then the CPU time per unit of work of that best policy
+/// over tokio's (below 1 uses less). `cpu` has one entry per workload of `speeds`, in order;
+/// the forced-remote rows (`remote`) have only their wakelist ÷ locked ratio.
+fn summary(speeds: &[(String, Values)], remote: &[(String, Values)], cpu: &[Cpu]) -> Table {
     let show = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |v| format!("{v:.2}x"));
     let mut rows = Vec::new();
-    for (label, speed) in speeds {
+    for (index, (label, speed)) in speeds.iter().enumerate() {
         let wakelist = ratio(speed.get(Policy::Wakelist.name()), speed.get(LOCKED));
         let best = policies()
             .into_iter()
             .filter_map(|name| speed.get(name).map(|s| (name, s)))
             .max_by(|a, b| a.1.total_cmp(&b.1));
-        let (best_name, best_vs_tokio) = match best {
-            Some((name, s)) => (name.to_string(), ratio(Some(s), speed.get(TOKIO))),
-            None => ("n/a".to_string(), None),
+        let (best_name, best_vs_tokio, best_cpu_vs_tokio) = match best {
+            Some((name, s)) => {
+                let per_unit = cpu.get(index).map(|c| &c.micros_per_unit);
+                (
+                    name.to_string(),
+                    ratio(Some(s), speed.get(TOKIO)),
+                    per_unit.and_then(|c| ratio(c.get(name), c.get(TOKIO))),
+                )
+            }
+            None => ("n/a".to_string(), None, None),
         };
         rows.push(Row {
             label: label.clone(),
-            values: vec![wakelist, None, best_vs_tokio],
-            text: vec![show(wakelist), best_name, show(best_vs_tokio)],
+            values: vec![wakelist, None, best_vs_tokio, best_cpu_vs_tokio],
+            text: vec![
+                show(wakelist),
+                best_name,
+                show(best_vs_tokio),
+                show(best_cpu_vs_tokio),
+            ],
         });
     }
     for (label, speed) in remote {
@@ -461,20 +506,68 @@ fn summary(speeds: &[(String, Values)], remote: &[(String, Values)]) -> Table {
         );
         rows.push(Row {
             label: label.clone(),
-            values: vec![wakelist, None, None],
-            text: vec![show(wakelist), "n/a".into(), "n/a".into()],
+            values: vec![wakelist, None, None, None],
+            text: vec![show(wakelist), "n/a".into(), "n/a".into(), "n/a".into()],
         });
     }
     Table {
         id: "summary".into(),
-        title: "Summary: speed ratios (above 1 is faster; latency uses p99)".into(),
+        title: "Summary: speed ratios (above 1 is faster; latency uses p99), and the CPU time per unit of work of our fastest policy over tokio's (below 1 uses less)".into(),
         unit: "x".into(),
         columns: vec![
             "wakelist vs locked".into(),
             "best policy".into(),
             "best policy vs tokio".into(),
+            "best policy's CPU per unit vs tokio".into(),
         ],
         rows,
+    }
+}
+
+/// One workload's CPU cost under each candidate: CPU time per unit of work, and the CPUs the
+/// run kept busy on average.
+struct Cpu {
+    label: String,
+    /// What one unit of work is ("round trip", "message", "wakeup").
+    unit: &'static str,
+    micros_per_unit: Values,
+    cpus_busy: Values,
+}
+
+/// What every candidate's run cost in CPU time: per unit of work and its ratio to tokio's, and
+/// how many CPUs the run kept busy.
+fn cpu_table(rows: &[Cpu]) -> Table {
+    let mut per_unit = Vec::new();
+    let mut ratios = Vec::new();
+    let mut busy = Vec::new();
+    for cpu in rows {
+        per_unit.push(Row::numbers(
+            format!("{}: CPU µs per {}", cpu.label, cpu.unit),
+            &cpu.micros_per_unit,
+            2,
+        ));
+        ratios.push(Row::ratios(
+            format!("{}: CPU per {} ÷ {TOKIO}", cpu.label, cpu.unit),
+            cpu.micros_per_unit.over(TOKIO),
+        ));
+        busy.push(Row::numbers(
+            format!("{}: CPUs busy", cpu.label),
+            &cpu.cpus_busy,
+            2,
+        ));
+    }
+    let columns = rows
+        .first()
+        .map(|cpu| cpu.micros_per_unit.names().to_vec())
+        .unwrap_or_default();
+    per_unit.extend(ratios);
+    per_unit.extend(busy);
+    Table {
+        id: "cpu".into(),
+        title: "CPU time per unit of work (getrusage RUSAGE_SELF, user + system of every thread of the lab process over the run; lower is better), and the CPUs busy on average (CPU time ÷ wall time)".into(),
+        unit: "CPU µs per unit / x / CPUs".into(),
+        columns,
+        rows: per_unit,
     }
 }
 
@@ -533,6 +626,7 @@ fn intro(cx: &Context, workers: usize) -> Vec<String> {
         ),
         "**Ping-pong** is `perf bench sched pipe` / UnixBench context1: two tasks pass a token back and forth; 8 pairs at once oversubscribe the CPUs. **Messaging** is hackbench: each group has 20 senders and 20 receivers, and every sender writes `-l` 100-byte messages to every receiver of its group through the receiver's 64 KiB pipe. **Latency** is schbench (old version): each message task sleeps on a timer, stamps the time and wakes its `-t` workers; each worker records the time from the stamp to when it runs, burns 20–30 µs of CPU and reports back. The seed ran `-m 2 -t 8` on 104 CPUs; here 18 tasks share 2 CPUs.".into(),
         "Our runtime places wakees as the kernel does (`Placement::Kernel`, the default): a task woken by a running task runs next on the waker's worker (the next slot, `WF_SYNC` / tokio's LIFO slot), at most 3 in a row, and not for wakers that fan out (`wake_wide`); idle workers steal half the busiest queue (newidle balance). So in ping-pong most wakeups never leave their worker, and the policies differ only where wakeups still cross. The **forced-remote ping-pong** (`Placement::Remote`) sends every wakeup to another worker, as all wakeups went before the next slot: that is where wakelist and locked are compared (the seed's path).".into(),
+        "**CPU time** is measured around every run with `getrusage(RUSAGE_SELF)`, user plus system time of every thread of the lab process (the runtimes' workers and the kernel workloads' threads are all in it), over the same interval as the run's wall time, and divided by the run's units of work: a round trip of ping-pong, a message of messaging, a worker's wakeup in the latency shapes (which includes the 20–30 µs it burns). It shows what idle polling costs: a worker that spins waiting for work is busy for the machine even when it runs nothing.".into(),
         "The seed measured +11% on pipe context switching and hackbench 3.25 s → 2.25 s from queueing wakeups on an idle CPU's wakelist. In a user-space runtime the waker's saving is a run-queue lock and its cache line; the notification (a flag for a polling worker, a futex wake for a sleeping one) is the same under every policy.".into(),
     ]
 }
@@ -554,5 +648,43 @@ mod tests {
             .collect();
         assert_eq!(remote, expected);
         assert!(remote.iter().all(|n| !names.contains(n)));
+    }
+
+    fn values(cells: [f64; 3]) -> Values {
+        Values::new(
+            vec![LOCKED.into(), "wakelist".into(), TOKIO.into()],
+            cells.map(Some).to_vec(),
+        )
+    }
+
+    #[test]
+    fn cpu_rows_divide_by_tokio_and_the_summary_quotes_the_fastest_policy() {
+        let cpu = || Cpu {
+            label: "ping-pong".into(),
+            unit: "round trip",
+            micros_per_unit: values([4.0, 3.0, 2.0]),
+            cpus_busy: values([2.0, 1.5, 1.0]),
+        };
+        let table = cpu_table(&[cpu()]);
+        assert_eq!(table.id, "cpu");
+        assert_eq!(table.columns, [LOCKED, "wakelist", TOKIO]);
+        let labels: Vec<&str> = table.rows.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "ping-pong: CPU µs per round trip",
+                "ping-pong: CPU per round trip ÷ tokio",
+                "ping-pong: CPUs busy"
+            ]
+        );
+        assert_eq!(table.rows[1].values, [Some(2.0), Some(1.5), Some(1.0)]);
+        // Wakelist is the fastest of ours (2 against locked's 1): its CPU, 3 µs, over tokio's 2.
+        let speeds = [("ping-pong".to_string(), values([1.0, 2.0, 1.0]))];
+        let summary = summary(&speeds, &[], &[cpu()]);
+        assert_eq!(
+            summary.rows[0].values,
+            [Some(2.0), None, Some(2.0), Some(1.5)]
+        );
+        assert_eq!(summary.rows[0].text[1], "wakelist");
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use idspace::sched::{Builder, Placement, Policy, Stats};
 
 use super::primitives::{Bell, Pipe, TimerHandle, MESSAGE};
+use crate::cputime::CpuClock;
 
 /// A task of a workload.
 pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
@@ -24,9 +25,11 @@ pub enum Runner {
     Tokio,
 }
 
-/// What a run returns: its wall time and, for our runtime, how its wakeups travelled.
+/// What a run returns: its wall time, the process's CPU time over the same interval
+/// ([`CpuClock`]) and, for our runtime, how its wakeups travelled.
 pub struct Ran {
     pub elapsed: Duration,
+    pub cpu: Duration,
     pub stats: Option<Stats>,
 }
 
@@ -50,6 +53,7 @@ impl Runner {
                     .placement(placement)
                     .build()
                     .map_err(|e| e.to_string())?;
+                let cpu = CpuClock::start()?;
                 let start = Instant::now();
                 let handles: Vec<_> = tasks.into_iter().map(|t| runtime.spawn(t)).collect();
                 for handle in handles {
@@ -58,6 +62,7 @@ impl Runner {
                 let elapsed = start.elapsed();
                 Ok(Ran {
                     elapsed,
+                    cpu: cpu.elapsed()?,
                     stats: Some(runtime.stats()),
                 })
             }
@@ -66,6 +71,7 @@ impl Runner {
                     .worker_threads(workers)
                     .build()
                     .map_err(|e| format!("tokio: {e}"))?;
+                let cpu = CpuClock::start()?;
                 let start = Instant::now();
                 let handles: Vec<_> = tasks.into_iter().map(|t| runtime.spawn(t)).collect();
                 runtime.block_on(async {
@@ -77,6 +83,7 @@ impl Runner {
                 let elapsed = start.elapsed();
                 Ok(Ran {
                     elapsed,
+                    cpu: cpu.elapsed()?,
                     stats: None,
                 })
             }

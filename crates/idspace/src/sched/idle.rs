@@ -12,8 +12,32 @@
 //!
 //! The full protocol, and why no wakeup is lost, is in the [`protocol`](super::protocol)
 //! document.
+//!
+//! # How long to poll
+//!
+//! Polling trades CPU time for wakeup latency: a wakeup that finds its worker polling costs no
+//! system call on either side, but every microsecond spent polling in vain is a microsecond of
+//! CPU the machine could have used. Two rules keep the trade worth it:
+//!
+//! * **Poll only while it can pay** ([`worth_spinning`]): the wakeups a worker waits for come
+//!   from running tasks. With no other worker running, a wakeup can only come from outside the
+//!   runtime (a timer thread, a thread that spawns or wakes): the worker parks at once, as
+//!   tokio's idle workers do. And polling workers are capped at the number of running ones, so
+//!   that on a wide runtime with one busy worker one idle worker polls, not all of them (tokio
+//!   caps its searching workers at half the workers for the same reason).
+//! * **Poll as long as recent idle periods say** ([`PollGovernor`]): the kernel's `haltpoll`
+//!   cpuidle governor and KVM's halt polling adapt the poll to the idle periods they see, and so
+//!   do we. An idle period that ended by a wakeup soon after the worker parked (within a few
+//!   times the configured maximum: a parked period includes futex wake times, see
+//!   [`PollGovernor::REACH`]) would have been caught by a longer poll: the poll doubles. One
+//!   that lasted longer could not have been: the poll halves, down to none. A period that ended
+//!   while polling changes nothing.
+//!
+//! Where we differ: the kernel polls whenever the governor says so, whatever other CPUs do
+//! (guest halt polling has no view of the host's other work); we look at the other workers,
+//! which a user-space runtime sees for free.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::sync::{fence, AtomicU32, Ordering};
 #[cfg(not(loom))]
@@ -177,5 +201,134 @@ impl Idle {
         // Taking the lock orders this wake after the sleeper's check of the state word.
         drop(crate::sync::lock(lock));
         condvar.notify_one();
+    }
+}
+
+/// Whether an idle worker should poll, given the idle words of (some of) the other workers:
+/// only while more of them are running than are polling already. With none running, the next
+/// wakeup comes from outside the runtime, whose timing polling cannot catch; with as many
+/// polling as running, one more poller would only race the others for the same wakeups.
+/// Relaxed reads of hints: a wrong guess costs a needless futex wake or a short poll, never a
+/// lost wakeup (the handshake does not depend on it).
+pub(crate) fn worth_spinning<'a>(others: impl IntoIterator<Item = &'a Idle>) -> bool {
+    let (mut running, mut polling) = (0usize, 0usize);
+    for other in others {
+        match other.state.load(Ordering::Relaxed) {
+            RUNNING | NOTIFIED => running += 1,
+            POLLING => polling += 1,
+            _ => {}
+        }
+    }
+    running > polling
+}
+
+/// One worker's adaptive poll limit (see the module docs): owned by the worker's thread, and
+/// fed with each idle period that ended in a park.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PollGovernor {
+    /// The configured poll (`Builder::poll`): the longest the governor allows.
+    max: Duration,
+    /// How long the next idle period polls before parking.
+    limit: Duration,
+}
+
+impl PollGovernor {
+    /// Below this fraction of the maximum a halving poll stops altogether, and a growing one
+    /// starts again from it.
+    const FLOOR_DIVISOR: u32 = 16;
+
+    /// How many times the maximum poll an idle period may last and still count as one a
+    /// poll would have caught. More than once: a parked worker's idle period includes the
+    /// time its futex wake took, and so does its partner's, whose reply it waits for; two
+    /// workers waking each other through futexes see periods several polls long, which
+    /// polling would have kept short. Counting only periods under one poll, they would stop
+    /// polling for good.
+    const REACH: u32 = 8;
+
+    /// A governor that starts at the full `max`.
+    pub(crate) fn new(max: Duration) -> PollGovernor {
+        PollGovernor { max, limit: max }
+    }
+
+    /// How long to poll now.
+    pub(crate) fn limit(&self) -> Duration {
+        self.limit
+    }
+
+    /// An idle period of `idle_for` (from announcing idleness to getting up) ended after the
+    /// worker parked. `timer` says whether its own timer ended it rather than a wakeup: that
+    /// end was known in advance and teaches nothing about wakeups.
+    pub(crate) fn parked(&mut self, idle_for: Duration, timer: bool) {
+        if timer {
+            return;
+        }
+        let floor = self.max / Self::FLOOR_DIVISOR;
+        if idle_for <= self.max * Self::REACH {
+            // A longer poll would have caught this wakeup without a futex wake.
+            self.limit = (self.limit * 2).max(floor).min(self.max);
+        } else {
+            // No poll within the maximum would have: stop paying for it.
+            self.limit /= 2;
+            if self.limit < floor {
+                self.limit = Duration::ZERO;
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_poll_halves_on_long_idle_periods_and_grows_on_short_ones() {
+        let max = Duration::from_micros(64);
+        let mut governor = PollGovernor::new(max);
+        assert_eq!(governor.limit(), max);
+        governor.parked(Duration::from_millis(1), false);
+        assert_eq!(governor.limit(), max / 2);
+        for _ in 0..4 {
+            governor.parked(Duration::from_millis(1), false);
+        }
+        assert_eq!(governor.limit(), Duration::ZERO, "below a sixteenth: none");
+        // A timer's end teaches nothing.
+        governor.parked(Duration::from_micros(10), true);
+        assert_eq!(governor.limit(), Duration::ZERO);
+        // A wakeup soon after parking: the poll comes back, and grows up to the maximum.
+        governor.parked(Duration::from_micros(10), false);
+        assert_eq!(governor.limit(), max / 16);
+        governor.parked(max * PollGovernor::REACH, false);
+        assert_eq!(
+            governor.limit(),
+            max / 8,
+            "a period a few polls long still counts"
+        );
+        for _ in 0..8 {
+            governor.parked(Duration::from_micros(10), false);
+        }
+        assert_eq!(governor.limit(), max);
+    }
+
+    #[test]
+    fn polling_pays_only_while_more_workers_run_than_poll() {
+        let (running, polling, parked) = (Idle::new(), Idle::new(), Idle::new());
+        polling.start_polling();
+        parked.start_polling();
+        // A deadline already passed: the worker parks and gets up at once, its word `PARKED`.
+        assert!(parked.park(Some(Instant::now())));
+        assert!(
+            !worth_spinning([]),
+            "a lone worker waits for outside wakeups"
+        );
+        assert!(!worth_spinning([&parked]), "nobody runs");
+        assert!(worth_spinning([&running, &parked]));
+        assert!(
+            !worth_spinning([&running, &polling]),
+            "one poller per runner"
+        );
+        let notified = Idle::new();
+        notified.start_polling();
+        assert_eq!(notified.notify(), Notice::Polling);
+        assert!(worth_spinning([&notified, &running, &polling]));
     }
 }

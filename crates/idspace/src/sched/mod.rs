@@ -83,7 +83,10 @@
 //! * `ttwu_pending` is a count of entries rather than a flag, and it drops only after the batch
 //!   is enqueued, so a target never looks idle while it has wakeups in flight.
 //! * An idle worker polls for a bounded time ([`Builder::poll`], 50 µs by default, roughly the
-//!   kernel's 10–60 µs) and then sleeps on a futex: the futex wake stands in for the IPI.
+//!   kernel's 10–60 µs) and then sleeps on a futex: the futex wake stands in for the IPI. It
+//!   polls only while another worker runs (and no more polling workers than running ones), for
+//!   as long as its recent idle periods say a poll pays (the kernel's `haltpoll` governor): a
+//!   polling worker burns a CPU the machine may need, which an idle CPU in the kernel does not.
 //! * The sync wakeup is not a hint the waker passes: every wakeup made inside a poll counts as
 //!   one (a future cannot say whether it will return `Pending`), and the wakee does not go to an
 //!   idle worker first, as `select_idle_sibling` would send it, but runs next on the waker's:

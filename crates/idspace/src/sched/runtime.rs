@@ -183,8 +183,9 @@ impl<H: Hooks> Builder<H> {
         self
     }
 
-    /// How long an idle worker polls its queues before it parks. The kernel's idle polling
-    /// lasts roughly 10–60 µs; zero parks at once.
+    /// The longest an idle worker polls its queues before it parks. The kernel's idle polling
+    /// lasts roughly 10–60 µs; zero parks at once. Within it, each worker adapts its poll to
+    /// its recent idle periods, and polls only while another worker runs (see `idle.rs`).
     pub fn poll(mut self, poll: Duration) -> Self {
         self.poll = poll;
         self
@@ -300,6 +301,11 @@ impl<H: Hooks> Shared<H> {
 
     pub(crate) fn placement(&self) -> Placement {
         self.placement
+    }
+
+    /// The number of workers.
+    pub(crate) fn worker_count(&self) -> usize {
+        self.workers.len()
     }
 
     pub(crate) fn hooks(&self) -> &H {

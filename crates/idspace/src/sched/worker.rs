@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::balance;
 use super::hooks::Hooks;
-use super::idle::{Idle, Notice};
+use super::idle::{self, Idle, Notice, PollGovernor};
 use super::placement::{Local, Placement, MAX_NEXT_POLLS};
 use super::runtime::{Shared, TaskRef};
 use super::stats::Counters;
@@ -267,6 +267,7 @@ pub(crate) fn run<H: Hooks>(shared: Arc<Shared<H>>, index: usize) {
     shared.hooks().worker_started(index);
     let worker = shared.worker(index);
     let mut expired = Expired::default();
+    let mut governor = PollGovernor::new(shared.poll_budget().0);
     let mut passes = 0u32;
     let mut next_polls = 0u32;
     // Forced-remote placement moves no task but by its wakeups: a steal would pull a wakee
@@ -299,7 +300,7 @@ pub(crate) fn run<H: Hooks>(shared: Arc<Shared<H>>, index: usize) {
                 continue;
             }
         }
-        idle(&shared, worker, index, &mut expired);
+        idle(&shared, worker, index, &mut expired, &mut governor);
     }
     shared.hooks().worker_stopped(index);
     drop(entered);
@@ -327,9 +328,15 @@ fn run_task<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, index: usize, task
     }
 }
 
-/// The idle loop: announce, recheck, poll for a bounded while, then sleep until notified or
-/// until the worker's next timer.
-fn idle<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, index: usize, expired: &mut Expired) {
+/// The idle loop: announce, recheck, poll for a bounded while (as long as `governor` says, and
+/// only while polling can pay), then sleep until notified or until the worker's next timer.
+fn idle<H: Hooks>(
+    shared: &Shared<H>,
+    worker: &Worker<H>,
+    index: usize,
+    expired: &mut Expired,
+    governor: &mut PollGovernor,
+) {
     worker.idle.start_polling();
     // The recheck after the fenced announcement: a waker that published before it is seen here;
     // one that publishes after it sees POLLING and notifies. The next expiry is read after the
@@ -340,11 +347,14 @@ fn idle<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, index: usize, expired:
         return;
     }
     let timer = shared.timers().next_deadline(index);
-    if timer.is_none_or(|timer| timer > Instant::now())
-        && !poll(shared, worker, shared.poll_budget(), timer)
+    let since = Instant::now();
+    if timer.is_none_or(|timer| timer > since)
+        && !poll(shared, worker, index, PollBudget(governor.limit()), timer)
         && worker.idle.park(timer)
     {
         worker.counters.parks.add(1);
+        let now = Instant::now();
+        governor.parked(now - since, timer.is_some_and(|timer| now >= timer));
     }
     // Timers due now fire while the worker still counts as idle, so that the first task they
     // wake comes to this worker, its last one, with no notification, instead of to another
@@ -354,12 +364,26 @@ fn idle<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, index: usize, expired:
     worker.idle.stop_idling();
 }
 
-/// Spins until work or a notification arrives, the next timer is due or the budget runs out;
-/// returns whether it ended early (then the worker does not park).
+/// Whether polling can pay for worker `index` now ([`idle::worth_spinning`]), judged by the
+/// idle words of the next few workers after it (all of them on a runtime of up to 17 workers):
+/// a bounded look, as the poll repeats it.
+#[cfg(not(loom))]
+fn worth_spinning<H: Hooks>(shared: &Shared<H>, index: usize) -> bool {
+    const LOOK_AT: usize = 16;
+    let n = shared.worker_count();
+    idle::worth_spinning(
+        (1..n.min(LOOK_AT + 1)).map(|step| &*shared.worker((index + step) % n).idle),
+    )
+}
+
+/// Spins until work or a notification arrives, the next timer is due or the budget runs out,
+/// or, unless the timer is due within the budget, until no other worker runs
+/// ([`worth_spinning`]); returns whether it ended early (then the worker does not park).
 #[cfg(not(loom))]
 fn poll<H: Hooks>(
     shared: &Shared<H>,
     worker: &Worker<H>,
+    index: usize,
     budget: PollBudget,
     timer: Option<Instant>,
 ) -> bool {
@@ -367,7 +391,13 @@ fn poll<H: Hooks>(
         return false;
     }
     let deadline = Instant::now() + budget.0;
+    // Waiting for a timer due within the budget pays whatever the others do: a futex sleep
+    // that short would oversleep by the kernel's timer slack.
+    let for_timer = timer.is_some_and(|timer| timer <= deadline);
     loop {
+        if !for_timer && !worth_spinning(shared, index) {
+            return false;
+        }
         for _ in 0..32 {
             if worker.idle.is_notified() || worker.has_work() {
                 return true;
@@ -388,6 +418,7 @@ fn poll<H: Hooks>(
 fn poll<H: Hooks>(
     shared: &Shared<H>,
     worker: &Worker<H>,
+    _index: usize,
     budget: PollBudget,
     _timer: Option<Instant>,
 ) -> bool {
