@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use super::hazards::{Hazard, Hazards};
 use super::level::{check_pid_max, check_set_tid};
+use super::limbo::Limbo;
 use super::object::Pid;
-use super::readers::{Limbo, Readers};
 use super::slots::{RetiredBlock, Slots};
 use super::space_list::{SpaceList, CAPACITY};
 use super::spaces::Taken;
@@ -15,6 +15,7 @@ use super::{NsId, PidAllocator, PidError, MAX_LEVEL, PID_MAX_DEFAULT, ROOT};
 use crate::range::RangeSource;
 use crate::sync::{lock, read, write, AtomicUsize, Mutex, MutexGuard, Ordering, RwLock};
 use crate::util::hash::BuildIntHasher;
+use crate::util::readers::Readers;
 use crossbeam_utils::CachePadded;
 
 /// IDs per range: a range's bitmap and object slots fit a few cache lines (the seed suggests
@@ -25,6 +26,13 @@ pub const RANGE: u32 = 256;
 #[cfg(loom)]
 pub const RANGE: u32 = 4;
 const WORDS: usize = RANGE.div_ceil(64) as usize;
+
+/// Reader slots of one allocator: more than the lookups that run at once on any machine this
+/// targets (a lookup that finds them all busy waits for one); two in loom models.
+#[cfg(not(loom))]
+const READER_SLOTS: usize = crate::util::readers::MAX_SLOTS;
+#[cfg(loom)]
+const READER_SLOTS: usize = 2;
 
 /// A range of one space, held by one CPU.
 struct Range {
@@ -268,7 +276,7 @@ impl RangeSource for Space {
 ///   drops them once every section running at the time has ended (a grace period, checked
 ///   without waiting, once per 64 frees or per block); `free_ns` waits for one. So a lookup
 ///   never waits behind a CPU's allocations, a carve or another lookup, and an allocation never
-///   waits for a lookup (see the `readers` and `slots` modules).
+///   waits for a lookup (see `util::readers` and the `limbo` and `slots` modules).
 /// * Rare paths take every CPU's lock in ascending order: exact IDs (`set_tid`, restore only),
 ///   and allocation when no range is left to carve (the space is nearly full).
 /// * Spaces are freed ([`PidAllocator::free_ns`]) while other threads may be using them: every
@@ -347,7 +355,7 @@ impl PerCpu {
                 .map(|_| CachePadded::new(Mutex::new(CpuRanges::default())))
                 .collect(),
             spaces,
-            readers: Readers::new(),
+            readers: Readers::new(READER_SLOTS),
             space_hazards: Hazards::new(),
             namespaces: Mutex::new(()),
         }

@@ -24,17 +24,17 @@
 //! does; the object it returns may be one being freed, as in the kernel. Chunks (a KiB each,
 //! one per 32,768 IDs) and the top table stay until the space is freed.
 //!
-//! [`Readers`]: super::readers::Readers
+//! [`Readers`]: crate::util::readers::Readers
 
 use core::ptr;
 
 use super::object::Pid;
 use super::percpu::RANGE;
-use super::readers::Section;
 use super::{NsId, PID_MAX_LIMIT};
 #[cfg(loom)]
 use crate::sync::UnsafeCell;
 use crate::sync::{exclusive_load, AtomicPtr, AtomicUsize, Ordering};
+use crate::util::readers::Section;
 
 /// One ID's object, in two atomic words that lookups read without writing: the object's levels
 /// (an `Arc<[(NsId, u32)]>`'s data, null while the ID has no published object) and their

@@ -8,11 +8,11 @@ use super::entry::Entry;
 use super::lock::{lock, Mutex, MutexGuard};
 use super::node::Node;
 use super::owners::Owners;
-use super::readers::{Readers, Session};
 use super::{exact_id_refusal, next_id, Id, IdTable, Owner, Rejected, TableError, MAX_ID};
 use crate::sync::{exclusive_load, AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use crate::util::hash::mix;
 use crate::util::idset::IdSet;
+use crate::util::readers::{Readers, Section};
 
 /// The head of a chain: its first node, or null (the kernel's `hlist_head`). A chain owns one
 /// reference to each node linked into it.
@@ -158,18 +158,18 @@ pub(crate) fn release_chain<T>(head: &mut Head<T>) {
 /// stores that link nodes, so the fields of every node reached are visible; a node's key
 /// never changes once it is linked.
 ///
-/// The caller is in a reader session of the table (see [`Readers`]): every node it can reach
-/// stays allocated until the session ends, and the pointer returned may be used until then.
+/// The caller is in a read-side section of the table (see [`Readers`]): every node it can reach
+/// stays allocated until the section ends, and the pointer returned may be used until then.
 #[inline]
 pub(crate) fn find_unlocked<T>(
-    _session: &Session<'_>,
+    _section: &Section<'_>,
     head: &Head<T>,
     owner: Owner,
     id: Id,
 ) -> Option<NonNull<Node<T>>> {
     let mut next = head.load(Ordering::Acquire);
     while let Some(node) = NonNull::new(next) {
-        // SAFETY: reached from the chain during the session, so allocated (see `Readers`).
+        // SAFETY: reached from the chain during the section, so allocated (see `Readers`).
         let node_ref = unsafe { node.as_ref() };
         node_ref.reached();
         if node_ref.is(owner, id) {
@@ -185,10 +185,10 @@ pub(crate) trait Chains<T>: Send + Sync {
     /// Locks the chain that holds (or would hold) keys with this hash.
     fn lock(&self, hash: u64) -> ChainGuard<'_, T>;
     /// The node of (owner, id), whose hash is `hash`, found without taking a lock (see
-    /// [`find_unlocked`]); valid while `session` lives.
+    /// [`find_unlocked`]); valid while `section` lives.
     fn find(
         &self,
-        session: &Session<'_>,
+        section: &Section<'_>,
         hash: u64,
         owner: Owner,
         id: Id,
@@ -328,6 +328,17 @@ impl OwnerSlot {
     }
 }
 
+/// Reader slots of a table: two per CPU, at least 4 and at most 64 (`Readers::new` rounds up
+/// to a power of two; two in loom models). A lookup that finds them all taken locks its chain
+/// instead of waiting, so a few suffice.
+fn reader_slots() -> usize {
+    #[cfg(not(loom))]
+    let slots = (2 * std::thread::available_parallelism().map_or(1, |n| n.get())).clamp(4, 64);
+    #[cfg(loom)]
+    let slots = 2;
+    slots
+}
+
 /// The hash designs' [`IdTable`], written once over their [`Chains`].
 ///
 /// No operation holds two of these locks at once: a chain, a stripe of an owner's list. An ID
@@ -339,7 +350,13 @@ impl OwnerSlot {
 pub(crate) struct ChainedTable<C> {
     chains: C,
     owners: Owners<OwnerSlot>,
-    /// Lookups in flight, which a remove waits out before it hands its node on.
+    /// Lookups in flight, which a remove waits out before it hands its node on: a remove
+    /// unlinks its node under the chain's lock, then waits for a grace period
+    /// ([`Readers::synchronize`]), and only then does the chain's reference to the node go to
+    /// the caller, whose last `Entry` may free it. Until then that reference keeps every node
+    /// a lookup's section can reach alive, so the lookup's reference count increment never
+    /// meets a freed node. Lookups never wait: if every slot is taken, a lookup takes the
+    /// chain's lock instead (a lock holder sees no unlinked node).
     readers: Readers,
     max_id: Id,
 }
@@ -349,7 +366,7 @@ impl<C> ChainedTable<C> {
         ChainedTable {
             chains,
             owners: Owners::new(),
-            readers: Readers::for_this_machine(),
+            readers: Readers::new(reader_slots()),
             max_id,
         }
     }
@@ -479,15 +496,15 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
 
     fn get(&self, owner: Owner, id: Id) -> Option<Entry<T>> {
         let hash = mix(owner, id);
-        let Some(session) = self.readers.enter() else {
+        let Some(section) = self.readers.try_enter() else {
             // Every reader slot is taken: search under the chain's lock instead.
             return self.chains.lock(hash).get(owner, id);
         };
-        let node = self.chains.find(&session, hash, owner, id)?;
-        // SAFETY: the session keeps the node allocated, and the chain's reference to it is not
-        // given away before the session ends (see `Readers`), so its count is not zero.
+        let node = self.chains.find(&section, hash, owner, id)?;
+        // SAFETY: the section keeps the node allocated, and the chain's reference to it is not
+        // given away before the section ends (see `Readers`), so its count is not zero.
         let entry = unsafe { Entry::retained(node) };
-        drop(session);
+        drop(section);
         Some(entry)
     }
 
@@ -507,7 +524,7 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
         if removed.is_ok() {
             // Lookups that may still be walking over the node end before the caller may free
             // it (the kernel's `kfree_rcu`, done synchronously).
-            self.readers.wait();
+            self.readers.synchronize();
         }
         removed
     }
@@ -531,7 +548,7 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
             .collect();
         let removed = values.len();
         // As in `remove`: lookups walking over the nodes end first.
-        self.readers.wait();
+        self.readers.synchronize();
         drop(values); // user destructors run with no lock held
         removed
     }

@@ -8,9 +8,9 @@ use super::chain::{
 };
 use super::lock::{lock, Mutex};
 use super::node::Node;
-use super::readers::Session;
 use super::Entry;
 use super::{Id, Owner, Rejected, TableError, MAX_ID};
+use crate::util::readers::Section;
 
 /// Chains in the global design: `DEFINE_HASHTABLE(posix_timers_hashtable, 9)`.
 pub const GLOBAL_BUCKETS: usize = 512;
@@ -37,14 +37,14 @@ impl<T: Send + Sync> Chains<T> for GlobalChains<T> {
     #[inline]
     fn find(
         &self,
-        session: &Session<'_>,
+        section: &Section<'_>,
         hash: u64,
         owner: Owner,
         id: Id,
     ) -> Option<NonNull<Node<T>>> {
         // The chains never move: nothing to validate.
         find_unlocked(
-            session,
+            section,
             &self.heads[hash as usize & (GLOBAL_BUCKETS - 1)],
             owner,
             id,

@@ -84,7 +84,7 @@
 //!   (64-ID groups to 64-bucket blocks, the blocks placed by a full mix), where the kernel's
 //!   `jhash2` scatters them. Owners allocate IDs in sequence, so a large table then costs
 //!   cache misses per block rather than per operation; sparse IDs still scatter.
-//! * **Reader sessions instead of RCU.** Lookups in the hash designs walk the chain without
+//! * **Read-side sections instead of RCU.** Lookups in the hash designs walk the chain without
 //!   its lock, as the kernel's walk under `rcu_read_lock`, and take a reference to the node
 //!   they find. User space has no grace periods, so each table keeps a few reader slots (two per
 //!   CPU, each on its own cache line): a lookup claims one for the walk (one compare-exchange on
@@ -97,7 +97,7 @@
 //!   remove. If every slot is taken, a lookup locks the bucket instead. The growing table
 //!   moves nodes between chains when it splits a bucket, which the kernel's fixed table never
 //!   does: a lookup reads the bucket's split count (a seqcount) before and after its walk and
-//!   walks again if a split ran meanwhile (the proofs are on `Readers` and on
+//!   walks again if a split ran meanwhile (the proofs are on `util::readers` and on
 //!   [`ScaledHash`]). The radix design takes its owner's lock for reading, as before.
 //!
 //!   The guarantee that matters to callers holds for every design: an [`Entry`] holds no lock,
@@ -117,7 +117,6 @@ mod lock;
 mod node;
 mod owners;
 mod radix;
-mod readers;
 mod scaled;
 
 pub use entry::Entry;

@@ -10,10 +10,10 @@ use super::chain::{
     Chains, Head,
 };
 use super::node::Node;
-use super::readers::Session;
 use super::Entry;
 use super::{Id, Owner, Rejected, SizingError, TableError, MAX_ID};
 use crate::util::hash::mix;
+use crate::util::readers::Section;
 use smallvec::SmallVec;
 
 use super::lock::{lock, try_lock, Mutex};
@@ -401,7 +401,7 @@ impl<T: Send + Sync> Chains<T> for ScaledChains<T> {
     #[inline]
     fn find(
         &self,
-        session: &Session<'_>,
+        section: &Section<'_>,
         hash: u64,
         owner: Owner,
         id: Id,
@@ -424,7 +424,7 @@ impl<T: Send + Sync> Chains<T> for ScaledChains<T> {
                     continue; // split since we read the count: our key may have moved
                 }
             }
-            let found = find_unlocked(session, &bucket.head, owner, id);
+            let found = find_unlocked(section, &bucket.head, owner, id);
             // Acquire pairs with the Release fence in `grow`: if the walk saw a link a split
             // stored, the load below sees that split's odd count or later.
             fence(Ordering::Acquire);
@@ -578,7 +578,7 @@ impl<T> Drop for ScaledChains<T> {
 ///
 /// # Lookups without locks
 ///
-/// A lookup walks its chain without the bucket's lock inside a reader session of the table,
+/// A lookup walks its chain without the bucket's lock inside a read-side section of the table,
 /// which keeps every node it can reach allocated (see the table module docs). Inserts link a
 /// node at the head and removes unlink one; either way a walker sees the chain before or
 /// after, and an unlinked node keeps its link, so a walker standing on it goes on along the

@@ -5,9 +5,12 @@
 //!   `table::Radix` design and the `pid` IDR designs store their entries in it);
 //! * [`hash`]: the locality-preserving (owner, id) hash that places buckets, locks and shards,
 //!   and the plain hasher of every integer-keyed map;
+//! * [`readers`]: read-side sections and grace periods on reader slots, the stand-in for RCU
+//!   under which the hash tables' and `PerCpu`'s lookups run without locks;
 //! * [`idset`]: a set of IDs as sorted 16-bit offsets or bitmaps per 65,536-ID group (an
 //!   owner's live IDs in the hash tables).
 
 pub(crate) mod hash;
 pub(crate) mod idset;
 pub(crate) mod radix;
+pub(crate) mod readers;
