@@ -113,29 +113,55 @@ impl Store {
         Ok(store)
     }
 
-    /// Runs `f` in a transaction, retrying on serialisation failures and deadlocks.
+    /// Runs `f` in a transaction of several statements, retrying on serialisation failures
+    /// and deadlocks.
     fn transaction<T>(
         &mut self,
         space: &str,
         mut f: impl FnMut(&mut postgres::Transaction<'_>) -> Result<T, postgres::Error>,
     ) -> Result<T, LeaseError> {
-        let mut attempt = 0;
+        self.retrying(space, |client| {
+            let mut tx = client.transaction()?;
+            let value = f(&mut tx)?;
+            tx.commit()?;
+            Ok(value)
+        })
+    }
+
+    /// Runs `f`, one statement, as its own transaction (autocommit), retrying as
+    /// [`transaction`](Self::transaction) does.
+    ///
+    /// One statement is one round trip, and the server commits it without waiting for the
+    /// client: a node that is paused (`SIGSTOP`, a long GC pause, a VM migration) can never be
+    /// caught between the statement and its `COMMIT` while holding the space's row lock, which
+    /// would block every other node's leases until it resumed.
+    fn statement<T>(
+        &mut self,
+        space: &str,
+        f: impl FnMut(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, LeaseError> {
+        self.retrying(space, f)
+    }
+
+    /// Runs `attempt` until it succeeds, fails for good, or has retried [`RETRIES`] transient
+    /// failures (serialisation failures and deadlocks).
+    fn retrying<T>(
+        &mut self,
+        space: &str,
+        mut attempt: impl FnMut(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, LeaseError> {
+        let mut attempts = 0;
         loop {
-            let outcome = self.client.transaction().and_then(|mut tx| {
-                let value = f(&mut tx)?;
-                tx.commit()?;
-                Ok(value)
-            });
-            match outcome {
+            match attempt(&mut self.client) {
                 Ok(value) => return Ok(value),
-                Err(error) if transient(&error) && attempt < RETRIES => {
-                    attempt += 1;
+                Err(error) if transient(&error) && attempts < RETRIES => {
+                    attempts += 1;
                     // Back off 1 ms to 64 ms, spread by the clock's low bits so that the
                     // transactions that collided do not collide again in step.
                     let spread = std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |t| u64::from(t.subsec_nanos()) % 1000);
-                    let base = 1u64 << attempt.min(6);
+                    let base = 1u64 << attempts.min(6);
                     std::thread::sleep(Duration::from_micros(base * 1000 + spread * base));
                 }
                 Err(error) => return Err(classify(error, space)),
@@ -165,8 +191,8 @@ impl Store {
 
     /// The schema version reached.
     pub fn schema_version(&mut self) -> Result<i32, LeaseError> {
-        self.transaction("", |tx| {
-            Ok(tx
+        self.statement("", |client| {
+            Ok(client
                 .query_one("SELECT max(version) FROM idspace_schema", &[])?
                 .get(0))
         })
@@ -191,8 +217,8 @@ impl Store {
             )));
         }
         let (min_db, max_db) = (to_db(min, "min")?, to_db(max, "max")?);
-        self.transaction(name, |tx| {
-            tx.execute(
+        self.statement(name, |client| {
+            client.execute(
                 "INSERT INTO idspace_space (name, min_id, max_id, cyclic, leased_through) \
                  VALUES ($1, $2, $3, $4, $5)",
                 &[&name, &min_db, &max_db, &cyclic, &(min_db - 1)],
@@ -203,8 +229,8 @@ impl Store {
 
     /// The space called `name`.
     pub fn space(&mut self, name: &str) -> Result<SpaceInfo, LeaseError> {
-        let row = self.transaction(name, |tx| {
-            tx.query_opt(
+        let row = self.statement(name, |client| {
+            client.query_opt(
                 "SELECT min_id, max_id, cyclic, leased_through FROM idspace_space \
                  WHERE name = $1",
                 &[&name],
@@ -233,8 +259,8 @@ impl Store {
     ) -> Result<Grant, LeaseError> {
         let step = to_db(step.max(1), "step")?;
         let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
-        let row = self.transaction(space, |tx| {
-            tx.query_one(
+        let row = self.statement(space, |client| {
+            client.query_one(
                 "SELECT * FROM idspace_lease($1, $2, $3, $4, $5)",
                 &[&space, &node, &step, &ttl_ms, &retire],
             )
@@ -253,8 +279,8 @@ impl Store {
         let ids: Vec<i64> = leases.iter().map(|&(id, _)| id).collect();
         let epochs: Vec<i64> = leases.iter().map(|&(_, epoch)| epoch).collect();
         let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
-        let rows = self.transaction("", |tx| {
-            tx.query(
+        let rows = self.statement("", |client| {
+            client.query(
                 "UPDATE idspace_lease l \
                  SET expires_at = now() + $3::bigint * interval '1 millisecond' \
                  FROM unnest($1::bigint[], $2::bigint[]) AS h(id, epoch) \
@@ -267,8 +293,8 @@ impl Store {
 
     /// Returns a cyclic lease whose every ID was freed; `false` if it was not ours any more.
     pub fn give_back(&mut self, lease: i64, epoch: i64) -> Result<bool, LeaseError> {
-        self.transaction("", |tx| {
-            Ok(tx
+        self.statement("", |client| {
+            Ok(client
                 .query_one("SELECT idspace_return($1, $2)", &[&lease, &epoch])?
                 .get(0))
         })
