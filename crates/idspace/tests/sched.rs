@@ -13,7 +13,7 @@ use std::time::Duration;
 use idspace::sched::{
     BuildError, Builder, Exit, Hooks, JoinError, Placement, Policy, Runtime, TaskId,
 };
-use sched_util::{join_within, yield_now, Bell};
+use sched_util::{join_within, spawn_ping_pong, yield_now, Bell};
 
 fn runtimes(workers: usize) -> impl Iterator<Item = Runtime> {
     Policy::ALL
@@ -92,23 +92,7 @@ fn ping_pong_completes_and_uses_each_policys_path() {
             .placement(Placement::Remote)
             .build()
             .unwrap();
-        let (ping, pong) = (Bell::new(), Bell::new());
-        let rounds = 2_000;
-        let a = {
-            let (ping, pong) = (ping.clone(), pong.clone());
-            runtime.spawn(async move {
-                for round in 1..=rounds {
-                    pong.ring();
-                    ping.until(round).await;
-                }
-            })
-        };
-        let b = runtime.spawn(async move {
-            for round in 1..=rounds {
-                pong.until(round).await;
-                ping.ring();
-            }
-        });
+        let (a, b) = spawn_ping_pong(&runtime, 2_000);
         a.join().unwrap();
         b.join().unwrap();
         let stats = runtime.stats();
@@ -468,23 +452,7 @@ fn sync_wakeups_use_the_next_slot_only_under_kernel_placement() {
             .build()
             .unwrap();
         assert_eq!(runtime.handle().placement(), placement);
-        let (ping, pong) = (Bell::new(), Bell::new());
-        let rounds = 1_000;
-        let a = {
-            let (ping, pong) = (ping.clone(), pong.clone());
-            runtime.spawn(async move {
-                for round in 1..=rounds {
-                    pong.ring();
-                    ping.until(round).await;
-                }
-            })
-        };
-        let b = runtime.spawn(async move {
-            for round in 1..=rounds {
-                pong.until(round).await;
-                ping.ring();
-            }
-        });
+        let (a, b) = spawn_ping_pong(&runtime, 1_000);
         a.join().unwrap();
         b.join().unwrap();
         let stats = runtime.stats();

@@ -16,7 +16,7 @@ use std::thread;
 use std::time::Duration;
 
 use idspace::sched::{Builder, Placement, Policy};
-use sched_util::{join_within, Bell};
+use sched_util::{join_within, spawn_ping_pong, Bell};
 
 /// Wraps a future and records any overlap of two polls, and every completion.
 struct Watched<F> {
@@ -50,6 +50,48 @@ impl<F: Future> Future for Watched<F> {
     }
 }
 
+/// What one test's watched tasks record: polls that overlapped, each task's completions, and
+/// every task's first waker (for noise threads to wake spuriously).
+struct Watch {
+    overlaps: Arc<AtomicUsize>,
+    completions: Vec<Arc<AtomicU32>>,
+    wakers: Arc<Mutex<Vec<Waker>>>,
+}
+
+impl Watch {
+    fn new(tasks: usize) -> Watch {
+        Watch {
+            overlaps: Arc::default(),
+            completions: (0..tasks).map(|_| Arc::default()).collect(),
+            wakers: Arc::default(),
+        }
+    }
+
+    /// Wraps the future of task `index`.
+    fn watch<F>(&self, index: usize, future: F) -> Watched<F> {
+        Watched {
+            future: Box::pin(future),
+            in_poll: Arc::default(),
+            overlaps: self.overlaps.clone(),
+            completions: self.completions[index].clone(),
+            wakers: self.wakers.clone(),
+            registered: false,
+        }
+    }
+
+    /// Asserts that no task was polled twice at once and that each completed exactly once.
+    fn assert_each_ran_once(&self, what: &str) {
+        assert_eq!(
+            self.overlaps.load(Ordering::SeqCst),
+            0,
+            "{what}: a task was polled twice at once"
+        );
+        for (index, count) in self.completions.iter().enumerate() {
+            assert_eq!(count.load(Ordering::SeqCst), 1, "{what}: task {index}");
+        }
+    }
+}
+
 fn rings(
     policy: Policy,
     placement: Placement,
@@ -66,9 +108,7 @@ fn rings(
         .build()
         .unwrap();
     let bells: Vec<Arc<Bell>> = (0..tasks).map(|_| Bell::new()).collect();
-    let completions: Vec<Arc<AtomicU32>> = (0..tasks).map(|_| Arc::default()).collect();
-    let overlaps = Arc::new(AtomicUsize::new(0));
-    let wakers: Arc<Mutex<Vec<Waker>>> = Arc::default();
+    let watch = Watch::new(tasks);
     let handles: Vec<_> = (0..tasks)
         .map(|index| {
             let base = index - index % ring;
@@ -87,21 +127,14 @@ fn rings(
                 }
                 index
             };
-            runtime.spawn(Watched {
-                future: Box::pin(body),
-                in_poll: Arc::default(),
-                overlaps: overlaps.clone(),
-                completions: completions[index].clone(),
-                wakers: wakers.clone(),
-                registered: false,
-            })
+            runtime.spawn(watch.watch(index, body))
         })
         .collect();
     // Spurious wakeups from outside threads while the rings run.
     let stop = Arc::new(AtomicBool::new(false));
     let noise: Vec<_> = (0..2)
         .map(|seed| {
-            let (wakers, stop) = (wakers.clone(), stop.clone());
+            let (wakers, stop) = (watch.wakers.clone(), stop.clone());
             thread::spawn(move || {
                 let mut i = seed;
                 while !stop.load(Ordering::Relaxed) {
@@ -127,14 +160,7 @@ fn rings(
     for thread in noise {
         thread.join().unwrap();
     }
-    assert_eq!(
-        overlaps.load(Ordering::SeqCst),
-        0,
-        "{policy}: a task was polled twice at once"
-    );
-    for (index, count) in completions.iter().enumerate() {
-        assert_eq!(count.load(Ordering::SeqCst), 1, "{policy}: task {index}");
-    }
+    watch.assert_each_ran_once(&what);
     let stats = runtime.stats();
     assert_eq!(stats.spawned, tasks as u64);
     if policy == Policy::Locked {
@@ -179,27 +205,7 @@ fn pairs_ping_ponging_between_workers_never_lose_a_wakeup() {
             .poll(Duration::ZERO)
             .build()
             .unwrap();
-        let handles: Vec<_> = (0..4)
-            .map(|_| {
-                let (a, b) = (Bell::new(), Bell::new());
-                let first = {
-                    let (a, b) = (a.clone(), b.clone());
-                    runtime.spawn(async move {
-                        for round in 1..=5_000 {
-                            b.ring();
-                            a.until(round).await;
-                        }
-                    })
-                };
-                let second = runtime.spawn(async move {
-                    for round in 1..=5_000 {
-                        b.until(round).await;
-                        a.ring();
-                    }
-                });
-                (first, second)
-            })
-            .collect();
+        let handles: Vec<_> = (0..4).map(|_| spawn_ping_pong(&runtime, 5_000)).collect();
         for (first, second) in handles {
             join_within(first, Duration::from_secs(120), policy.name()).unwrap();
             join_within(second, Duration::from_secs(120), policy.name()).unwrap();
@@ -288,34 +294,25 @@ fn fan_outs_with_stealing_run_every_task_exactly_once() {
         let runtime = Builder::new().workers(workers).build().unwrap();
         let bells: Vec<Arc<Bell>> = (0..SLEEPERS).map(|_| Bell::new()).collect();
         let done = Bell::new();
-        let overlaps = Arc::new(AtomicUsize::new(0));
-        let completions: Vec<Arc<AtomicU32>> = (0..SLEEPERS).map(|_| Arc::default()).collect();
+        let watch = Watch::new(SLEEPERS);
         let polls = Arc::new(AtomicUsize::new(0));
-        let wakers: Arc<Mutex<Vec<Waker>>> = Arc::default();
         let sleepers: Vec<_> = bells
             .iter()
             .enumerate()
             .map(|(index, bell)| {
                 let (bell, done, polls) = (bell.clone(), done.clone(), polls.clone());
-                runtime.spawn(Watched {
-                    future: Box::pin(async move {
-                        for round in 1..=ROUNDS {
-                            bell.until(round).await;
-                            polls.fetch_add(1, Ordering::SeqCst);
-                            // A little work, so that queues stay long enough to steal from.
-                            for _ in 0..200 {
-                                std::hint::spin_loop();
-                            }
-                            done.ring();
+                runtime.spawn(watch.watch(index, async move {
+                    for round in 1..=ROUNDS {
+                        bell.until(round).await;
+                        polls.fetch_add(1, Ordering::SeqCst);
+                        // A little work, so that queues stay long enough to steal from.
+                        for _ in 0..200 {
+                            std::hint::spin_loop();
                         }
-                        index
-                    }),
-                    in_poll: Arc::default(),
-                    overlaps: overlaps.clone(),
-                    completions: completions[index].clone(),
-                    wakers: wakers.clone(),
-                    registered: false,
-                })
+                        done.ring();
+                    }
+                    index
+                }))
             })
             .collect();
         let fan = {
@@ -335,14 +332,7 @@ fn fan_outs_with_stealing_run_every_task_exactly_once() {
             let result = join_within(handle, Duration::from_secs(120), &what);
             assert_eq!(result.unwrap(), index, "{what}");
         }
-        assert_eq!(
-            overlaps.load(Ordering::SeqCst),
-            0,
-            "{what}: polled twice at once"
-        );
-        for (index, count) in completions.iter().enumerate() {
-            assert_eq!(count.load(Ordering::SeqCst), 1, "{what}: task {index}");
-        }
+        watch.assert_each_ran_once(&what);
         assert_eq!(
             polls.load(Ordering::SeqCst),
             SLEEPERS * ROUNDS as usize,

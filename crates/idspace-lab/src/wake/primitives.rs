@@ -5,65 +5,13 @@
 
 use std::collections::{BinaryHeap, VecDeque};
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::{Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// A counter one task waits on and others ring.
-#[derive(Default)]
-pub struct Bell {
-    rung: AtomicU64,
-    waiter: Mutex<Option<Waker>>,
-}
-
-impl Bell {
-    pub fn new() -> Arc<Bell> {
-        Arc::new(Bell::default())
-    }
-
-    /// Rings once and wakes the waiter if it is waiting.
-    pub fn ring(&self) {
-        // SeqCst: pairs with the waiter's register-then-recheck (`Until::poll`).
-        self.rung.fetch_add(1, Ordering::SeqCst);
-        let waiter = self.waiter.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(waker) = waiter {
-            waker.wake();
-        }
-    }
-
-    /// Resolves once the bell has rung `times` times in all.
-    pub fn until(self: &Arc<Self>, times: u64) -> Until {
-        Until {
-            bell: Arc::clone(self),
-            times,
-        }
-    }
-}
-
-pub struct Until {
-    bell: Arc<Bell>,
-    times: u64,
-}
-
-impl Future for Until {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.bell.rung.load(Ordering::SeqCst) >= self.times {
-            return Poll::Ready(());
-        }
-        *self.bell.waiter.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
-        // A ring between the first check and the registration found no waker: check again.
-        if self.bell.rung.load(Ordering::SeqCst) >= self.times {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
-}
+/// A counter one task waits on and others ring: the library's, which runs on any executor.
+pub use idspace::sched::Bell;
 
 /// The size of one hackbench message.
 pub const MESSAGE: usize = 100;

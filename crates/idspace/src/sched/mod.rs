@@ -122,6 +122,7 @@
 //!
 
 mod balance;
+mod bell;
 mod hooks;
 mod idle;
 mod join;
@@ -138,6 +139,7 @@ pub mod protocol {
     #![doc = include_str!("PROTOCOL.md")]
 }
 
+pub use bell::{Bell, Until};
 pub use hooks::{Exit, Hooks, NoHooks, TaskId};
 pub use join::{JoinError, JoinHandle};
 pub use placement::Placement;

@@ -3,67 +3,11 @@
 #![allow(dead_code)]
 
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 
-/// A counter one task waits on and others bump: the smallest "wake me when" primitive.
-#[derive(Default)]
-pub struct Bell {
-    rung: AtomicU64,
-    waiter: Mutex<Option<Waker>>,
-}
-
-impl Bell {
-    pub fn new() -> Arc<Bell> {
-        Arc::new(Bell::default())
-    }
-
-    /// Rings once and wakes the waiter, if any.
-    pub fn ring(&self) {
-        self.rung.fetch_add(1, Ordering::SeqCst);
-        let waker = self.waiter.lock().unwrap().take();
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-    }
-
-    pub fn rung(&self) -> u64 {
-        self.rung.load(Ordering::SeqCst)
-    }
-
-    /// Resolves once the bell has rung at least `times` times.
-    pub fn until(self: &Arc<Self>, times: u64) -> Until {
-        Until {
-            bell: Arc::clone(self),
-            times,
-        }
-    }
-}
-
-pub struct Until {
-    bell: Arc<Bell>,
-    times: u64,
-}
-
-impl Future for Until {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.bell.rung() >= self.times {
-            return Poll::Ready(());
-        }
-        *self.bell.waiter.lock().unwrap() = Some(cx.waker().clone());
-        // Recheck after registering: a ring between the check and the registration found no
-        // waker to wake.
-        if self.bell.rung() >= self.times {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
-}
+/// The bell the scheduler tests wait on: the library's, so that the tests exercise the one the
+/// lab measures.
+pub use idspace::sched::Bell;
 
 /// Yields once: wakes itself and returns Pending the first time.
 pub fn yield_now() -> impl Future<Output = ()> {
@@ -96,4 +40,32 @@ pub fn join_within<T>(
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     handle.join()
+}
+
+/// Spawns a pair of tasks that wake each other `rounds` times: the first rings, then waits for
+/// the answer; the second waits, then answers. Every round is two wakeups, one each way.
+pub fn spawn_ping_pong<H: idspace::sched::Hooks>(
+    runtime: &idspace::sched::Runtime<H>,
+    rounds: u64,
+) -> (
+    idspace::sched::JoinHandle<()>,
+    idspace::sched::JoinHandle<()>,
+) {
+    let (ping, pong) = (Bell::new(), Bell::new());
+    let first = {
+        let (ping, pong) = (ping.clone(), pong.clone());
+        runtime.spawn(async move {
+            for round in 1..=rounds {
+                pong.ring();
+                ping.until(round).await;
+            }
+        })
+    };
+    let second = runtime.spawn(async move {
+        for round in 1..=rounds {
+            pong.until(round).await;
+            ping.ring();
+        }
+    });
+    (first, second)
 }
