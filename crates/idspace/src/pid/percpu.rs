@@ -489,7 +489,7 @@ impl PerCpu {
             space.slots.publish(id, pid.clone());
         }
         if id == 1 {
-            // Release pairs with the Acquire load in `alloc_slow`'s set_tid check.
+            // Release pairs with the Acquire load in `take_chosen`.
             space.init_seen.store(1, Ordering::Release);
         }
     }
@@ -499,6 +499,9 @@ impl PerCpu {
         self.cpus.iter().map(|cpu| lock(cpu)).collect()
     }
 
+    /// The slow path of an allocation, under every CPU's lock: one ID per level of `chain`
+    /// (the one `set_tid` asks for, else the next free), published together, or all released
+    /// if a level fails or the target namespace died meanwhile.
     fn alloc_slow(
         &self,
         chain: &[(NsId, &Space)],
@@ -513,56 +516,9 @@ impl PerCpu {
         let mut taken = Taken::new();
         let mut holders: Vec<usize> = Vec::with_capacity(chain.len());
         for (level, &(ns, space)) in chain.iter().enumerate() {
-            let limit = space.pid_max();
             let outcome = match set_tid.get(level) {
-                Some(&tid) => {
-                    // Acquire pairs with the Release store in `publish`.
-                    let init = space.init_seen.load(Ordering::Acquire) != 0;
-                    if tid < 1 || tid >= limit || (tid != 1 && !init) {
-                        Err(PidError::Invalid)
-                    } else {
-                        let index = tid / RANGE;
-                        let holder = match space.holder(index) {
-                            Some(holder) => Some(holder),
-                            None => {
-                                // Not held: hold it for this CPU, outside any bump order.
-                                write(&space.directory).holders.insert(index, cpu);
-                                states[cpu].ranges.insert((ns, index), Range::new(index));
-                                Some(cpu)
-                            }
-                        };
-                        let holder = holder.expect("just ensured");
-                        let range = states[holder]
-                            .ranges
-                            .get_mut(&(ns, index))
-                            .expect("the directory and the CPUs agree");
-                        if range.is_taken(tid) {
-                            Err(PidError::Exists)
-                        } else {
-                            range.set(tid);
-                            Ok((tid, holder))
-                        }
-                    }
-                }
-                None => match self.bump(states[cpu], cpu, ns, space) {
-                    Some(id) => Ok((id, cpu)),
-                    None => {
-                        // Nearly full: any free ID of any held range.
-                        let mut found = None;
-                        for (holder, state) in states.iter_mut().enumerate() {
-                            let ids = state
-                                .ranges
-                                .iter_mut()
-                                .filter(|((space_ns, _), _)| *space_ns == ns)
-                                .find_map(|(_, range)| range.any_free(limit));
-                            if let Some(id) = ids {
-                                found = Some((id, holder));
-                                break;
-                            }
-                        }
-                        found.ok_or(PidError::Full)
-                    }
-                },
+                Some(&tid) => Self::take_chosen(&mut states, cpu, ns, space, tid),
+                None => self.take_next(&mut states, cpu, ns, space),
             };
             match outcome {
                 Ok((id, holder)) => {
@@ -570,18 +526,14 @@ impl PerCpu {
                     holders.push(holder);
                 }
                 Err(error) => {
-                    for (level, (&(ns, id), &holder)) in taken.iter().zip(&holders).enumerate() {
-                        self.release_one(states[holder], ns, id, chain[level].1);
-                    }
+                    self.release_taken(&mut states, chain, &taken, &holders);
                     return Err(error);
                 }
             }
         }
         // Acquire pairs with the Release store in `free`.
         if chain[0].1.dead.load(Ordering::Acquire) != 0 {
-            for (level, (&(ns, id), &holder)) in taken.iter().zip(&holders).enumerate() {
-                self.release_one(states[holder], ns, id, chain[level].1);
-            }
+            self.release_taken(&mut states, chain, &taken, &holders);
             return Err(PidError::NamespaceDead);
         }
         let pid = Pid::new(&taken);
@@ -589,6 +541,138 @@ impl PerCpu {
             Self::publish_one(states[holder], ns, id, chain[level].1, &pid);
         }
         Ok(pid)
+    }
+
+    /// Takes `tid`, the ID `set_tid` asks for in `ns`, holding its range for `cpu` if no CPU
+    /// holds it: the ID and the CPU whose state holds its range.
+    fn take_chosen(
+        states: &mut [&mut CpuRanges],
+        cpu: usize,
+        ns: NsId,
+        space: &Space,
+        tid: u32,
+    ) -> Result<(u32, usize), PidError> {
+        let limit = space.pid_max();
+        // Acquire pairs with the Release store in `publish_one`.
+        let init = space.init_seen.load(Ordering::Acquire) != 0;
+        if tid < 1 || tid >= limit || (tid != 1 && !init) {
+            return Err(PidError::Invalid);
+        }
+        let index = tid / RANGE;
+        let holder = match space.holder(index) {
+            Some(holder) => holder,
+            None => {
+                // Not held: hold it for this CPU, outside any bump order.
+                write(&space.directory).holders.insert(index, cpu);
+                states[cpu].ranges.insert((ns, index), Range::new(index));
+                cpu
+            }
+        };
+        let range = states[holder]
+            .ranges
+            .get_mut(&(ns, index))
+            .expect("the directory and the CPUs agree");
+        if range.is_taken(tid) {
+            return Err(PidError::Exists);
+        }
+        range.set(tid);
+        Ok((tid, holder))
+    }
+
+    /// Takes the next free ID of `ns`: `cpu`'s next (`bump`), else, the space being nearly
+    /// full, any free ID of any CPU's ranges. The ID and the CPU whose state holds its range.
+    fn take_next(
+        &self,
+        states: &mut [&mut CpuRanges],
+        cpu: usize,
+        ns: NsId,
+        space: &Space,
+    ) -> Result<(u32, usize), PidError> {
+        let limit = space.pid_max();
+        if let Some(id) = self.bump(states[cpu], cpu, ns, space) {
+            return Ok((id, cpu));
+        }
+        // Nearly full: any free ID of any held range.
+        for (holder, state) in states.iter_mut().enumerate() {
+            let ids = state
+                .ranges
+                .iter_mut()
+                .filter(|((space_ns, _), _)| *space_ns == ns)
+                .find_map(|(_, range)| range.any_free(limit));
+            if let Some(id) = ids {
+                return Ok((id, holder));
+            }
+        }
+        Err(PidError::Full)
+    }
+
+    /// Releases the IDs a failed allocation took, one per level of `chain`, each in the state
+    /// of its holder.
+    fn release_taken(
+        &self,
+        states: &mut [&mut CpuRanges],
+        chain: &[(NsId, &Space)],
+        taken: &Taken,
+        holders: &[usize],
+    ) {
+        for (level, (&(ns, id), &holder)) in taken.iter().zip(holders).enumerate() {
+            self.release_one(states[holder], ns, id, chain[level].1);
+        }
+    }
+
+    /// Whether any CPU's ranges, all locked in `states`, hold a live ID of `ns`.
+    fn holds_ids(states: &[MutexGuard<'_, CpuRanges>], ns: NsId) -> bool {
+        states.iter().any(|state| {
+            state
+                .ranges
+                .iter()
+                .any(|(&(range_ns, _), range)| range_ns == ns && range.live != 0)
+        })
+    }
+
+    /// Drops every CPU's ranges of `ns`, which holds no live ID, and empties every CPU's limbo,
+    /// all locked in `states`. Returns the unlinked blocks and the retired objects, to be freed
+    /// after a grace period, so that memory returns now rather than at some later allocation.
+    fn drop_ranges(
+        states: &mut [MutexGuard<'_, CpuRanges>],
+        ns: NsId,
+        space: &Space,
+    ) -> (Vec<RetiredBlock>, Vec<Pid>) {
+        let mut retired: Vec<RetiredBlock> = Vec::new();
+        let mut objects: Vec<Pid> = Vec::new();
+        for state in states.iter_mut() {
+            let held: Vec<u32> = state
+                .ranges
+                .keys()
+                .filter(|&&(range_ns, _)| range_ns == ns)
+                .map(|&(_, index)| index)
+                .collect();
+            for index in held {
+                state.ranges.remove(&(ns, index));
+                // Its slots are all empty (no live ID); lookups may still read the block.
+                retired.extend(space.slots.retire(index));
+            }
+            retired.append(&mut state.limbo.take_all());
+            objects.append(&mut state.objects.take_all());
+            state.current.remove(&ns);
+            // The maps' capacity then depends on what is left only, so memory returns.
+            state.ranges.shrink_to_fit();
+            state.current.shrink_to_fit();
+        }
+        (retired, objects)
+    }
+
+    /// Counts `space`, being freed, out of its parent's children; `_structure` is the
+    /// `namespaces` lock.
+    fn leave_parent(&self, space: &Space, _structure: &MutexGuard<'_, ()>) {
+        if let Some(parent) = space.parent {
+            // Alive: it has a child (this one) until now, and we hold the `namespaces` lock.
+            // SAFETY: see above.
+            if let Some(up) = unsafe { self.spaces.get(parent as usize) } {
+                // Relaxed: under the `namespaces` lock.
+                up.children.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Locks the CPU holding range `index` of `ns`, once the directory and the CPU agree.
@@ -638,7 +722,7 @@ impl PidAllocator for PerCpu {
         if ns == ROOT {
             return Err(PidError::UnknownNs);
         }
-        let _structure = lock(&self.namespaces);
+        let structure = lock(&self.namespaces);
         let pointer = match self.spaces.entry(ns as usize) {
             // Relaxed: unlinking happens only here, under the lock we hold.
             Some(entry) => entry.load(Ordering::Relaxed),
@@ -657,40 +741,12 @@ impl PidAllocator for PerCpu {
         let mut guards = self.lock_all();
         // Every CPU's lock: no allocation or free is between taking an ID and publishing or
         // releasing it, so the ranges' counts are every ID the space holds.
-        let holds_ids = guards.iter().any(|state| {
-            state
-                .ranges
-                .iter()
-                .any(|(&(range_ns, _), range)| range_ns == ns && range.live != 0)
-        });
-        if holds_ids {
+        if Self::holds_ids(&guards, ns) {
             return Err(PidError::NamespaceBusy);
         }
         // Relaxed: under every CPU's lock; allocations read it under theirs (`is_freed`).
         space.freed.store(1, Ordering::Relaxed);
-        // Unlinked blocks, this space's and every CPU's limbo: freed after the grace period
-        // below, so that memory returns now rather than at some later allocation.
-        let mut retired: Vec<RetiredBlock> = Vec::new();
-        let mut objects: Vec<Pid> = Vec::new();
-        for state in guards.iter_mut() {
-            let held: Vec<u32> = state
-                .ranges
-                .keys()
-                .filter(|&&(range_ns, _)| range_ns == ns)
-                .map(|&(_, index)| index)
-                .collect();
-            for index in held {
-                state.ranges.remove(&(ns, index));
-                // Its slots are all empty (no live ID); lookups may still read the block.
-                retired.extend(space.slots.retire(index));
-            }
-            retired.append(&mut state.limbo.take_all());
-            objects.append(&mut state.objects.take_all());
-            state.current.remove(&ns);
-            // The maps' capacity then depends on what is left only, so memory returns.
-            state.ranges.shrink_to_fit();
-            state.current.shrink_to_fit();
-        }
+        let (retired, objects) = Self::drop_ranges(&mut guards, ns, space);
         let unlinked = self.spaces.unlink(ns as usize);
         debug_assert_eq!(unlinked, pointer);
         drop(guards);
@@ -701,14 +757,7 @@ impl PidAllocator for PerCpu {
         self.readers.synchronize();
         drop(retired);
         drop(objects);
-        if let Some(parent) = space.parent {
-            // Alive: it has a child (this one) until now, and we hold the `namespaces` lock.
-            // SAFETY: see above.
-            if let Some(up) = unsafe { self.spaces.get(parent as usize) } {
-                // Relaxed: under the `namespaces` lock.
-                up.children.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
+        self.leave_parent(space, &structure);
         // Unlinked, no hazard holds it and no lookup section that began before the unlink is
         // left: nobody reads it any more. It came from
         // `Box::into_raw` in `SpaceList::push`.
