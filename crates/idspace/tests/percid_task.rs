@@ -31,7 +31,7 @@ struct Token {
 /// What every task of one process shares: structures bound to the process, and a counter bound
 /// to another process (its adds take the shared fallback).
 #[derive(Clone)]
-struct Shared {
+struct ProcessStructures {
     counter: Arc<PerCidCounter>,
     slots: Arc<PerCid<AtomicU64>>,
     pool: Arc<PerCidPool<Token>>,
@@ -42,7 +42,7 @@ struct Shared {
 
 /// One task's work: `ADDS` adds to each counter and slot, and as many pool round trips, with
 /// yields between, so that tasks switch, migrate and hand CIDs over.
-async fn work(shared: Shared) {
+async fn work(shared: ProcessStructures) {
     for i in 0..ADDS {
         shared.counter.add(1);
         shared.foreign.add(1);
@@ -103,7 +103,7 @@ fn task_cid_structures_keep_exact_totals_across_processes_on_real_workers() {
                         assert_eq!(slots.source(), IndexSource::TaskCid);
                         let pool = PerCidPool::with_source(IndexSource::TaskCid, 2).unwrap();
                         assert_eq!(pool.source(), IndexSource::TaskCid);
-                        let shared = Shared {
+                        let shared = ProcessStructures {
                             counter: Arc::new(counter),
                             slots: Arc::new(slots),
                             pool: Arc::new(pool),
