@@ -604,7 +604,11 @@ fn round(
     store: &mut Option<Store>,
     work: Work,
 ) -> bool {
-    let mut error = None;
+    let Work {
+        fetch,
+        renew,
+        returns,
+    } = work;
     let connected = match store {
         Some(store) => Ok(store),
         None => {
@@ -612,107 +616,148 @@ fn round(
             Store::connect_with(config).map(|connected| store.insert(connected))
         }
     };
-    let mut fetched = None;
-    let mut renewed = None;
-    let mut unreturned = Vec::new();
-    match connected {
-        Err(e) => error = Some(e),
-        Ok(client) => {
-            for lease in work.returns {
-                if error.is_some() {
-                    unreturned.push(lease);
-                    continue;
-                }
-                // Returned first: a fetch in this round may need the range.
-                shared.round_trips.fetch_add(1, Ordering::Relaxed);
-                if let Err(e) = client.give_back(lease.id, lease.epoch) {
-                    error = Some(e);
-                    unreturned.push(lease);
-                }
-            }
-            let reachable = |error: &Option<LeaseError>| {
-                !matches!(error, Some(LeaseError::StoreUnreachable(_)))
-            };
-            if let Some((step, retire)) = work.fetch.filter(|_| reachable(&error)) {
-                shared.round_trips.fetch_add(1, Ordering::Relaxed);
-                let sent = Instant::now();
-                match client.lease(
-                    &shared.config.space,
-                    &shared.config.node,
-                    step,
-                    shared.config.ttl,
-                    retire,
-                ) {
-                    Ok(grant) => fetched = Some((grant, sent, retire)),
-                    Err(e) => error = Some(e),
-                }
-            }
-            if !work.renew.is_empty() && reachable(&error) {
-                shared.round_trips.fetch_add(1, Ordering::Relaxed);
-                let sent = Instant::now();
-                let ids: Vec<(i64, i64)> = work.renew.iter().map(|l| (l.id, l.epoch)).collect();
-                match client.renew(&ids, shared.config.ttl) {
-                    Ok(rows) => renewed = Some((rows, sent)),
-                    Err(e) => error = Some(e),
-                }
-            }
-        }
-    }
+    let replies = match connected {
+        Err(e) => Replies {
+            error: Some(e),
+            ..Replies::default()
+        },
+        Ok(client) => exchange(shared, client, returns, fetch, &renew),
+    };
     let mut state = lock(&shared.state);
-    let granted = fetched.is_some();
-    if let Some((grant, sent, retire)) = fetched {
-        // Adapt the step to how long the previous lease lasted.
-        let life = state.last_grant.elapsed();
-        let target = shared.config.target_life;
-        if life < target / 2 {
-            state.step = state.step.saturating_mul(2).min(shared.config.max_step);
-        } else if target.checked_mul(2).is_some_and(|twice| life > twice) {
-            state.step = (state.step / 2).max(shared.config.min_step);
-        }
-        state.last_grant = Instant::now();
-        if state.retire == retire {
-            state.retire = None;
-        }
-        let lease = shared.install(&mut state, grant, sent);
-        state.next = Some(lease);
-        state.want_next = false;
+    let granted = replies.fetched.is_some();
+    if let Some((grant, sent, retire)) = replies.fetched {
+        install_next(shared, &mut state, grant, sent, retire);
     }
-    if work.fetch.is_some() {
+    if fetch.is_some() {
         state.fetches += 1;
     }
-    if let Some((rows, sent)) = renewed {
-        let deadline = shared.deadline(sent);
-        for lease in &work.renew {
-            if rows.contains(&lease.id) {
-                // Release pairs with the Acquire load in `vouch`.
-                lease.deadline.fetch_max(deadline, Ordering::Release);
-            } else if !lease.fenced.swap(true, Ordering::Release) {
-                // Taken over after it expired: never served again.
-                shared.fenced.fetch_add(1, Ordering::Relaxed);
-                if state
-                    .held
-                    .get(&lease.first)
-                    .is_some_and(|held| Arc::ptr_eq(held, lease))
-                {
-                    state.held.remove(&lease.first);
-                }
-            }
-        }
+    if let Some((rows, sent)) = replies.renewed {
+        apply_renewal(shared, &mut state, &renew, &rows, sent);
     }
-    if !work.renew.is_empty() {
+    if !renew.is_empty() {
         state.renew_now = false;
         state.renewals += 1;
     }
-    state.to_return.extend(unreturned);
-    let failed = error.is_some();
-    if let Some(error) = error {
+    state.to_return.extend(replies.unreturned);
+    let failed = replies.error.is_some();
+    if let Some(error) = replies.error {
         if matches!(error, LeaseError::StoreUnreachable(_)) {
             *store = None;
         }
         state.last_error = Some(error);
-    } else if granted || !work.renew.is_empty() {
+    } else if granted || !renew.is_empty() {
         state.last_error = None;
     }
     shared.done.notify_all();
     failed
+}
+
+/// What the store answered in one round, applied to the node's state under its lock.
+#[derive(Default)]
+struct Replies {
+    /// The lease fetched, when its request was sent, and the used-up lease it retired.
+    fetched: Option<(Grant, Instant, Option<i64>)>,
+    /// The IDs of the leases the store renewed, and when the renewal was sent.
+    renewed: Option<(Vec<i64>, Instant)>,
+    /// Leases whose return failed, to return in a later round.
+    unreturned: Vec<Arc<Lease>>,
+    /// The round's last failure.
+    error: Option<LeaseError>,
+}
+
+/// Sends one round's statements: the returns first (a fetch in this round may need their
+/// range), then the fetch and the renewal, each skipped once the store is unreachable.
+fn exchange(
+    shared: &Shared,
+    client: &mut Store,
+    returns: Vec<Arc<Lease>>,
+    fetch: Option<(u64, Option<i64>)>,
+    renew: &[Arc<Lease>],
+) -> Replies {
+    let mut replies = Replies::default();
+    for lease in returns {
+        if replies.error.is_some() {
+            replies.unreturned.push(lease);
+            continue;
+        }
+        shared.round_trips.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = client.give_back(lease.id, lease.epoch) {
+            replies.error = Some(e);
+            replies.unreturned.push(lease);
+        }
+    }
+    let reachable =
+        |error: &Option<LeaseError>| !matches!(error, Some(LeaseError::StoreUnreachable(_)));
+    if let Some((step, retire)) = fetch.filter(|_| reachable(&replies.error)) {
+        shared.round_trips.fetch_add(1, Ordering::Relaxed);
+        let sent = Instant::now();
+        let config = &shared.config;
+        match client.lease(&config.space, &config.node, step, config.ttl, retire) {
+            Ok(grant) => replies.fetched = Some((grant, sent, retire)),
+            Err(e) => replies.error = Some(e),
+        }
+    }
+    if !renew.is_empty() && reachable(&replies.error) {
+        shared.round_trips.fetch_add(1, Ordering::Relaxed);
+        let sent = Instant::now();
+        let ids: Vec<(i64, i64)> = renew.iter().map(|l| (l.id, l.epoch)).collect();
+        match client.renew(&ids, shared.config.ttl) {
+            Ok(rows) => replies.renewed = Some((rows, sent)),
+            Err(e) => replies.error = Some(e),
+        }
+    }
+    replies
+}
+
+/// Installs a fetched lease as the next one, after adapting the step to how long the
+/// previous lease lasted; `retire` is the used-up lease the request retired.
+fn install_next(
+    shared: &Shared,
+    state: &mut State,
+    grant: Grant,
+    sent: Instant,
+    retire: Option<i64>,
+) {
+    let life = state.last_grant.elapsed();
+    let target = shared.config.target_life;
+    if life < target / 2 {
+        state.step = state.step.saturating_mul(2).min(shared.config.max_step);
+    } else if target.checked_mul(2).is_some_and(|twice| life > twice) {
+        state.step = (state.step / 2).max(shared.config.min_step);
+    }
+    state.last_grant = Instant::now();
+    if state.retire == retire {
+        state.retire = None;
+    }
+    let lease = shared.install(state, grant, sent);
+    state.next = Some(lease);
+    state.want_next = false;
+}
+
+/// Applies a renewal sent at `sent` for `renew`: the leases in `rows` get a later deadline;
+/// the others were taken over after they expired and are fenced for good.
+fn apply_renewal(
+    shared: &Shared,
+    state: &mut State,
+    renew: &[Arc<Lease>],
+    rows: &[i64],
+    sent: Instant,
+) {
+    let deadline = shared.deadline(sent);
+    for lease in renew {
+        if rows.contains(&lease.id) {
+            // Release pairs with the Acquire load in `vouch`.
+            lease.deadline.fetch_max(deadline, Ordering::Release);
+        } else if !lease.fenced.swap(true, Ordering::Release) {
+            // Taken over after it expired: never served again.
+            shared.fenced.fetch_add(1, Ordering::Relaxed);
+            if state
+                .held
+                .get(&lease.first)
+                .is_some_and(|held| Arc::ptr_eq(held, lease))
+            {
+                state.held.remove(&lease.first);
+            }
+        }
+    }
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{duplicates, gaps, node_process, server, space, Line};
+use common::{assert_unique, duplicates, node_process, server, space, Line};
 use idspace_lease::{LeaseError, Node};
 
 /// The node process of the other tests (run with `LEASE_CHILD_URL` set); without it, nothing
@@ -97,11 +97,7 @@ fn two_node_processes_race_for_leases() {
     assert_eq!(end_a.as_deref(), Some("ok"));
     assert_eq!(end_b.as_deref(), Some("ok"));
     assert_eq!(ids.len(), 120_000);
-    assert_eq!(duplicates(&ids), 0, "duplicates");
-    eprintln!(
-        "race: 120000 IDs, 0 duplicates, {} gaps",
-        gaps(&server, "race", ids.len())
-    );
+    assert_unique(&server, "race", &ids, "");
 }
 
 #[test]
@@ -120,12 +116,7 @@ fn a_node_killed_mid_lease_leaves_gaps_never_duplicates() {
     // A node started after the kill goes on from where the space is, not the victim's lease.
     let node = Node::builder(&server.url(), "kill").start().expect("node");
     ids.extend((0..10_000).map(|i| node.next_id_on(i).expect("id")));
-    assert_eq!(duplicates(&ids), 0, "duplicates");
-    eprintln!(
-        "kill: {} IDs, 0 duplicates, {} gaps",
-        ids.len(),
-        gaps(&server, "kill", ids.len())
-    );
+    assert_unique(&server, "kill", &ids, "");
 }
 
 #[test]
@@ -147,12 +138,7 @@ fn a_node_paused_past_its_lease_expiry_resumes_without_duplicates() {
     paused.signal(libc::SIGCONT);
     let end = paused.take(&mut ids, usize::MAX, Duration::from_secs(60));
     assert_eq!(end.as_deref(), Some("ok"));
-    assert_eq!(duplicates(&ids), 0, "duplicates");
-    eprintln!(
-        "pause: {} IDs, 0 duplicates, {} gaps",
-        ids.len(),
-        gaps(&server, "pause", ids.len())
-    );
+    assert_unique(&server, "pause", &ids, "");
 }
 
 #[test]
@@ -245,11 +231,7 @@ fn postgres_stopped_and_restarted_mid_run() {
     };
     ids.push(resumed);
     ids.extend((0..1000).map(|_| small.next_id_on(0).expect("id")));
-    assert_eq!(duplicates(&ids), 0, "duplicates");
-    eprintln!(
-        "outage: {} IDs ({} from leases held while down), 0 duplicates, {} gaps",
-        ids.len(),
-        during.len() + small_during,
-        gaps(&server, "outage", ids.len())
-    );
+    let held_while_down = during.len() + small_during;
+    let note = format!(" ({held_while_down} from leases held while down)");
+    assert_unique(&server, "outage", &ids, &note);
 }

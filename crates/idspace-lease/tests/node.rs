@@ -6,7 +6,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use common::{duplicates, gaps, server, space};
+use common::{duplicates, gaps, gather, server, space};
 use idspace_lease::{LeaseError, Node, Store};
 
 #[test]
@@ -17,20 +17,8 @@ fn threads_of_one_node_never_get_the_same_id() {
         .step(500, 50_000)
         .start()
         .expect("node");
-    let ids: Vec<u64> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..4)
-            .map(|_| {
-                scope.spawn(|| {
-                    (0..50_000)
-                        .map(|_| node.next_id().expect("id"))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().expect("no panic"))
-            .collect()
+    let ids: Vec<u64> = gather(4, |_| {
+        (0..50_000).map(|_| node.next_id().expect("id")).collect()
     });
     assert_eq!(ids.len(), 200_000);
     assert_eq!(duplicates(&ids), 0);
@@ -200,32 +188,22 @@ fn serialization_failures_are_retried() {
         .client()
         .batch_execute("ALTER DATABASE postgres SET default_transaction_isolation = 'serializable'")
         .expect("altered");
-    let grants: Vec<(u64, u64)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..6)
-            .map(|worker| {
-                let url = server.url();
-                scope.spawn(move || {
-                    let mut store = Store::connect(&url).expect("connects");
-                    (0..30)
-                        .map(|_| {
-                            let grant = store
-                                .lease(
-                                    "serial",
-                                    &format!("w{worker}"),
-                                    10,
-                                    Duration::from_secs(5),
-                                    None,
-                                )
-                                .expect("retried until granted");
-                            (grant.first, grant.last)
-                        })
-                        .collect::<Vec<_>>()
-                })
+    let url = server.url();
+    let grants: Vec<(u64, u64)> = gather(6, |worker| {
+        let mut store = Store::connect(&url).expect("connects");
+        (0..30)
+            .map(|_| {
+                let grant = store
+                    .lease(
+                        "serial",
+                        &format!("w{worker}"),
+                        10,
+                        Duration::from_secs(5),
+                        None,
+                    )
+                    .expect("retried until granted");
+                (grant.first, grant.last)
             })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().expect("no panic"))
             .collect()
     });
     let mut ids: Vec<u64> = grants

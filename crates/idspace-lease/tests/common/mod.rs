@@ -1,4 +1,5 @@
-//! What the lease tests share: a throwaway server, node processes, duplicate and gap counts.
+//! What the lease tests share: a throwaway server, node processes, worker threads, duplicate
+//! and gap counts.
 
 #![allow(dead_code)]
 
@@ -28,6 +29,32 @@ pub fn space(server: &Throwaway, name: &str, min: u64, max: u64, cyclic: bool) {
 pub fn duplicates(ids: &[u64]) -> usize {
     let mut seen = HashSet::with_capacity(ids.len());
     ids.iter().filter(|id| !seen.insert(**id)).count()
+}
+
+/// Runs `work(worker)` on `workers` scoped threads and gathers what they return, in worker
+/// order.
+pub fn gather<T: Send>(workers: usize, work: impl Fn(usize) -> Vec<T> + Sync) -> Vec<T> {
+    std::thread::scope(|scope| {
+        let work = &work;
+        let threads: Vec<_> = (0..workers)
+            .map(|worker| scope.spawn(move || work(worker)))
+            .collect();
+        threads
+            .into_iter()
+            .flat_map(|thread| thread.join().expect("no panic"))
+            .collect()
+    })
+}
+
+/// Asserts that no ID of `ids`, issued from space `name`, was issued twice, and reports how
+/// many there are (with `note` after the count) and how many the space leased and never issued.
+pub fn assert_unique(server: &Throwaway, name: &str, ids: &[u64], note: &str) {
+    assert_eq!(duplicates(ids), 0, "{name}: duplicates");
+    eprintln!(
+        "{name}: {} IDs{note}, 0 duplicates, {} gaps",
+        ids.len(),
+        gaps(server, name, ids.len())
+    );
 }
 
 /// IDs leased from `name` and never issued: the gaps.
