@@ -1,4 +1,5 @@
-//! Small runtime-agnostic async primitives for the scheduler tests.
+//! What the scheduler tests share: the library's bell, a yield, a join with a deadline and a
+//! ping-pong pair of tasks.
 
 #![allow(dead_code)]
 
