@@ -617,8 +617,10 @@ fn round(
         }
     };
     let replies = match connected {
+        // Nothing was sent: the returns wait for the next round, like a failed one.
         Err(e) => Replies {
             error: Some(e),
+            unreturned: returns,
             ..Replies::default()
         },
         Ok(client) => exchange(shared, client, returns, fetch, &renew),
