@@ -216,6 +216,35 @@ pub trait IdTable<T>: Send + Sync {
     }
 
     /// The owner's entries with their values, in ascending ID order (a checkpoint's walk).
+    ///
+    /// A checkpoint of one owner and its restore into another table, with the same IDs and
+    /// the same cursor:
+    ///
+    /// ```
+    /// use idspace::table::{IdTable, ScaledHash, TableError};
+    ///
+    /// let live = ScaledHash::new();
+    /// for name in ["a", "b", "c"] {
+    ///     live.create(1, name).unwrap();
+    /// }
+    /// live.remove(1, 1)?;
+    /// let image: Vec<(u32, &str)> = live.entries(1).into_iter().map(|(id, e)| (id, *e)).collect();
+    /// let cursor = live.cursor(1);
+    /// assert_eq!((image.as_slice(), cursor), (&[(0, "a"), (2, "c")][..], 3));
+    ///
+    /// let restored = ScaledHash::new();
+    /// restored.set_restore(1, true);
+    /// for (id, value) in image {
+    ///     restored.create_at(1, id, value).unwrap();
+    /// }
+    /// restored.set_restore(1, false);
+    /// restored.set_cursor(1, cursor)?;
+    /// assert_eq!(restored.ids(1), [0, 2]);
+    /// // ID 1, closed before the checkpoint, is not handed out again at once.
+    /// assert_eq!(restored.create(1, "d"), Ok(3));
+    /// assert_eq!(restored.owners(), [1]);
+    /// # Ok::<(), TableError>(())
+    /// ```
     fn entries(&self, owner: Owner) -> Vec<(Id, Entry<T>)>;
 
     /// The owner's cursor: where the next [`create`](Self::create) starts looking (0 for an
