@@ -20,6 +20,19 @@ use crossbeam_utils::CachePadded;
 
 /// IDs per range: a range's bitmap and object slots fit a few cache lines (the seed suggests
 /// "250 entries or so").
+///
+/// Each CPU slot allocates from a range of its own, so two CPUs' IDs do not share one:
+///
+/// ```
+/// use idspace::pid::{PerCpu, PidAllocator, PidError, RANGE, ROOT};
+///
+/// let pids = PerCpu::new(2);
+/// let on = |cpu| pids.alloc(ROOT, &[], cpu).map(|pid| pid.ids()[0]);
+/// let (a, b, c) = (on(0)?, on(1)?, on(0)?);
+/// assert_ne!(a / RANGE, b / RANGE);
+/// assert_eq!(a / RANGE, c / RANGE);
+/// # Ok::<(), PidError>(())
+/// ```
 #[cfg(not(loom))]
 pub const RANGE: u32 = 256;
 /// IDs per range (small under loom, so that models cross range boundaries).

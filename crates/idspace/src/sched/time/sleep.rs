@@ -271,9 +271,10 @@ impl<H: Hooks> Handle<H> {
     ///         }
     ///     }
     ///     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    ///     let mut cx = Context::from_waker(&waker);
     ///     let mut future = std::pin::pin!(future);
     ///     loop {
-    ///         if let Poll::Ready(output) = future.as_mut().poll(&mut Context::from_waker(&waker)) {
+    ///         if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
     ///             return output;
     ///         }
     ///         std::thread::park();
