@@ -100,6 +100,35 @@ impl Mode {
 }
 
 /// A snapshot of a space.
+///
+/// In the rewrite, tasks own the CIDs while they are few; once they outnumber the budget, the
+/// CPUs own them, and the last exits hand them back to the tasks:
+///
+/// ```
+/// use idspace::cid::{CidAllocator, CidError, CidState, Mode, Rework};
+///
+/// let space = Rework::new(4)?;
+/// let mut tasks = Vec::new();
+/// for _ in 0..3 {
+///     tasks.push(space.fork(space.all_cpus())?);
+/// }
+/// assert_eq!(space.state().mode, Mode::Task);
+/// for _ in 0..2 {
+///     tasks.push(space.fork(space.all_cpus())?);
+/// }
+/// let state: CidState = space.state();
+/// assert_eq!((state.mode, state.users, state.max_cids), (Mode::Cpu, 5, 4));
+/// assert_eq!(state.mode.as_str(), "cpu");
+///
+/// let cid = space.switch(2, Some(&tasks[3]))?.expect("a running task has a CID");
+/// assert!(cid < 4);
+/// assert_eq!(space.state().running, [(tasks[3].id(), cid)]);
+/// for task in tasks.drain(1..) {
+///     space.exit(&task)?;
+/// }
+/// assert_eq!(space.state().mode, Mode::Task);
+/// # Ok::<(), CidError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CidState {
     /// Ownership mode.

@@ -17,6 +17,22 @@
 //! Otherwise the answer is `None`, never garbage. The readers never write to the area: every
 //! field they read belongs to the kernel. (Finding the area, and the kernel's and glibc's
 //! contract it rests on, is the crate's private platform layer.)
+//!
+//! ```
+//! use idspace::cid::rseq;
+//!
+//! match rseq::current_mm_cid() {
+//!     Some(cid) => {
+//!         // Rule 2 of the ABI: below the CPU count.
+//!         let cpus = rseq::possible_cpus().expect("a kernel with rseq has /sys");
+//!         assert!((cid as usize) < cpus);
+//!         assert!(rseq::available());
+//!         assert!(rseq::feature_size() >= 28, "the kernel fills mm_cid");
+//!         assert!(rseq::current_cpu().is_some());
+//!     }
+//!     None => assert!(!rseq::available()),
+//! }
+//! ```
 
 use crate::sys::rseq::Area;
 
