@@ -19,8 +19,8 @@
 //! it. A space has 1 to [`MAX_CPUS`] CPUs, and a [`Task`] belongs to the space that forked it:
 //! another space refuses it ([`CidError::ForeignTask`]).
 //!
-//! * [`Rework`], the recommended design: Thomas Gleixner's rewrite (seed
-//!   `000_f02e6dcde5f53c5d.txt`); its docs explain the ownership modes and the fixup walks.
+//! * [`Rework`], the recommended design: Thomas Gleixner's rewrite ("sched: Rewrite MM CID
+//!   management", Linux 6.19); its docs explain the ownership modes and the fixup walks.
 //!   Tasks own CIDs while there are few of them; CPUs own them, and tasks borrow, when tasks
 //!   outnumber the CID budget. Mode changes happen in fork and exit, which walk the tasks or the
 //!   CPUs to hand CIDs over; context switches stay a few loads and stores.
@@ -29,7 +29,8 @@
 //! * [`LazyCids`]: the design before the rewrite (Linux 6.4 to 6.18): CPUs cache CIDs across
 //!   switches; other CPUs take them back without locks (a lazy-put mark and a Dekker check of
 //!   the CPU's current task); a periodic scan returns the CIDs no task uses, run at a tick on
-//!   the switch path or by a worker thread ([`ScanPlacement`], seed `003_68d6ea7a8c8aa882.txt`).
+//!   the switch path or by a worker thread ([`ScanPlacement`]; Gabriele Monaco's "sched: Move
+//!   task_mm_cid_work to mm delayed work").
 //!
 //! [`rseq`] reads the kernel's own mm_cid for the calling thread.
 

@@ -11,7 +11,8 @@
 //! `set_tid`, innermost first). The first process of a new space gets 1, its init; once init's
 //! number is freed the space accepts no new process. Every level is allocated under one global
 //! spinlock, `pidmap_lock`: before Linux 7.0 taken once per level and once more to publish the
-//! object (seed `004_45dc81b80e1ef1d7.txt`), since 7.0 once for all.
+//! object, since 7.0 once for all (Mateusz Guzik's "further damage-control lack of clone
+//! scalability").
 //!
 //! # The designs here
 //!
@@ -24,7 +25,7 @@
 //! | [`IdrRelock`] | radix tree per space, the global lock per level + once to publish | global lock, shared |
 //! | [`IdrOnce`] | the same trees, one hold of the global lock | global lock, shared |
 //! | [`BitmapHash`] | flat bitmaps under one lock (FreeBSD) | striped-lock hash |
-//! | [`PerCpu`] | per-CPU ranges of 256 IDs under per-CPU locks (the seed's sketch) | lock-free, under grace periods (RCU-like) |
+//! | [`PerCpu`] | per-CPU ranges of 256 IDs under per-CPU locks (the series' sketch) | lock-free, under grace periods (RCU-like) |
 //!
 //! # Semantics (all designs)
 //!
@@ -56,7 +57,7 @@
 //!   compare-and-swap on a reader slot (user space cannot make a reader non-preemptible), and
 //!   grace periods are checked by scanning those slots, without waiting, on the writers' paths.
 //! * [`PerCpu`] numbers are unique, in range and reused only late (see its docs for the
-//!   guarantee), but not sequential, as the seed accepts; it ignores the 300 floor.
+//!   guarantee), but not sequential, as the sketch accepts; it ignores the 300 floor.
 
 mod bitmap_hash;
 mod error;

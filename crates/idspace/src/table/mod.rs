@@ -6,7 +6,8 @@
 //! one system-wide hash table keyed by (process, id). Until Linux 6.15 that table had 512 buckets
 //! behind one global spinlock: with 100,000 timers a bucket held ~200 of them, and every
 //! `timer_create` and every lookup walked a chain under the one lock. Thomas Gleixner's rework
-//! (seed `001_3ead66377a867b6e.txt`) kept the hash but sized it from the CPU count at boot
+//! ("posix-timers: Rework the global hash table and provide a sane mechanism for CRIU", Linux
+//! 6.15) kept the hash but sized it from the CPU count at boot
 //! (`512 × CPUs`, rounded up to a power of two), gave every bucket its own lock, and hashed
 //! (process, id) with `jhash2`. A per-process xarray was measured too and rejected for its memory
 //! on sparse IDs (2048 timers 512 IDs apart: more than 1 MB).
@@ -21,7 +22,7 @@
 //! All three implement [`IdTable`] and pass one test suite; [`ScaledHash::new`] is the
 //! recommended table:
 //!
-//! | design | storage | locks | seed column |
+//! | design | storage | locks | in the rework's measurements |
 //! |---|---|---|---|
 //! | [`GlobalHash`] | 512 chains | one global mutex; lookups take none | "mainline" (before 6.15) |
 //! | [`ScaledHash`] | `512 × CPUs` 16-byte buckets, growing | one mutex per bucket; lookups take none | "newhash" (6.15) |

@@ -1,5 +1,5 @@
-//! [`Radix`]: a radix tree per owner, the per-process xarray the seed measured and rejected for
-//! its memory on sparse IDs.
+//! [`Radix`]: a radix tree per owner, the per-process xarray the posix-timers rework measured and
+//! rejected for its memory on sparse IDs.
 
 use super::lock::{read, write, RwLock};
 use super::node::Node;

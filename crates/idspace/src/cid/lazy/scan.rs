@@ -43,9 +43,9 @@ pub enum ScanPlacement {
         /// Time between scans (the kernel's `MM_CID_SCAN_DELAY`, 100 ms).
         period: Duration,
     },
-    /// Seed 003 (Gabriele Monaco's series): a worker thread of the space runs the scan every
-    /// period (the `delayed_work`), and returns at once when no CID is taken. Switches never
-    /// run it.
+    /// Gabriele Monaco's "sched: Move task_mm_cid_work to mm delayed work": a worker thread of
+    /// the space runs the scan every period (the `delayed_work`), and returns at once when no
+    /// CID is taken. Switches never run it.
     #[cfg(not(loom))]
     Worker {
         /// Time between scans.
@@ -87,7 +87,8 @@ impl ScanPlacement {
     }
 }
 
-/// What the scans of a space cost: seed 003's probe (duration avg/max/sum, invocations).
+/// What the scans of a space cost: the delayed-work series' probe (duration avg/max/sum,
+/// invocations).
 ///
 /// ```
 /// use idspace::cid::{CidAllocator, CidError, LazyCids, ScanPlacement, ScanStats};
@@ -105,7 +106,7 @@ impl ScanPlacement {
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ScanStats {
-    /// Scans that ran (a worker's scan that found no CID taken counts, as in the seed).
+    /// Scans that ran (a worker's scan that found no CID taken counts, as in the series).
     pub invocations: u64,
     /// Their summed duration.
     pub total: Duration,
@@ -238,7 +239,7 @@ impl Shared {
         self.scan.record(started.elapsed());
     }
 
-    /// The worker's scan: none at all when no CID is taken (seed 003, patch 2).
+    /// The worker's scan: none at all when no CID is taken (the delayed-work series, patch 2).
     #[cfg(not(loom))]
     pub(super) fn worker_scan(&self) {
         if self.cids.count() == 0 {
@@ -252,7 +253,7 @@ impl Shared {
 #[cfg(not(loom))]
 pub(super) use worker::Worker;
 
-/// The seed's `delayed_work`: a thread of the space's own.
+/// The series' `delayed_work`: a thread of the space's own.
 #[cfg(not(loom))]
 mod worker {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -287,7 +288,7 @@ mod worker {
                             continue;
                         }
                         shared.worker_scan();
-                        // Re-armed at each invocation (seed 003's v2).
+                        // Re-armed at each invocation (v2 of the delayed-work series).
                         next = Instant::now() + period;
                     }
                 })?;
