@@ -43,6 +43,21 @@ pub fn available() -> bool {
 
 /// The calling thread's concurrency ID as the kernel maintains it, or `None` where the kernel,
 /// glibc or this thread's registration does not provide one.
+///
+/// Concurrency IDs are compact: however many threads a process has, the ones that run at the
+/// same time share the few IDs below the CPU count.
+///
+/// ```
+/// use idspace::cid::rseq;
+///
+/// let cids: Vec<Option<u32>> = std::thread::scope(|scope| {
+///     let threads: Vec<_> = (0..16).map(|_| scope.spawn(rseq::current_mm_cid)).collect();
+///     threads.into_iter().map(|thread| thread.join().unwrap()).collect()
+/// });
+/// if let Some(cpus) = rseq::possible_cpus() {
+///     assert!(cids.iter().flatten().all(|&cid| (cid as usize) < cpus));
+/// }
+/// ```
 #[inline]
 pub fn current_mm_cid() -> Option<u32> {
     Area::current().map(Area::mm_cid)
@@ -61,6 +76,14 @@ pub fn feature_size() -> u64 {
 }
 
 /// The number of possible CPUs (`/sys/devices/system/cpu/possible`), the bound of rule 2.
+///
+/// ```
+/// if let Some(possible) = idspace::cid::rseq::possible_cpus() {
+///     // The CPUs this process may use are among the possible ones.
+///     let usable = std::thread::available_parallelism().map_or(1, |n| n.get());
+///     assert!((1..=possible).contains(&usable));
+/// }
+/// ```
 pub fn possible_cpus() -> Option<usize> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/possible").ok()?;
     let mut count = 0;

@@ -216,6 +216,17 @@ impl IndexSource {
 }
 
 /// Who registered the calling thread's rseq area: see [`rseq_registration`].
+///
+/// glibc registers an area for every thread or for none, and this crate makes up for it thread
+/// by thread, so every thread of a process answers the same:
+///
+/// ```
+/// use idspace::percid::rseq_registration;
+///
+/// let here = rseq_registration();
+/// let there = std::thread::spawn(rseq_registration).join().unwrap();
+/// assert_eq!(here, there);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Registration {
