@@ -41,9 +41,9 @@
 //! process is a CID space whose CPUs are the runtime's workers and an owner in the timer
 //! table, and a checkpoint ([`Processes::checkpoint`](process::Processes::checkpoint)) is
 //! restored with the same PIDs and timer IDs. Run under the [`sched`] runtime with
-//! [`ProcessHooks`](process::ProcessHooks), each task is a thread: it is forked when spawned,
-//! takes a CID from its process's space at every switch-in and gives it back at switch-out,
-//! and exits when it ends; [`percid`] structures built on
+//! [`ProcessHooks`](process::ProcessHooks), tasks are threads: spawning one forks a process or
+//! adds a thread to one, the task takes a CID from its process's space at every switch-in and
+//! gives it back at switch-out, and its end is the thread's exit; [`percid`] structures built on
 //! [`IndexSource::TaskCid`](percid::IndexSource::TaskCid) index their slots by that CID.
 //!
 //! The runtime keeps its own clock ([`sched::time`]): a timer wheel per worker, as the kernel
@@ -52,6 +52,29 @@
 //! [`timeout`](sched::time::timeout) on a future or tick on an
 //! [`interval`](sched::time::interval); a [`Fire`](sched::time::Fire) callback armed with
 //! [`Handle::arm`](sched::Handle::arm) is what the processes' POSIX timers expire through.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use idspace::pid::ROOT;
+//! use idspace::process::{self, ProcessHooks};
+//! use idspace::sched::{time, Builder};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // Two workers whose tasks are threads of processes, with the default designs.
+//! let hooks: ProcessHooks = ProcessHooks::for_workers(2)?;
+//! let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
+//! let init = runtime.spawn_process(ROOT, async {
+//!     time::sleep(Duration::from_millis(1)).await;
+//!     let me = process::current().expect("a task of a process");
+//!     (me.pid, me.tid, me.cid.is_some_and(|cid| cid < 2))
+//! })?;
+//! // The first process of the root namespace is its init; it runs with a CID below the
+//! // worker count, and sleeps on the runtime's clock.
+//! assert_eq!(init.join()?, (1, 1, true));
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! # Which design do I want
 //!
