@@ -19,6 +19,45 @@ use crossbeam_utils::CachePadded;
 /// the part that was never handed out.
 ///
 /// [`give_back`]: RangeSource::give_back
+///
+/// A source that carves ranges of 100 from a counter, up to a limit, and counts the IDs it got
+/// back unused:
+///
+/// ```
+/// use std::ops::Range;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use idspace::range::{RangeSource, SubRanges};
+///
+/// struct Counter {
+///     next: AtomicU64,
+///     limit: u64,
+///     unused: AtomicU64,
+/// }
+///
+/// impl RangeSource for Counter {
+///     type Grant = ();
+///     type Error = &'static str;
+///     fn carve(&self, _cpu: usize) -> Result<(Range<u64>, ()), &'static str> {
+///         let start = self.next.fetch_add(100, Ordering::Relaxed);
+///         if start >= self.limit {
+///             return Err("exhausted");
+///         }
+///         Ok((start..(start + 100).min(self.limit), ()))
+///     }
+///     fn give_back(&self, _cpu: usize, _grant: (), unused: Range<u64>) {
+///         self.unused.fetch_add(unused.end - unused.start, Ordering::Relaxed);
+///     }
+/// }
+///
+/// let counter = Counter { next: AtomicU64::new(0), limit: 250, unused: AtomicU64::new(0) };
+/// let ids = SubRanges::new(counter, 2);
+/// assert_eq!((ids.next(0), ids.next(0)), (Ok(0), Ok(1)));
+/// assert_eq!(ids.next(1), Ok(100)); // CPU 1 carved a range of its own
+/// ids.give_back_all();
+/// assert_eq!(ids.source().unused.load(Ordering::Relaxed), 98 + 99);
+/// assert_eq!(ids.next(0), Ok(200));
+/// assert_eq!(ids.next(1), Err("exhausted"));
+/// ```
 pub trait RangeSource {
     /// What backs one range.
     type Grant;
@@ -57,6 +96,52 @@ type Slot<G> = CachePadded<Mutex<Option<Held<G>>>>;
 /// used up (or its grant is no longer vouched for).
 ///
 /// IDs come out of one range in ascending order; IDs of different CPUs interleave.
+///
+/// A source that stops vouching for a range (a lease that expired, say) makes the CPU give it
+/// back with its unused tail and carve another:
+///
+/// ```
+/// use std::ops::Range;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use idspace::range::{RangeSource, SubRanges};
+///
+/// /// Ranges of 10, each granted with its start; ranges below `fence` are no longer vouched for.
+/// struct Leases {
+///     next: AtomicU64,
+///     fence: AtomicU64,
+///     returned: std::sync::Mutex<Vec<Range<u64>>>,
+/// }
+///
+/// impl RangeSource for Leases {
+///     type Grant = u64;
+///     type Error = std::convert::Infallible;
+///     fn carve(&self, _cpu: usize) -> Result<(Range<u64>, u64), Self::Error> {
+///         let start = self.next.fetch_add(10, Ordering::Relaxed);
+///         Ok((start..start + 10, start))
+///     }
+///     fn give_back(&self, _cpu: usize, _grant: u64, unused: Range<u64>) {
+///         self.returned.lock().unwrap().push(unused);
+///     }
+///     fn vouch(&self, grant: &u64) -> Result<bool, Self::Error> {
+///         Ok(*grant >= self.fence.load(Ordering::Relaxed))
+///     }
+/// }
+///
+/// let leases = Leases {
+///     next: AtomicU64::new(0),
+///     fence: AtomicU64::new(0),
+///     returned: Default::default(),
+/// };
+/// let ids = SubRanges::new(leases, 1);
+/// assert_eq!(ids.cpus(), 1);
+/// assert_eq!((ids.next(0), ids.next(0), ids.next(0)), (Ok(0), Ok(1), Ok(2)));
+/// // The range 0..10 expires: its tail goes back, the next ID comes from a fresh range.
+/// ids.source().fence.store(10, Ordering::Relaxed);
+/// assert_eq!(ids.next(0), Ok(10));
+/// assert_eq!(*ids.source().returned.lock().unwrap(), [3..10]);
+/// // A CPU beyond the slots wraps around.
+/// assert_eq!(ids.next(1), Ok(11));
+/// ```
 pub struct SubRanges<S: RangeSource> {
     source: S,
     cpus: Box<[Slot<S::Grant>]>,

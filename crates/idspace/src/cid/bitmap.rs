@@ -15,6 +15,27 @@ struct Members {
 
 /// The 6.3 design: a bitmap under a per-space lock, touched at every switch. A baseline for
 /// [`Rework`](super::Rework).
+///
+/// A switch-in takes the lowest free CID, a switch-out gives it back: a CID follows the CPU's
+/// current task, not the task.
+///
+/// ```
+/// use idspace::cid::{BitmapCids, CidAllocator, CidError, Mode};
+///
+/// let space = BitmapCids::new(2)?;
+/// let (a, b) = (space.fork(0b11)?, space.fork(0b11)?);
+/// assert_eq!(space.switch(0, Some(&a))?, Some(0));
+/// assert_eq!(space.switch(1, Some(&b))?, Some(1));
+/// assert_eq!(space.switch(0, Some(&b)), Err(CidError::RunningElsewhere));
+/// space.switch(0, None)?; // `a` switches out: CID 0 goes back at once
+/// assert_eq!(space.cids_in_use(), 1);
+/// // On CPU 1, `b` switches out and `a` in: the lowest free CID again.
+/// assert_eq!(space.switch(1, Some(&a))?, Some(0));
+/// let state = space.state();
+/// assert_eq!((state.mode, state.users, state.max_cids), (Mode::None, 2, 2));
+/// assert_eq!(state.running, [(a.id(), 0)]);
+/// # Ok::<(), CidError>(())
+/// ```
 pub struct BitmapCids {
     space: SpaceId,
     cpus: usize,

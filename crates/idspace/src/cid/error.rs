@@ -5,6 +5,22 @@ use core::fmt;
 use super::MAX_CPUS;
 
 /// Why a CID operation was refused. The state is unchanged when one is returned.
+///
+/// ```
+/// use idspace::cid::{CidAllocator, CidError, LazyCids, Rework, MAX_CPUS};
+///
+/// let space = Rework::new(2)?;
+/// let pinned = space.fork(0b01)?; // CPU 0 only
+/// assert_eq!(space.switch(1, Some(&pinned)), Err(CidError::NotAllowed));
+/// assert_eq!(space.fork(0b100).err(), Some(CidError::BadCpu)); // no CPU 2 here
+/// space.exit(&pinned)?;
+/// assert_eq!(space.exit(&pinned), Err(CidError::UnknownTask));
+/// assert_eq!(space.switch(0, Some(&pinned)), Err(CidError::UnknownTask));
+/// let cpus = MAX_CPUS + 1;
+/// assert_eq!(LazyCids::new(cpus).err(), Some(CidError::BadCpuCount { cpus }));
+/// assert_eq!(CidError::NotAllowed.as_str(), "not_allowed");
+/// # Ok::<(), CidError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CidError {

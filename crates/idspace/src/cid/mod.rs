@@ -19,8 +19,8 @@
 //! it. A space has 1 to [`MAX_CPUS`] CPUs, and a [`Task`] belongs to the space that forked it:
 //! another space refuses it ([`CidError::ForeignTask`]).
 //!
-//! * [`Rework`], the recommended design: Thomas Gleixner's rewrite (seed
-//!   `000_f02e6dcde5f53c5d.txt`); its docs explain the ownership modes and the fixup walks.
+//! * [`Rework`], the recommended design: Thomas Gleixner's rewrite ("sched: Rewrite MM CID
+//!   management", Linux 6.19); its docs explain the ownership modes and the fixup walks.
 //!   Tasks own CIDs while there are few of them; CPUs own them, and tasks borrow, when tasks
 //!   outnumber the CID budget. Mode changes happen in fork and exit, which walk the tasks or the
 //!   CPUs to hand CIDs over; context switches stay a few loads and stores.
@@ -29,7 +29,8 @@
 //! * [`LazyCids`]: the design before the rewrite (Linux 6.4 to 6.18): CPUs cache CIDs across
 //!   switches; other CPUs take them back without locks (a lazy-put mark and a Dekker check of
 //!   the CPU's current task); a periodic scan returns the CIDs no task uses, run at a tick on
-//!   the switch path or by a worker thread ([`ScanPlacement`], seed `003_68d6ea7a8c8aa882.txt`).
+//!   the switch path or by a worker thread ([`ScanPlacement`]; Gabriele Monaco's "sched: Move
+//!   task_mm_cid_work to mm delayed work").
 //!
 //! [`rseq`] reads the kernel's own mm_cid for the calling thread.
 
@@ -100,6 +101,35 @@ impl Mode {
 }
 
 /// A snapshot of a space.
+///
+/// In the rewrite, tasks own the CIDs while they are few; once they outnumber the budget, the
+/// CPUs own them, and the last exits hand them back to the tasks:
+///
+/// ```
+/// use idspace::cid::{CidAllocator, CidError, CidState, Mode, Rework};
+///
+/// let space = Rework::new(4)?;
+/// let mut tasks = Vec::new();
+/// for _ in 0..3 {
+///     tasks.push(space.fork(space.all_cpus())?);
+/// }
+/// assert_eq!(space.state().mode, Mode::Task);
+/// for _ in 0..2 {
+///     tasks.push(space.fork(space.all_cpus())?);
+/// }
+/// let state: CidState = space.state();
+/// assert_eq!((state.mode, state.users, state.max_cids), (Mode::Cpu, 5, 4));
+/// assert_eq!(state.mode.as_str(), "cpu");
+///
+/// let cid = space.switch(2, Some(&tasks[3]))?.expect("a running task has a CID");
+/// assert!(cid < 4);
+/// assert_eq!(space.state().running, [(tasks[3].id(), cid)]);
+/// for task in tasks.drain(1..) {
+///     space.exit(&task)?;
+/// }
+/// assert_eq!(space.state().mode, Mode::Task);
+/// # Ok::<(), CidError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CidState {
     /// Ownership mode.

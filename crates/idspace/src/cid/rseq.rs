@@ -17,6 +17,22 @@
 //! Otherwise the answer is `None`, never garbage. The readers never write to the area: every
 //! field they read belongs to the kernel. (Finding the area, and the kernel's and glibc's
 //! contract it rests on, is the crate's private platform layer.)
+//!
+//! ```
+//! use idspace::cid::rseq;
+//!
+//! match rseq::current_mm_cid() {
+//!     Some(cid) => {
+//!         // Rule 2 of the ABI: below the CPU count.
+//!         let cpus = rseq::possible_cpus().expect("a kernel with rseq has /sys");
+//!         assert!((cid as usize) < cpus);
+//!         assert!(rseq::available());
+//!         assert!(rseq::feature_size() >= 28, "the kernel fills mm_cid");
+//!         assert!(rseq::current_cpu().is_some());
+//!     }
+//!     None => assert!(!rseq::available()),
+//! }
+//! ```
 
 use crate::sys::rseq::Area;
 
@@ -27,6 +43,21 @@ pub fn available() -> bool {
 
 /// The calling thread's concurrency ID as the kernel maintains it, or `None` where the kernel,
 /// glibc or this thread's registration does not provide one.
+///
+/// Concurrency IDs are compact: however many threads a process has, the ones that run at the
+/// same time share the few IDs below the CPU count.
+///
+/// ```
+/// use idspace::cid::rseq;
+///
+/// let cids: Vec<Option<u32>> = std::thread::scope(|scope| {
+///     let threads: Vec<_> = (0..16).map(|_| scope.spawn(rseq::current_mm_cid)).collect();
+///     threads.into_iter().map(|thread| thread.join().unwrap()).collect()
+/// });
+/// if let Some(cpus) = rseq::possible_cpus() {
+///     assert!(cids.iter().flatten().all(|&cid| (cid as usize) < cpus));
+/// }
+/// ```
 #[inline]
 pub fn current_mm_cid() -> Option<u32> {
     Area::current().map(Area::mm_cid)
@@ -45,6 +76,14 @@ pub fn feature_size() -> u64 {
 }
 
 /// The number of possible CPUs (`/sys/devices/system/cpu/possible`), the bound of rule 2.
+///
+/// ```
+/// if let Some(possible) = idspace::cid::rseq::possible_cpus() {
+///     // The CPUs this process may use are among the possible ones.
+///     let usable = std::thread::available_parallelism().map_or(1, |n| n.get());
+///     assert!((1..=possible).contains(&usable));
+/// }
+/// ```
 pub fn possible_cpus() -> Option<usize> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/possible").ok()?;
     let mut count = 0;

@@ -177,6 +177,20 @@ impl TaskInner {
 ///
 /// A task belongs to the space that forked it: another space refuses it with
 /// [`CidError::ForeignTask`].
+///
+/// ```
+/// use idspace::cid::{CidAllocator, CidError, Rework};
+///
+/// let space = Rework::new(2)?;
+/// let first = space.fork(space.all_cpus())?;
+/// let second = space.fork(space.all_cpus())?;
+/// // Numbered in fork order, from 0; a clone is the same task.
+/// assert_eq!((first.id(), second.id()), (0, 1));
+/// let again = first.clone();
+/// assert_eq!(space.switch(0, Some(&first))?, space.switch(0, Some(&again))?);
+/// assert_eq!(format!("{again:?}"), "Task(0)");
+/// # Ok::<(), CidError>(())
+/// ```
 #[derive(Clone)]
 pub struct Task(pub(crate) Arc<TaskInner>);
 

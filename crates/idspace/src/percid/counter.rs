@@ -52,6 +52,20 @@ impl PerCidCounter {
     /// A counter at 0 on `source`; [`PerCidError::Unavailable`] if the calling thread cannot
     /// use it (for [`IndexSource::TaskCid`]: if it is not a runtime task of a process, whose
     /// process the counter is then bound to).
+    ///
+    /// ```
+    /// use idspace::percid::{IndexSource, PerCidCounter};
+    ///
+    /// // Thread IDs work everywhere: atomic adds on the thread's slot.
+    /// let counter = PerCidCounter::with_source(IndexSource::ThreadIds).unwrap();
+    /// counter.add(40);
+    /// counter.add(2);
+    /// assert_eq!(counter.sum(), 42);
+    /// assert_eq!(counter.source(), IndexSource::ThreadIds);
+    /// // One cache line per possible CPU, whatever the number of threads.
+    /// assert!(counter.slots() >= 1);
+    /// assert!(counter.slot_bytes() >= counter.slots() * 8);
+    /// ```
     pub fn with_source(source: IndexSource) -> Result<PerCidCounter, PerCidError> {
         let (binding, slots) = source.prepare()?;
         Ok(PerCidCounter::build(source, binding, slots))

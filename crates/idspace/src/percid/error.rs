@@ -5,6 +5,19 @@ use core::fmt;
 use super::IndexSource;
 
 /// Why a per-CID structure could not be built. Nothing was allocated when one is returned.
+///
+/// ```
+/// use idspace::percid::{IndexSource, PerCidError, PerCidPool};
+///
+/// let error = PerCidPool::<u32>::with_source(IndexSource::ThreadIds, 0).unwrap_err();
+/// assert_eq!(error, PerCidError::ZeroCapacity);
+/// assert_eq!(error.to_string(), "a pool's per-slot capacity must be at least 1");
+///
+/// // The task CID needs a runtime task of a process, which this thread is not.
+/// let error = PerCidPool::<u32>::with_source(IndexSource::TaskCid, 8).unwrap_err();
+/// assert_eq!(error, PerCidError::Unavailable(IndexSource::TaskCid));
+/// assert!(error.to_string().contains("task CID"));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum PerCidError {

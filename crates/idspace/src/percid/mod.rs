@@ -44,6 +44,37 @@
 //! registers when glibc did not ([`rseq_registration`]). A thread that has none still works
 //! (its operations go to a shared atomic or the shared list), so nothing is lost or doubled.
 //! Under Miri and loom only [`IndexSource::ThreadIds`] exists.
+//!
+//! # Example
+//!
+//! Each structure says which source it runs on; whatever it is, nothing is lost or counted
+//! twice, and the memory is one slot per possible CPU however many threads there are:
+//!
+//! ```
+//! use idspace::percid::{IndexSource, PerCid, PerCidCounter, PerCidPool};
+//!
+//! let counter = PerCidCounter::new();
+//! let pool = PerCidPool::<[u8; 64]>::new();
+//! let seen = PerCid::new(|_| std::sync::atomic::AtomicBool::new(false));
+//! assert_eq!(counter.source(), IndexSource::best());
+//! assert_eq!(counter.slots(), seen.len());
+//! assert_eq!(pool.slots(), seen.len());
+//!
+//! std::thread::scope(|scope| {
+//!     for _ in 0..32 {
+//!         scope.spawn(|| {
+//!             let buffer = pool.take_or_else(|| [0; 64]);
+//!             counter.add(1);
+//!             seen.current().store(true, std::sync::atomic::Ordering::Relaxed);
+//!             pool.give(buffer);
+//!         });
+//!     }
+//! });
+//! assert_eq!(counter.sum(), 32);
+//! // 32 threads, but no more buffers than threads ever ran at once, and at least one.
+//! assert!((1..=32).contains(&pool.held()));
+//! assert!(seen.iter().any(|slot| slot.load(std::sync::atomic::Ordering::Relaxed)));
+//! ```
 
 mod counter;
 mod error;
@@ -60,6 +91,55 @@ pub use pool::PerCidPool;
 pub use slots::PerCid;
 
 /// Where a per-CID structure takes the calling thread's index from.
+///
+/// [`ThreadIds`](Self::ThreadIds) is available everywhere; the rseq sources where the kernel
+/// and the C library provide an rseq area for the thread; [`TaskCid`](Self::TaskCid) inside a
+/// runtime task of a process only. Asking a structure for a source the thread cannot use is
+/// refused, never a silent downgrade:
+///
+/// ```
+/// use idspace::percid::{IndexSource, PerCidCounter, PerCidError};
+///
+/// assert!(IndexSource::ThreadIds.available());
+/// // Not a runtime task of a process here.
+/// assert!(!IndexSource::TaskCid.available());
+/// assert_eq!(
+///     PerCidCounter::with_source(IndexSource::TaskCid).err(),
+///     Some(PerCidError::Unavailable(IndexSource::TaskCid)),
+/// );
+/// for source in [IndexSource::MmCid, IndexSource::CpuId, IndexSource::ThreadIds] {
+///     match PerCidCounter::with_source(source) {
+///         Ok(counter) => assert_eq!(counter.source().as_str(), source.as_str()),
+///         Err(error) => assert_eq!(error, PerCidError::Unavailable(source)),
+///     }
+///     assert_eq!(PerCidCounter::with_source(source).is_ok(), source.available());
+/// }
+/// ```
+///
+/// Inside the runtime with [`ProcessHooks`](crate::process::ProcessHooks), a structure built by
+/// a task on [`TaskCid`](Self::TaskCid) has one slot per CID of that task's process (one per
+/// worker), and the process's tasks use them with plain loads and stores:
+///
+/// ```
+/// use std::sync::Arc;
+/// use idspace::percid::{IndexSource, PerCidCounter};
+/// use idspace::pid::ROOT;
+/// use idspace::process::ProcessHooks;
+/// use idspace::sched::Builder;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let hooks: ProcessHooks = ProcessHooks::for_workers(2)?;
+/// let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
+/// let task = runtime.spawn_process(ROOT, async {
+///     assert!(IndexSource::TaskCid.available());
+///     let counter = PerCidCounter::with_source(IndexSource::TaskCid).expect("a process's task");
+///     (0..1000).for_each(|_| counter.add(1));
+///     (counter.slots(), counter.sum())
+/// })?;
+/// assert_eq!(task.join()?, (2, 1000));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum IndexSource {
@@ -76,6 +156,13 @@ pub enum IndexSource {
 
 impl IndexSource {
     /// The source's name in reports.
+    ///
+    /// ```
+    /// use idspace::percid::IndexSource;
+    ///
+    /// assert_eq!(IndexSource::MmCid.as_str(), "rseq mm_cid");
+    /// assert_eq!(IndexSource::ThreadIds.as_str(), "thread IDs");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             IndexSource::MmCid => "rseq mm_cid",
@@ -88,6 +175,16 @@ impl IndexSource {
     /// The best source the calling thread has: mm_cid, else cpu_id, else thread IDs. The task
     /// CID is never chosen here: it binds a structure to one process, so it is asked for by
     /// name.
+    ///
+    /// ```
+    /// use idspace::percid::IndexSource;
+    ///
+    /// let best = IndexSource::best();
+    /// assert!(best.available());
+    /// assert_ne!(best, IndexSource::TaskCid);
+    /// // mm_cid is preferred whenever the thread has it.
+    /// assert_eq!(best == IndexSource::MmCid, IndexSource::MmCid.available());
+    /// ```
     pub fn best() -> IndexSource {
         [IndexSource::MmCid, IndexSource::CpuId]
             .into_iter()
@@ -118,7 +215,18 @@ impl IndexSource {
     }
 }
 
-/// Who registered the calling thread's rseq area.
+/// Who registered the calling thread's rseq area: see [`rseq_registration`].
+///
+/// glibc registers an area for every thread or for none, and this crate makes up for it thread
+/// by thread, so every thread of a process answers the same:
+///
+/// ```
+/// use idspace::percid::rseq_registration;
+///
+/// let here = rseq_registration();
+/// let there = std::thread::spawn(rseq_registration).join().unwrap();
+/// assert_eq!(here, there);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Registration {
@@ -130,6 +238,21 @@ pub enum Registration {
 
 /// Who registered the calling thread's rseq area, registering one now if glibc did not;
 /// `None` if the thread has no area (no rseq in the kernel, an unknown C library, Miri).
+///
+/// The rseq sources need an area: a thread that has one can index by its CPU.
+///
+/// ```
+/// use idspace::percid::{rseq_registration, IndexSource, Registration};
+///
+/// match rseq_registration() {
+///     Some(Registration::Glibc | Registration::Own) => assert!(IndexSource::CpuId.available()),
+///     // No area: the structures fall back to thread IDs.
+///     None => assert_eq!(IndexSource::best(), IndexSource::ThreadIds),
+///     Some(_) => unreachable!("two registrars only"),
+/// }
+/// // Asking again registers nothing new: the thread keeps its area.
+/// assert_eq!(rseq_registration(), rseq_registration());
+/// ```
 pub fn rseq_registration() -> Option<Registration> {
     fast::registration()
 }
@@ -137,6 +260,21 @@ pub fn rseq_registration() -> Option<Registration> {
 /// How many rseq critical sections the kernel has aborted in this process so far (a thread
 /// preempted, migrated or signalled inside one). Each abort is retried, so this counts work
 /// redone, not work lost; tests use it to prove the abort path runs.
+///
+/// ```
+/// use idspace::percid::{kernel_aborts, PerCidCounter};
+///
+/// let before = kernel_aborts();
+/// let counter = PerCidCounter::new();
+/// std::thread::scope(|scope| {
+///     for _ in 0..4 {
+///         scope.spawn(|| (0..10_000).for_each(|_| counter.add(1)));
+///     }
+/// });
+/// // However many sections were aborted and retried, every add counted once.
+/// assert_eq!(counter.sum(), 40_000);
+/// assert!(kernel_aborts() >= before);
+/// ```
 pub fn kernel_aborts() -> u64 {
     fast::aborts()
 }
@@ -144,6 +282,18 @@ pub fn kernel_aborts() -> u64 {
 /// How many rseq critical sections the kernel has aborted on the calling thread so far: the
 /// per-thread part of [`kernel_aborts`], for tests that must tell their own threads' aborts
 /// from those of code running beside them.
+///
+/// ```
+/// use idspace::percid::{kernel_aborts, kernel_aborts_on_this_thread, PerCidCounter};
+///
+/// let counter = PerCidCounter::new();
+/// let mine = kernel_aborts_on_this_thread();
+/// (0..10_000).for_each(|_| counter.add(1));
+/// assert_eq!(counter.sum(), 10_000);
+/// // This thread's aborts only grow, and are part of the process's.
+/// assert!(kernel_aborts_on_this_thread() >= mine);
+/// assert!(kernel_aborts() >= kernel_aborts_on_this_thread());
+/// ```
 pub fn kernel_aborts_on_this_thread() -> u64 {
     fast::thread_aborts()
 }

@@ -64,6 +64,24 @@ impl<T> PerCidPool<T> {
 
     /// A pool on `source` with room for `capacity` objects per slot; an error if the source is
     /// not available to the calling thread or the capacity is 0.
+    ///
+    /// A slot holds at most `capacity` objects; a full one spills half of itself to the shared
+    /// list, where every slot can find them:
+    ///
+    /// ```
+    /// use idspace::percid::{IndexSource, PerCidPool};
+    ///
+    /// let pool = PerCidPool::with_source(IndexSource::ThreadIds, 4).unwrap();
+    /// assert_eq!(pool.capacity(), 4);
+    /// for n in 0..10u32 {
+    ///     pool.give(Box::new(n));
+    /// }
+    /// assert_eq!(pool.held(), 10);
+    /// let mut back: Vec<u32> = std::iter::from_fn(|| pool.take().map(|n| *n)).collect();
+    /// back.sort();
+    /// assert_eq!(back, (0..10).collect::<Vec<_>>());
+    /// assert_eq!(pool.held(), 0);
+    /// ```
     pub fn with_source(source: IndexSource, capacity: usize) -> Result<PerCidPool<T>, PerCidError> {
         if capacity == 0 {
             return Err(PerCidError::ZeroCapacity);

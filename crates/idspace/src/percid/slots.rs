@@ -38,6 +38,23 @@ impl<T> PerCid<T> {
     /// thread cannot use it (for [`IndexSource::TaskCid`]: if it is not a runtime task of a
     /// process; the slots are then one per CID of that process's space, and its running tasks
     /// get the slot of their CID).
+    ///
+    /// ```
+    /// use std::sync::Mutex;
+    /// use idspace::percid::{IndexSource, PerCid};
+    ///
+    /// // Per-slot logs, each under its own lock: threads that run at once rarely share one.
+    /// let logs = PerCid::with_source(IndexSource::ThreadIds, |_| Mutex::new(Vec::new())).unwrap();
+    /// std::thread::scope(|scope| {
+    ///     for n in 0..4 {
+    ///         let logs = &logs;
+    ///         scope.spawn(move || logs.current().lock().unwrap().push(n));
+    ///     }
+    /// });
+    /// let mut all: Vec<i32> = logs.iter().flat_map(|log| log.lock().unwrap().clone()).collect();
+    /// all.sort();
+    /// assert_eq!(all, [0, 1, 2, 3]);
+    /// ```
     pub fn with_source(
         source: IndexSource,
         init: impl FnMut(usize) -> T,
@@ -65,6 +82,18 @@ impl<T> PerCid<T> {
     }
 
     /// The calling thread's index now, folded onto the slots.
+    ///
+    /// ```
+    /// use idspace::percid::PerCid;
+    ///
+    /// // Each slot knows its index.
+    /// let slots = PerCid::new(|index| index);
+    /// let index = slots.current_index();
+    /// assert!(index < slots.len());
+    /// assert_eq!(slots.get(index), Some(&index));
+    /// assert_eq!(slots.get(slots.len()), None);
+    /// assert!(!slots.is_empty());
+    /// ```
     pub fn current_index(&self) -> usize {
         if let Some(cid) = self.binding.and_then(Binding::cid) {
             return cid % self.slots.len();

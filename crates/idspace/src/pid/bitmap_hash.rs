@@ -97,6 +97,24 @@ impl Striped {
 }
 
 /// FreeBSD's design: flat bitmaps under one allocation lock, a striped hash for lookup.
+///
+/// Its numbers are the kernel's: the first free one at or after the cursor.
+///
+/// ```
+/// use idspace::pid::{BitmapHash, PidAllocator, PidError, ROOT};
+///
+/// let pids = BitmapHash::new();
+/// for expected in 1..=3 {
+///     assert_eq!(pids.alloc(ROOT, &[], 0)?.ids(), [expected]);
+/// }
+/// pids.free(ROOT, 2, 0)?;
+/// // Cyclic: the cursor goes on, 2 is not reused yet.
+/// assert_eq!(pids.alloc(ROOT, &[], 0)?.ids(), [4]);
+/// assert!(pids.lookup(ROOT, 2)?.is_none());
+/// assert_eq!(pids.lookup(ROOT, 4)?.map(|p| p.ids()), Some(vec![4]));
+/// assert!(pids.memory_bytes() > 0);
+/// # Ok::<(), PidError>(())
+/// ```
 pub struct BitmapHash {
     spaces: Mutex<Spaces<Bitmap>>,
     /// Spaces created so far: lookups check a space number without the allocation lock.

@@ -3,6 +3,21 @@
 use core::fmt;
 
 /// Why a PID operation failed. The names follow the kernel's errors.
+///
+/// ```
+/// use idspace::pid::{BitmapHash, PidAllocator, PidError, ROOT};
+///
+/// let pids = BitmapHash::new();
+/// assert_eq!(pids.free(ROOT, 77, 0), Err(PidError::NotFound));
+/// assert_eq!(pids.new_ns(9), Err(PidError::UnknownNs));
+/// assert_eq!(pids.set_pid_max(ROOT, 1 << 30), Err(PidError::Invalid));
+/// // A space without its init takes only 1 as an exact ID.
+/// let ns = pids.new_ns(ROOT)?;
+/// assert_eq!(pids.alloc(ns, &[5], 0).err(), Some(PidError::Invalid));
+/// assert_eq!(PidError::NamespaceDead.as_str(), "ns_dead");
+/// assert!(!PidError::Full.to_string().is_empty());
+/// # Ok::<(), PidError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum PidError {

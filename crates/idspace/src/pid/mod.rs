@@ -11,7 +11,8 @@
 //! `set_tid`, innermost first). The first process of a new space gets 1, its init; once init's
 //! number is freed the space accepts no new process. Every level is allocated under one global
 //! spinlock, `pidmap_lock`: before Linux 7.0 taken once per level and once more to publish the
-//! object (seed `004_45dc81b80e1ef1d7.txt`), since 7.0 once for all.
+//! object, since 7.0 once for all (Mateusz Guzik's "further damage-control lack of clone
+//! scalability").
 //!
 //! # The designs here
 //!
@@ -24,7 +25,7 @@
 //! | [`IdrRelock`] | radix tree per space, the global lock per level + once to publish | global lock, shared |
 //! | [`IdrOnce`] | the same trees, one hold of the global lock | global lock, shared |
 //! | [`BitmapHash`] | flat bitmaps under one lock (FreeBSD) | striped-lock hash |
-//! | [`PerCpu`] | per-CPU ranges of 256 IDs under per-CPU locks (the seed's sketch) | lock-free, under grace periods (RCU-like) |
+//! | [`PerCpu`] | per-CPU ranges of 256 IDs under per-CPU locks (the series' sketch) | lock-free, under grace periods (RCU-like) |
 //!
 //! # Semantics (all designs)
 //!
@@ -56,7 +57,7 @@
 //!   compare-and-swap on a reader slot (user space cannot make a reader non-preemptible), and
 //!   grace periods are checked by scanning those slots, without waiting, on the writers' paths.
 //! * [`PerCpu`] numbers are unique, in range and reused only late (see its docs for the
-//!   guarantee), but not sequential, as the seed accepts; it ignores the 300 floor.
+//!   guarantee), but not sequential, as the sketch accepts; it ignores the 300 floor.
 
 mod bitmap_hash;
 mod error;
@@ -90,6 +91,27 @@ pub const PID_MAX_LIMIT: u32 = 4 * 1024 * 1024;
 /// Smallest `pid_max`.
 pub const PID_MAX_MIN: u32 = RESERVED_PIDS + 1;
 /// Once the cursor passes this, cyclic allocation wraps to it instead of to 1.
+///
+/// With the kernel's exact numbers ([`IdrOnce`]): a space whose IDs ran out starts again at
+/// 300, so a low ID freed meanwhile is not handed out again:
+///
+/// ```
+/// use idspace::pid::{IdrOnce, PidAllocator, PidError, PID_MAX_MIN, ROOT};
+///
+/// let pids = IdrOnce::new();
+/// pids.set_pid_max(ROOT, 400)?;
+/// for expected in 1..400 {
+///     assert_eq!(pids.alloc(ROOT, &[], 0)?.ids(), [expected]);
+/// }
+/// assert_eq!(pids.alloc(ROOT, &[], 0).err(), Some(PidError::Full));
+/// pids.free(ROOT, 5, 0)?;
+/// pids.free(ROOT, 350, 0)?;
+/// assert_eq!(pids.alloc(ROOT, &[], 0)?.ids(), [350]);
+/// assert_eq!(pids.alloc(ROOT, &[], 0).err(), Some(PidError::Full));
+/// // `pid_max` must leave room above the reserved IDs.
+/// assert_eq!(pids.set_pid_max(ROOT, PID_MAX_MIN - 1), Err(PidError::Invalid));
+/// # Ok::<(), PidError>(())
+/// ```
 pub const RESERVED_PIDS: u32 = 300;
 
 /// The operations every PID design offers.
@@ -121,6 +143,23 @@ pub trait PidAllocator: Send + Sync {
     /// levels below the root, or
     /// [`PidError::TooManyNamespaces`] when the design holds no more spaces
     /// ([`PerCpu::MAX_NAMESPACES`]; the other designs are limited by memory alone).
+    ///
+    /// ```
+    /// use idspace::pid::{IdrRelock, PidAllocator, PidError, MAX_LEVEL, ROOT};
+    ///
+    /// let pids = IdrRelock::new();
+    /// let mut ns = ROOT;
+    /// for _ in 0..MAX_LEVEL {
+    ///     ns = pids.new_ns(ns)?;
+    /// }
+    /// assert_eq!(pids.new_ns(ns), Err(PidError::TooDeep));
+    /// // A process of the deepest space has an ID in it and in each of its 32 ancestors.
+    /// let deep = pids.alloc(ns, &[], 0)?;
+    /// assert_eq!(deep.ns(), ns);
+    /// assert_eq!(deep.levels().len(), MAX_LEVEL as usize + 1);
+    /// assert_eq!(deep.id_in(ns), Some(1));
+    /// # Ok::<(), PidError>(())
+    /// ```
     fn new_ns(&self, parent: NsId) -> Result<NsId, PidError>;
 
     /// Sets a space's `pid_max`.
@@ -136,6 +175,25 @@ pub trait PidAllocator: Send + Sync {
     /// # Errors
     /// See the module docs: `Full`, `Exists`, `Invalid`, `NamespaceDead`, `UnknownNs`, and
     /// `NamespaceFreed` for a freed space.
+    ///
+    /// Restoring a process of a nested space with its checkpointed IDs, innermost first:
+    ///
+    /// ```
+    /// use idspace::pid::{IdrOnce, PidAllocator, PidError, ROOT};
+    ///
+    /// let pids = IdrOnce::new();
+    /// pids.alloc(ROOT, &[], 0)?; // the root's init
+    /// let container = pids.new_ns(ROOT)?;
+    /// let init = pids.alloc(container, &[1, 1000], 0)?;
+    /// assert_eq!(init.ids(), [1, 1000]);
+    /// // Only as deep as the target space: a third level does not exist here.
+    /// assert_eq!(pids.alloc(container, &[2, 1001, 7], 0).err(), Some(PidError::Invalid));
+    /// // Exact IDs inside, a fresh one outside; taken entries are refused.
+    /// let worker = pids.alloc(container, &[42], 0)?;
+    /// assert_eq!(worker.id_in(container), Some(42));
+    /// assert_eq!(pids.alloc(container, &[42], 0).err(), Some(PidError::Exists));
+    /// # Ok::<(), PidError>(())
+    /// ```
     fn alloc(&self, ns: NsId, set_tid: &[u32], cpu: usize) -> Result<Pid, PidError>;
 
     /// Frees the object that has `id` in `ns`, releasing its IDs at every level.
@@ -161,6 +219,22 @@ pub trait PidAllocator: Send + Sync {
     /// [`PidError::UnknownNs`] for a number never handed out or for the root (which is never
     /// freed), [`PidError::NamespaceFreed`] if already freed, [`PidError::NamespaceBusy`] while
     /// it holds IDs (an allocation in flight included) or child spaces.
+    ///
+    /// ```
+    /// use idspace::pid::{PerCpu, PidAllocator, PidError, ROOT};
+    ///
+    /// let pids = PerCpu::new(2);
+    /// let ns = pids.new_ns(ROOT)?;
+    /// pids.alloc(ns, &[], 0)?;
+    /// assert_eq!(pids.free_ns(ns), Err(PidError::NamespaceBusy));
+    /// pids.free(ns, 1, 0)?; // its init ends: the space is dead, and now empty
+    /// pids.free_ns(ns)?;
+    /// assert_eq!(pids.alloc(ns, &[], 0).err(), Some(PidError::NamespaceFreed));
+    /// assert!(pids.lookup(ns, 1)?.is_none());
+    /// assert_eq!(pids.free_ns(ns), Err(PidError::NamespaceFreed));
+    /// assert_eq!(pids.free_ns(ROOT), Err(PidError::UnknownNs));
+    /// # Ok::<(), PidError>(())
+    /// ```
     fn free_ns(&self, ns: NsId) -> Result<(), PidError>;
 
     /// Bytes held by the structure: trees, bitmaps, ranges, hash tables and objects.

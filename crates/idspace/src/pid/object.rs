@@ -7,6 +7,23 @@ use super::NsId;
 /// The kernel's `struct pid`: one object with an ID in its space and in every ancestor.
 ///
 /// Cheap to clone (a reference count); compare with [`Pid::same`].
+///
+/// ```
+/// use idspace::pid::{IdrOnce, PidAllocator, PidError, ROOT};
+///
+/// let pids = IdrOnce::new();
+/// pids.alloc(ROOT, &[], 0)?; // the root's init, 1
+/// let inner = pids.new_ns(ROOT)?;
+/// let pid = pids.alloc(inner, &[], 0)?;
+/// assert_eq!(pid.ns(), inner);
+/// assert_eq!(pid.levels(), [(inner, 1), (ROOT, 2)]);
+/// assert_eq!((pid.id_in(inner), pid.id_in(ROOT), pid.id_in(99)), (Some(1), Some(2), None));
+/// // Looked up by either number, it is the same object.
+/// let found = pids.lookup(ROOT, 2)?.expect("allocated");
+/// assert!(found.same(&pid));
+/// assert!(!found.same(&pids.alloc(inner, &[], 0)?));
+/// # Ok::<(), PidError>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Pid(Arc<[(NsId, u32)]>);
 

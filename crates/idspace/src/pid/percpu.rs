@@ -1,6 +1,6 @@
-//! [`PerCpu`]: per-CPU ranges of IDs, the design Mateusz Guzik sketches in seed
-//! `004_45dc81b80e1ef1d7.txt`, built. Its design and its deferred-reuse guarantee are documented
-//! on the type, where `cargo doc` shows them.
+//! [`PerCpu`]: per-CPU ranges of IDs, the design Mateusz Guzik sketches in "further
+//! damage-control lack of clone scalability", built. Its design and its deferred-reuse guarantee
+//! are documented on the type, where `cargo doc` shows them.
 
 use std::collections::HashMap;
 
@@ -18,8 +18,21 @@ use crate::util::hash::BuildIntHasher;
 use crate::util::readers::Readers;
 use crossbeam_utils::CachePadded;
 
-/// IDs per range: a range's bitmap and object slots fit a few cache lines (the seed suggests
+/// IDs per range: a range's bitmap and object slots fit a few cache lines (the sketch suggests
 /// "250 entries or so").
+///
+/// Each CPU slot allocates from a range of its own, so two CPUs' IDs do not share one:
+///
+/// ```
+/// use idspace::pid::{PerCpu, PidAllocator, PidError, RANGE, ROOT};
+///
+/// let pids = PerCpu::new(2);
+/// let on = |cpu| pids.alloc(ROOT, &[], cpu).map(|pid| pid.ids()[0]);
+/// let (a, b, c) = (on(0)?, on(1)?, on(0)?);
+/// assert_ne!(a / RANGE, b / RANGE);
+/// assert_eq!(a / RANGE, c / RANGE);
+/// # Ok::<(), PidError>(())
+/// ```
 #[cfg(not(loom))]
 pub const RANGE: u32 = 256;
 /// IDs per range (small under loom, so that models cross range boundaries).
@@ -222,10 +235,10 @@ impl RangeSource for Space {
     }
 }
 
-/// Per-CPU ranges of IDs, the design Mateusz Guzik sketches in seed `004_45dc81b80e1ef1d7.txt`,
-/// built: the recommended PID design when allocation throughput matters more than the kernel's
-/// exact sequence of numbers (see the module docs of [`crate::pid`] for the semantics all
-/// designs share).
+/// Per-CPU ranges of IDs, the design Mateusz Guzik sketches in "further damage-control lack of
+/// clone scalability", built: the recommended PID design when allocation throughput matters more
+/// than the kernel's exact sequence of numbers (see the module docs of [`crate::pid`] for the
+/// semantics all designs share).
 ///
 /// Holds at most [`PerCpu::MAX_NAMESPACES`] spaces, the root included; creating one more is
 /// [`PidError::TooManyNamespaces`].

@@ -5,6 +5,18 @@
 use std::fmt;
 
 /// A task's identity: unique within its runtime, in spawn order, starting at 1.
+///
+/// ```
+/// use idspace::sched::{Policy, Runtime, TaskId};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::new(1, Policy::Wakelist)?;
+/// let ids: Vec<TaskId> = (0..3).map(|_| runtime.spawn(async {}).id()).collect();
+/// assert_eq!(ids, [TaskId(1), TaskId(2), TaskId(3)]);
+/// assert_eq!(ids[1].to_string(), "task 2");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TaskId(pub u64);
 
@@ -14,7 +26,34 @@ impl fmt::Display for TaskId {
     }
 }
 
-/// How a task ended.
+/// How a task ended, as [`Hooks::exited`] is told.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use idspace::sched::{Builder, Exit, Hooks, TaskId};
+///
+/// #[derive(Default)]
+/// struct Ends(Mutex<Vec<Exit>>);
+/// impl Hooks for Ends {
+///     type Data = ();
+///     fn created(&self, _task: TaskId, _worker: Option<usize>) {}
+///     fn exited(&self, _task: TaskId, _data: &(), _worker: Option<usize>, how: Exit) {
+///         self.0.lock().unwrap().push(how);
+///     }
+/// }
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let ends = Arc::new(Ends::default());
+/// let runtime = Builder::new().workers(1).hooks(Arc::clone(&ends)).build()?;
+/// runtime.spawn(async {}).join()?;
+/// assert!(runtime.spawn(async { panic!("boom") }).join().is_err());
+/// // Nothing can wake it: it is dropped, cancelled.
+/// assert!(runtime.spawn(std::future::pending::<()>()).join().is_err());
+/// drop(runtime);
+/// assert_eq!(*ends.0.lock().unwrap(), [Exit::Completed, Exit::Panicked, Exit::Cancelled]);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Exit {
@@ -41,6 +80,58 @@ pub enum Exit {
 /// The hooks run on the scheduling paths (`switched_in`/`switched_out` around every poll), so
 /// they must be short, must not block and must not panic: a panic in a hook is not caught and
 /// ends the worker thread. Every method but `created` has an empty default.
+///
+/// Here each task carries a count of its polls, and the hooks record them at exit:
+///
+/// ```
+/// use std::future::Future;
+/// use std::pin::Pin;
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use std::sync::{Arc, Mutex};
+/// use std::task::{Context, Poll};
+/// use idspace::sched::{Builder, Exit, Hooks, TaskId};
+///
+/// #[derive(Default)]
+/// struct Polls(Mutex<Vec<(TaskId, u32)>>);
+/// impl Hooks for Polls {
+///     type Data = AtomicU32;
+///     fn created(&self, _task: TaskId, _worker: Option<usize>) -> AtomicU32 {
+///         AtomicU32::new(0)
+///     }
+///     fn switched_in(&self, _task: TaskId, polls: &AtomicU32, _worker: usize) {
+///         // Relaxed: only the switch hooks of this one task touch it.
+///         polls.fetch_add(1, Ordering::Relaxed);
+///     }
+///     fn exited(&self, task: TaskId, polls: &AtomicU32, _: Option<usize>, _how: Exit) {
+///         self.0.lock().unwrap().push((task, polls.load(Ordering::Relaxed)));
+///     }
+/// }
+///
+/// /// Pending twice (waking itself each time), then ready: three polls.
+/// struct YieldTwice(u8);
+/// impl Future for YieldTwice {
+///     type Output = ();
+///     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+///         if self.0 == 2 {
+///             return Poll::Ready(());
+///         }
+///         self.0 += 1;
+///         cx.waker().wake_by_ref();
+///         Poll::Pending
+///     }
+/// }
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let polls = Arc::new(Polls::default());
+/// let runtime = Builder::new().workers(2).hooks(Arc::clone(&polls)).build()?;
+/// let task = runtime.spawn(YieldTwice(0));
+/// let id = task.id();
+/// task.join()?;
+/// drop(runtime);
+/// assert_eq!(*polls.0.lock().unwrap(), [(id, 3)]);
+/// # Ok(())
+/// # }
+/// ```
 pub trait Hooks: Send + Sync + 'static {
     /// What each task carries for the hooks: a PID, a CID slot, a process reference.
     type Data: Send + Sync + 'static;
@@ -76,6 +167,18 @@ pub trait Hooks: Send + Sync + 'static {
 }
 
 /// No hooks: tasks carry no data, and every life-cycle point compiles to nothing.
+///
+/// ```
+/// use idspace::sched::{Builder, NoHooks, Runtime};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // What a builder starts with, and the default type parameter of `Runtime`.
+/// let runtime: Runtime<NoHooks> = Builder::new().workers(1).build()?;
+/// assert_eq!(runtime.spawn(async { 3 }).join()?, 3);
+/// assert_eq!(std::mem::size_of::<<NoHooks as idspace::sched::Hooks>::Data>(), 0);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoHooks;
 

@@ -12,6 +12,21 @@ use super::TaskId;
 use crate::sync::{self, Condvar, Mutex};
 
 /// Why a task produced no value.
+///
+/// ```
+/// use idspace::sched::{JoinError, Policy, Runtime};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::new(1, Policy::Wakelist)?;
+/// let boom = runtime.spawn(async { panic!("boom") }).join().unwrap_err();
+/// assert_eq!(boom.panic_message(), Some("boom"));
+/// assert_eq!(boom.to_string(), "task panicked: boom");
+/// // A future that drops its waker can never be woken: the task is cancelled at once.
+/// let stuck = runtime.spawn(std::future::pending::<u8>());
+/// assert!(matches!(stuck.join(), Err(JoinError::Cancelled)));
+/// # Ok(())
+/// # }
+/// ```
 #[non_exhaustive]
 pub enum JoinError {
     /// The task panicked; the payload is the panic's.
@@ -106,6 +121,26 @@ impl<T> JoinSlot<T> {
 
 /// The right to a spawned task's result: await it inside a runtime, or [`join`](Self::join)
 /// from any other thread. Dropping the handle detaches the task; it still runs to completion.
+///
+/// ```
+/// use std::sync::mpsc;
+/// use idspace::sched::{Policy, Runtime};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::new(2, Policy::Wakelist)?;
+/// // Dropping a handle detaches its task, which still runs.
+/// let (done, finished) = mpsc::channel();
+/// drop(runtime.spawn(async move { done.send(6 * 7).unwrap() }));
+/// assert_eq!(finished.recv()?, 42);
+///
+/// let quick = runtime.spawn(async { "done" });
+/// while !quick.is_finished() {
+///     std::thread::yield_now();
+/// }
+/// assert_eq!(quick.join()?, "done");
+/// # Ok(())
+/// # }
+/// ```
 pub struct JoinHandle<T> {
     slot: Arc<JoinSlot<T>>,
     id: TaskId,

@@ -41,6 +41,19 @@ use super::worker::Worker;
 use crate::sync::UnsafeCell;
 
 /// How wakees are placed. Both place wakeups from outside the runtime the same way.
+///
+/// ```
+/// use idspace::sched::{Builder, Placement};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// assert_eq!(Placement::default(), Placement::Kernel);
+/// assert_eq!(Placement::ALL.map(Placement::name), ["kernel", "remote"]);
+/// let remote: Placement = "remote".parse()?;
+/// let runtime = Builder::new().workers(2).placement(remote).build()?;
+/// assert_eq!(runtime.handle().placement(), Placement::Remote);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum Placement {

@@ -26,6 +26,17 @@ use crossbeam_utils::CachePadded;
 pub const MAX_WORKERS: usize = 1024;
 
 /// How a wakeup reaches a task's target worker.
+///
+/// ```
+/// use idspace::sched::{BuildError, Policy};
+///
+/// // Names as the lab and the CLI spell them.
+/// let names: Vec<&str> = Policy::ALL.iter().map(|policy| policy.name()).collect();
+/// assert_eq!(names, ["locked", "wakelist", "wakelist-always"]);
+/// assert_eq!("wakelist".parse::<Policy>(), Ok(Policy::Wakelist));
+/// assert_eq!(Policy::WakelistAlways.to_string(), "wakelist-always");
+/// assert_eq!("fifo".parse::<Policy>(), Err(BuildError::UnknownPolicy("fifo".into())));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Policy {
@@ -73,6 +84,17 @@ impl FromStr for Policy {
 }
 
 /// Why a runtime could not be built.
+///
+/// ```
+/// use idspace::sched::{BuildError, Builder, Placement, MAX_WORKERS};
+///
+/// assert_eq!(Builder::new().workers(0).build().err(), Some(BuildError::Workers(0)));
+/// let too_many = Builder::new().workers(MAX_WORKERS + 1).build().err();
+/// assert_eq!(too_many, Some(BuildError::Workers(MAX_WORKERS + 1)));
+/// let unknown = "nearest".parse::<Placement>().unwrap_err();
+/// assert_eq!(unknown, BuildError::UnknownPlacement("nearest".into()));
+/// assert_eq!(unknown.to_string(), "unknown wakee placement \"nearest\" (known: kernel, remote)");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BuildError {
@@ -108,6 +130,31 @@ impl fmt::Display for BuildError {
 impl std::error::Error for BuildError {}
 
 /// Configures and starts a [`Runtime`] whose tasks carry the data of hooks `H`.
+///
+/// ```
+/// use std::time::Duration;
+/// use idspace::sched::{Builder, Placement, Policy};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Builder::new()
+///     .workers(2)
+///     .policy(Policy::Locked)
+///     .placement(Placement::Remote)
+///     .poll(Duration::ZERO) // idle workers park at once
+///     .build()?;
+/// let handle = runtime.handle();
+/// assert_eq!(handle.workers(), 2);
+/// assert_eq!((handle.policy(), handle.placement()), (Policy::Locked, Placement::Remote));
+/// assert_eq!(runtime.block_on(async { 20 + 22 })?, 42);
+///
+/// // The defaults: a worker per CPU, the wakelist, the kernel's placement, no hooks.
+/// let defaults = Builder::new().build()?;
+/// let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+/// assert_eq!(defaults.handle().workers(), cpus);
+/// assert_eq!(defaults.handle().policy(), Policy::Wakelist);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Builder<H: Hooks = NoHooks> {
     workers: usize,
     policy: Policy,
@@ -529,6 +576,13 @@ impl Drop for Entered {
 }
 
 /// Why [`Handle::current`] or [`spawn`] found no runtime.
+///
+/// ```
+/// use idspace::sched::{spawn, NoRuntime};
+///
+/// assert_eq!(spawn(async {}).err(), Some(NoRuntime));
+/// assert!(NoRuntime.to_string().contains("block_on"));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NoRuntime;
 
@@ -549,6 +603,25 @@ impl std::error::Error for NoRuntime {}
 ///
 /// # Errors
 /// [`NoRuntime`] when the caller is not inside such a runtime.
+///
+/// ```
+/// use idspace::sched::{spawn, Policy, Runtime};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::new(2, Policy::Wakelist)?;
+/// // Tasks spawn tasks without a handle at hand.
+/// let fan_out = runtime.spawn(async {
+///     let children: Vec<_> = (0..4u32).map(|n| spawn(async move { n * 10 }).unwrap()).collect();
+///     let mut sum = 0;
+///     for child in children {
+///         sum += child.await.expect("completed");
+///     }
+///     sum
+/// });
+/// assert_eq!(fan_out.join()?, 60);
+/// # Ok(())
+/// # }
+/// ```
 pub fn spawn<F>(future: F) -> Result<JoinHandle<F::Output>, NoRuntime>
 where
     F: Future + Send + 'static,
@@ -572,6 +645,28 @@ impl Wake for Unpark {
 
 /// A cheap, clonable handle that spawns onto a runtime, from inside its tasks or from any
 /// thread.
+///
+/// ```
+/// use idspace::sched::{Policy, Runtime};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::new(2, Policy::Wakelist)?;
+/// let handle = runtime.handle().clone();
+/// // From another thread.
+/// let from_thread = std::thread::spawn(move || {
+///     let worker = handle.spawn(async {}).join();
+///     (worker.is_ok(), handle.current_worker())
+/// });
+/// // Not a worker of the runtime: no worker index.
+/// assert_eq!(from_thread.join().unwrap(), (true, None));
+/// // Inside a task, the worker that polls it.
+/// let inside = runtime.handle().clone();
+/// let worker = runtime.spawn(async move { inside.current_worker() }).join()?;
+/// assert!(worker.is_some_and(|index| index < 2));
+/// assert!(runtime.handle().stats().spawned >= 2);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Handle<H: Hooks = NoHooks> {
     shared: Arc<Shared<H>>,
 }
@@ -600,6 +695,21 @@ impl<H: Hooks> Handle<H> {
     ///
     /// # Errors
     /// [`NoRuntime`] outside a runtime, or inside one whose hooks are not `H`.
+    ///
+    /// ```
+    /// use idspace::sched::{Handle, NoRuntime, Policy, Runtime};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// assert_eq!(Handle::<idspace::sched::NoHooks>::current().err(), Some(NoRuntime));
+    /// let runtime = Runtime::new(3, Policy::Locked)?;
+    /// let workers = runtime.block_on(async {
+    ///     let handle: Handle = Handle::current().expect("inside block_on");
+    ///     (handle.workers(), handle.policy())
+    /// })?;
+    /// assert_eq!(workers, (3, Policy::Locked));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn current() -> Result<Handle<H>, NoRuntime> {
         ENTERED
             .with(|entered| {
@@ -626,6 +736,34 @@ impl<H: Hooks> Handle<H> {
     /// Spawns `future` as a new task carrying `data` (the hooks' `created` is not called for
     /// it): for callers that know more about the new task than the hooks can, such as the
     /// process it belongs to.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use idspace::sched::{Builder, Exit, Hooks, TaskId};
+    ///
+    /// /// Tasks carry a name; the hooks record who ended.
+    /// #[derive(Default)]
+    /// struct Names(Mutex<Vec<&'static str>>);
+    /// impl Hooks for Names {
+    ///     type Data = &'static str;
+    ///     fn created(&self, _task: TaskId, _worker: Option<usize>) -> &'static str {
+    ///         "anonymous"
+    ///     }
+    ///     fn exited(&self, _task: TaskId, name: &&'static str, _: Option<usize>, _how: Exit) {
+    ///         self.0.lock().unwrap().push(*name);
+    ///     }
+    /// }
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let names = Arc::new(Names::default());
+    /// let runtime = Builder::new().workers(1).hooks(Arc::clone(&names)).build()?;
+    /// runtime.handle().spawn_with("logger", async {}).join()?;
+    /// runtime.spawn(async {}).join()?;
+    /// drop(runtime); // every exit hook has run once the workers stopped
+    /// assert_eq!(*names.0.lock().unwrap(), ["logger", "anonymous"]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn spawn_with<F>(&self, data: H::Data, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
@@ -741,6 +879,26 @@ impl<H: Hooks> Runtime<H> {
     ///
     /// # Errors
     /// [`JoinError::Panicked`](super::JoinError::Panicked) if the future panicked.
+    ///
+    /// ```
+    /// use idspace::sched::{Policy, Runtime};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let runtime = Runtime::new(1, Policy::Wakelist)?;
+    /// // The future may borrow from the caller.
+    /// let mut words = vec!["id", "space"];
+    /// let joined = runtime.block_on(async {
+    ///     words.push("!");
+    ///     words.concat()
+    /// })?;
+    /// assert_eq!(joined, "idspace!");
+    /// // A panic comes back as an error; the runtime goes on.
+    /// let failed = runtime.block_on(async { panic!("inside block_on") });
+    /// assert_eq!(failed.unwrap_err().panic_message(), Some("inside block_on"));
+    /// assert_eq!(runtime.block_on(async { 1 })?, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn block_on<F: Future>(&self, future: F) -> Result<F::Output, super::JoinError> {
         let _entered = enter(Arc::clone(&self.handle.shared));
         let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
@@ -765,7 +923,25 @@ impl<H: Hooks> Runtime<H> {
     /// queued and every task asleep (their futures are dropped and their handles report
     /// [`JoinError::Cancelled`](super::JoinError::Cancelled), even while something still holds
     /// their wakers); wakeups and spawns from then on cancel their task instead of queueing it.
-    /// Returns how many tasks were cancelled here. Idempotent; dropping the runtime does it too.
+    /// Returns how many tasks shutting down cancelled (a later call cancels nothing more and
+    /// returns the same count). Idempotent; dropping the runtime does it too.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use idspace::sched::time::sleep;
+    /// use idspace::sched::{JoinError, Policy, Runtime};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut runtime = Runtime::new(1, Policy::Wakelist)?;
+    /// let sleeper = runtime.spawn(sleep(Duration::from_secs(3600)));
+    /// assert_eq!(runtime.shutdown(), 1);
+    /// assert!(matches!(sleeper.join(), Err(JoinError::Cancelled)));
+    /// assert_eq!(runtime.shutdown(), 1, "idempotent: the same count again");
+    /// // Spawns after shutdown are cancelled at once.
+    /// assert!(runtime.spawn(async {}).join().is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn shutdown(&mut self) -> usize {
         let shared = &self.handle.shared;
         // Published like work: `notify` below fences before reading each idle word.

@@ -4,6 +4,22 @@
 use crate::sync::{AtomicU64, Ordering};
 
 /// How the wakeups and idle periods of a runtime went, summed over its workers.
+///
+/// ```
+/// use idspace::sched::{Policy, Runtime, Stats};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::new(2, Policy::Wakelist)?;
+/// assert_eq!(runtime.stats(), Stats::default());
+/// for n in 0..5u32 {
+///     assert_eq!(runtime.spawn(async move { n }).join()?, n);
+/// }
+/// let stats = runtime.stats();
+/// assert_eq!(stats.spawned, 5);
+/// assert_eq!(stats.cancelled, 0);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Tasks spawned.

@@ -91,6 +91,20 @@ impl<T> Entry<T> {
     ///
     /// # Errors
     /// The entry, unchanged, while another reference to the same value exists.
+    ///
+    /// ```
+    /// use idspace::table::{IdTable, ScaledHash, TableError};
+    ///
+    /// let table = ScaledHash::new();
+    /// table.create(1, String::from("timer")).unwrap();
+    /// let held = table.get(1, 0).expect("created");
+    /// let removed = table.remove(1, 0)?;
+    /// // A lookup's entry still shares the value.
+    /// let removed = removed.try_unwrap().unwrap_err();
+    /// drop(held);
+    /// assert_eq!(removed.try_unwrap().ok().as_deref(), Some("timer"));
+    /// # Ok::<(), TableError>(())
+    /// ```
     pub fn try_unwrap(self) -> Result<T, Self> {
         let node = self.node;
         // SAFETY: we own one reference; on success it is consumed, so `self` must not drop it.

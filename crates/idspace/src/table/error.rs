@@ -3,6 +3,20 @@
 use core::fmt;
 
 /// Why a table operation failed. The names follow the kernel's errors.
+///
+/// ```
+/// use idspace::table::{IdTable, ScaledHash, TableError, MAX_ID};
+///
+/// let table = ScaledHash::new();
+/// assert_eq!(table.create(1, "a"), Ok(0));
+/// assert_eq!(table.remove(1, 5).err(), Some(TableError::NotFound));
+/// assert_eq!(table.create_at(1, 0, "b").unwrap_err().error, TableError::NotRestoring);
+/// table.set_restore(1, true);
+/// assert_eq!(table.create_at(1, 0, "b").unwrap_err().error, TableError::Busy);
+/// assert_eq!(table.create_at(1, MAX_ID + 1, "c").unwrap_err().error, TableError::Invalid);
+/// assert_eq!(TableError::Busy.as_str(), "busy");
+/// assert_eq!(TableError::Busy.to_string(), "the requested ID is already taken");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum TableError {
@@ -48,6 +62,18 @@ impl std::error::Error for TableError {}
 
 /// Why a [`Sizing`](super::Sizing) was refused by
 /// [`ScaledHash::with_sizing`](super::ScaledHash::with_sizing).
+///
+/// ```
+/// use idspace::table::{ScaledHash, Sizing, SizingError, MAX_SIZED_BUCKETS};
+///
+/// let refused = |sizing| ScaledHash::<()>::with_sizing(sizing).err();
+/// assert_eq!(refused(Sizing::Fixed { buckets: 0 }), Some(SizingError::NoBuckets));
+/// let buckets = MAX_SIZED_BUCKETS + 1;
+/// assert_eq!(refused(Sizing::Fixed { buckets }), Some(SizingError::TooManyBuckets { buckets }));
+/// assert_eq!(refused(Sizing::Growing { initial: 8, max_load: 0 }), Some(SizingError::NoLoad));
+/// assert_eq!(refused(Sizing::Fixed { buckets: MAX_SIZED_BUCKETS }), None);
+/// assert_eq!(SizingError::NoBuckets.to_string(), "a table needs at least one bucket");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SizingError {
@@ -80,6 +106,17 @@ impl fmt::Display for SizingError {
 impl std::error::Error for SizingError {}
 
 /// A create that failed: the error, and the value handed back so that nothing is lost.
+///
+/// ```
+/// use idspace::table::{IdTable, Rejected, ScaledHash, TableError};
+///
+/// let table = ScaledHash::new();
+/// table.set_restore(1, true);
+/// assert_eq!(table.create_at(1, 7, String::from("first")).ok(), Some(7));
+/// let Rejected { error, value } = table.create_at(1, 7, String::from("second")).unwrap_err();
+/// assert_eq!(error, TableError::Busy);
+/// assert_eq!(value, "second");
+/// ```
 #[derive(Debug, PartialEq, Eq)]
 pub struct Rejected<T> {
     /// Why the create failed.

@@ -74,6 +74,25 @@ impl<T> Drop for GlobalChains<T> {
 /// Kept as the baseline the rework is measured against: with many entries the chains grow long
 /// (~200 entries each at 100,000), every lookup walks one, and every create and remove waits
 /// for the one lock.
+///
+/// ```
+/// use idspace::table::{GlobalHash, IdTable, TableError};
+///
+/// // IDs 0..=2 only: a small space fills and wraps sooner.
+/// let timers = GlobalHash::with_max_id(2);
+/// assert_eq!(timers.max_id(), 2);
+/// for id in 0..=2 {
+///     assert_eq!(timers.create(1, id * 10), Ok(id));
+/// }
+/// let rejected = timers.create(1, 99).unwrap_err();
+/// assert_eq!((rejected.error, rejected.value), (TableError::Full, 99));
+/// // Owners are independent spaces.
+/// assert_eq!(timers.create(2, 0), Ok(0));
+/// // A freed ID is found again once the cursor has wrapped.
+/// assert_eq!(timers.remove(1, 1).as_deref(), Ok(&10));
+/// assert_eq!(timers.create(1, 11), Ok(1));
+/// assert_eq!(timers.len(), 4);
+/// ```
 pub struct GlobalHash<T> {
     table: ChainedTable<GlobalChains<T>>,
 }

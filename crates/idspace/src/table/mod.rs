@@ -6,7 +6,8 @@
 //! one system-wide hash table keyed by (process, id). Until Linux 6.15 that table had 512 buckets
 //! behind one global spinlock: with 100,000 timers a bucket held ~200 of them, and every
 //! `timer_create` and every lookup walked a chain under the one lock. Thomas Gleixner's rework
-//! (seed `001_3ead66377a867b6e.txt`) kept the hash but sized it from the CPU count at boot
+//! ("posix-timers: Rework the global hash table and provide a sane mechanism for CRIU", Linux
+//! 6.15) kept the hash but sized it from the CPU count at boot
 //! (`512 × CPUs`, rounded up to a power of two), gave every bucket its own lock, and hashed
 //! (process, id) with `jhash2`. A per-process xarray was measured too and rejected for its memory
 //! on sparse IDs (2048 timers 512 IDs apart: more than 1 MB).
@@ -21,7 +22,7 @@
 //! All three implement [`IdTable`] and pass one test suite; [`ScaledHash::new`] is the
 //! recommended table:
 //!
-//! | design | storage | locks | seed column |
+//! | design | storage | locks | in the rework's measurements |
 //! |---|---|---|---|
 //! | [`GlobalHash`] | 512 chains | one global mutex; lookups take none | "mainline" (before 6.15) |
 //! | [`ScaledHash`] | `512 × CPUs` 16-byte buckets, growing | one mutex per bucket; lookups take none | "newhash" (6.15) |
@@ -216,6 +217,35 @@ pub trait IdTable<T>: Send + Sync {
     }
 
     /// The owner's entries with their values, in ascending ID order (a checkpoint's walk).
+    ///
+    /// A checkpoint of one owner and its restore into another table, with the same IDs and
+    /// the same cursor:
+    ///
+    /// ```
+    /// use idspace::table::{IdTable, ScaledHash, TableError};
+    ///
+    /// let live = ScaledHash::new();
+    /// for name in ["a", "b", "c"] {
+    ///     live.create(1, name).unwrap();
+    /// }
+    /// live.remove(1, 1)?;
+    /// let image: Vec<(u32, &str)> = live.entries(1).into_iter().map(|(id, e)| (id, *e)).collect();
+    /// let cursor = live.cursor(1);
+    /// assert_eq!((image.as_slice(), cursor), (&[(0, "a"), (2, "c")][..], 3));
+    ///
+    /// let restored = ScaledHash::new();
+    /// restored.set_restore(1, true);
+    /// for (id, value) in image {
+    ///     restored.create_at(1, id, value).unwrap();
+    /// }
+    /// restored.set_restore(1, false);
+    /// restored.set_cursor(1, cursor)?;
+    /// assert_eq!(restored.ids(1), [0, 2]);
+    /// // ID 1, closed before the checkpoint, is not handed out again at once.
+    /// assert_eq!(restored.create(1, "d"), Ok(3));
+    /// assert_eq!(restored.owners(), [1]);
+    /// # Ok::<(), TableError>(())
+    /// ```
     fn entries(&self, owner: Owner) -> Vec<(Id, Entry<T>)>;
 
     /// The owner's cursor: where the next [`create`](Self::create) starts looking (0 for an

@@ -1,5 +1,5 @@
-//! [`Radix`]: a radix tree per owner, the per-process xarray the seed measured and rejected for
-//! its memory on sparse IDs.
+//! [`Radix`]: a radix tree per owner, the per-process xarray the posix-timers rework measured and
+//! rejected for its memory on sparse IDs.
 
 use super::lock::{read, write, RwLock};
 use super::node::Node;
@@ -46,6 +46,25 @@ impl<T> Default for RadixOwner<T> {
 /// Lookups are one descent of at most six levels; IDs come out ascending for free. The cost is
 /// memory on sparse IDs: every occupied 64-ID window costs a whole leaf, so 2048 IDs spaced 512
 /// apart need 2048 leaves.
+///
+/// ```
+/// use idspace::table::{IdTable, Radix};
+///
+/// let table = Radix::new();
+/// // Sparse IDs, as a restore creates them.
+/// table.set_restore(5, true);
+/// for id in [3, 700, 40_000] {
+///     assert_eq!(table.create_at(5, id, id * 2).map_err(|r| r.error), Ok(id));
+/// }
+/// table.set_restore(5, false);
+/// assert_eq!(table.ids(5), [3, 700, 40_000]);
+/// // The cursor moved past the last exact ID.
+/// assert_eq!(table.create(5, 0), Ok(40_001));
+/// assert_eq!(table.get(5, 700).as_deref(), Some(&1400));
+/// assert_eq!(table.len(), 4);
+/// assert_eq!(table.remove_owner(5), 4);
+/// assert!(table.is_empty());
+/// ```
 pub struct Radix<T> {
     owners: Owners<RadixOwner<T>>,
     max_id: Id,

@@ -47,6 +47,29 @@ const MAX_SEGMENTS: usize = 4;
 /// Bucket counts are rounded up to a power of two and must lie in `1..=`[`MAX_SIZED_BUCKETS`],
 /// and a growing table's `max_load` must be at least 1:
 /// [`ScaledHash::with_sizing`] refuses anything else with a [`SizingError`].
+///
+/// ```
+/// use idspace::table::{IdTable, ScaledHash, Sizing, SizingError};
+///
+/// // The kernel's count: 512 per CPU, rounded up to a power of two.
+/// assert_eq!(Sizing::kernel_buckets(2), 1024);
+/// assert_eq!(Sizing::kernel_buckets(3), 2048);
+///
+/// // A fixed table never grows; its chains lengthen instead.
+/// let fixed = ScaledHash::with_sizing(Sizing::Fixed { buckets: 100 })?;
+/// assert_eq!(fixed.buckets(), 128);
+/// // A growing one splits buckets as its chains overflow.
+/// let growing = ScaledHash::with_sizing(Sizing::Growing { initial: 4, max_load: 2 })?;
+/// for table in [&fixed, &growing] {
+///     for n in 0..1000u32 {
+///         assert_eq!(table.create(1, n), Ok(n));
+///     }
+/// }
+/// assert_eq!(fixed.buckets(), 128);
+/// assert!(growing.buckets() > 4);
+/// assert_eq!(growing.sizing(), Sizing::Growing { initial: 4, max_load: 2 });
+/// # Ok::<(), SizingError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Sizing {
@@ -610,6 +633,17 @@ impl<T: Send + Sync> ScaledHash<T> {
     }
 
     /// The kernel's fixed table for this machine (see [`Sizing::kernel`]).
+    ///
+    /// ```
+    /// use idspace::table::{ScaledHash, Sizing};
+    ///
+    /// let table = ScaledHash::<u64>::kernel_sized();
+    /// let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    /// assert_eq!(table.buckets(), Sizing::kernel_buckets(cpus));
+    /// assert_eq!(table.sizing(), Sizing::kernel());
+    /// // The default starts at the same size, and grows.
+    /// assert_eq!(ScaledHash::<u64>::new().sizing(), Sizing::growing());
+    /// ```
     pub fn kernel_sized() -> Self {
         Self::with_valid_sizing(Sizing::kernel())
     }
@@ -627,6 +661,18 @@ impl<T: Send + Sync> ScaledHash<T> {
     ///
     /// # Errors
     /// As [`ScaledHash::with_sizing`].
+    ///
+    /// ```
+    /// use idspace::table::{IdTable, ScaledHash, Sizing, SizingError, MAX_ID};
+    ///
+    /// let table = ScaledHash::with_sizing_and_max_id(Sizing::growing(), 1)?;
+    /// assert_eq!((table.create(7, 'a'), table.create(7, 'b')), (Ok(0), Ok(1)));
+    /// assert!(table.create(7, 'c').is_err());
+    /// // No table goes beyond the kernel's range.
+    /// let wide = ScaledHash::<char>::with_sizing_and_max_id(Sizing::growing(), u32::MAX)?;
+    /// assert_eq!(wide.max_id(), MAX_ID);
+    /// # Ok::<(), SizingError>(())
+    /// ```
     pub fn with_sizing_and_max_id(sizing: Sizing, max_id: Id) -> Result<Self, SizingError> {
         Ok(ScaledHash {
             table: ChainedTable::new(ScaledChains::new(sizing)?, max_id.min(MAX_ID)),

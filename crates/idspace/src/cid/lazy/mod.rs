@@ -72,8 +72,8 @@ use crate::sync::{lock, Arc, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering};
 ///   only if no task of the space runs there.
 /// * **The scan** (`task_mm_cid_work`), every 100 ms: CPUs unused for a period, then CPUs
 ///   whose CID is at or above the number of CIDs taken, lose their CID, by the same lazy-put
-///   mark and check. It takes no runqueue lock. Where it runs is the question of seed 003:
-///   [`ScanPlacement`].
+///   mark and check. It takes no runqueue lock. Where it runs is the question of Gabriele
+///   Monaco's "sched: Move task_mm_cid_work to mm delayed work": [`ScanPlacement`].
 /// * **Exit** of a running task unsets its CPU's word whatever its state (`mm_cid_put`).
 ///
 /// # Invariants

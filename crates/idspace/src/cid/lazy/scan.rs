@@ -7,6 +7,27 @@ use super::Shared;
 use crate::sync::{AtomicU64, Ordering};
 
 /// Where the periodic CID scan of a [`LazyCids`](super::LazyCids) space runs.
+///
+/// ```
+/// use std::time::Duration;
+/// use idspace::cid::{CidAllocator, CidError, LazyCids, ScanPlacement, KERNEL_SCAN_PERIOD};
+///
+/// assert_eq!(ScanPlacement::OnDemand.period(), None);
+/// let kernel = ScanPlacement::Tick { period: KERNEL_SCAN_PERIOD };
+/// assert_eq!(kernel.period(), Some(Duration::from_millis(100)));
+/// let never = ScanPlacement::Tick { period: Duration::ZERO };
+/// assert_eq!(LazyCids::with_scan(2, never).err(), Some(CidError::BadScanPeriod));
+///
+/// // A worker thread of the space scans every millisecond, whatever the switches do.
+/// let every_ms = ScanPlacement::Worker { period: Duration::from_millis(1) };
+/// let space = LazyCids::with_scan(2, every_ms)?;
+/// let task = space.fork(0b11)?;
+/// space.switch(0, Some(&task))?;
+/// while space.scan_stats().invocations < 2 {
+///     std::thread::sleep(Duration::from_millis(1));
+/// }
+/// # Ok::<(), CidError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ScanPlacement {
@@ -22,9 +43,9 @@ pub enum ScanPlacement {
         /// Time between scans (the kernel's `MM_CID_SCAN_DELAY`, 100 ms).
         period: Duration,
     },
-    /// Seed 003 (Gabriele Monaco's series): a worker thread of the space runs the scan every
-    /// period (the `delayed_work`), and returns at once when no CID is taken. Switches never
-    /// run it.
+    /// Gabriele Monaco's "sched: Move task_mm_cid_work to mm delayed work": a worker thread of
+    /// the space runs the scan every period (the `delayed_work`), and returns at once when no
+    /// CID is taken. Switches never run it.
     #[cfg(not(loom))]
     Worker {
         /// Time between scans.
@@ -34,6 +55,21 @@ pub enum ScanPlacement {
 
 /// A CPU takes a tick every this many switch-ins ([`ScanPlacement::Tick`]): the simulator's
 /// stand-in for the timer interrupt, which has no user-space equivalent on the switch path.
+///
+/// ```
+/// use std::time::Duration;
+/// use idspace::cid::{CidAllocator, CidError, LazyCids, ScanPlacement, TICK_SWITCHES};
+///
+/// let due_at_every_tick = ScanPlacement::Tick { period: Duration::from_nanos(1) };
+/// let space = LazyCids::with_scan(1, due_at_every_tick)?;
+/// let (a, b) = (space.fork(0b1)?, space.fork(0b1)?);
+/// // Two ticks' worth of switch-ins on CPU 0.
+/// for n in 0..2 * TICK_SWITCHES {
+///     space.switch(0, Some(if n % 2 == 0 { &a } else { &b }))?;
+/// }
+/// assert!(space.scan_stats().invocations >= 1);
+/// # Ok::<(), CidError>(())
+/// ```
 pub const TICK_SWITCHES: u32 = 64;
 
 /// The kernel's scan period (`MM_CID_SCAN_DELAY` and `SCHED_MM_CID_PERIOD_NS`).
@@ -51,10 +87,26 @@ impl ScanPlacement {
     }
 }
 
-/// What the scans of a space cost: seed 003's probe (duration avg/max/sum, invocations).
+/// What the scans of a space cost: the delayed-work series' probe (duration avg/max/sum,
+/// invocations).
+///
+/// ```
+/// use idspace::cid::{CidAllocator, CidError, LazyCids, ScanPlacement, ScanStats};
+///
+/// let space = LazyCids::with_scan(4, ScanPlacement::OnDemand)?;
+/// assert_eq!(space.scan_stats(), ScanStats::default());
+/// assert_eq!(space.scan_stats().mean(), std::time::Duration::ZERO);
+/// for _ in 0..3 {
+///     space.run_deferred(); // one scan each
+/// }
+/// let stats = space.scan_stats();
+/// assert_eq!(stats.invocations, 3);
+/// assert!(stats.max <= stats.total && stats.mean() <= stats.max);
+/// # Ok::<(), CidError>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ScanStats {
-    /// Scans that ran (a worker's scan that found no CID taken counts, as in the seed).
+    /// Scans that ran (a worker's scan that found no CID taken counts, as in the series).
     pub invocations: u64,
     /// Their summed duration.
     pub total: Duration,
@@ -187,7 +239,7 @@ impl Shared {
         self.scan.record(started.elapsed());
     }
 
-    /// The worker's scan: none at all when no CID is taken (seed 003, patch 2).
+    /// The worker's scan: none at all when no CID is taken (the delayed-work series, patch 2).
     #[cfg(not(loom))]
     pub(super) fn worker_scan(&self) {
         if self.cids.count() == 0 {
@@ -201,7 +253,7 @@ impl Shared {
 #[cfg(not(loom))]
 pub(super) use worker::Worker;
 
-/// The seed's `delayed_work`: a thread of the space's own.
+/// The series' `delayed_work`: a thread of the space's own.
 #[cfg(not(loom))]
 mod worker {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -236,7 +288,7 @@ mod worker {
                             continue;
                         }
                         shared.worker_scan();
-                        // Re-armed at each invocation (seed 003's v2).
+                        // Re-armed at each invocation (v2 of the delayed-work series).
                         next = Instant::now() + period;
                     }
                 })?;

@@ -19,6 +19,36 @@ use crate::sched::{Handle, Hooks};
 /// Returning `Some(t)` re-arms the same entry at `t` (an interval timer's next period; a `t`
 /// already past fires at the worker's next pass); [`Armed::cancel`] and [`Armed::deadline`]
 /// keep working on it. Returning `None` frees the entry.
+///
+/// A one-shot timer that reports its expiry on a channel:
+///
+/// ```
+/// use std::sync::mpsc;
+/// use std::sync::Arc;
+/// use std::time::{Duration, Instant};
+/// use idspace::sched::time::Fire;
+/// use idspace::sched::{Policy, Runtime};
+///
+/// struct Report(mpsc::Sender<Instant>);
+/// impl Fire for Report {
+///     fn fire(&self, now: Instant) -> Option<Instant> {
+///         let _ = self.0.send(now);
+///         None // not re-armed
+///     }
+/// }
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::new(1, Policy::Wakelist)?;
+/// let (sender, fired) = mpsc::channel();
+/// let deadline = Instant::now() + Duration::from_millis(2);
+/// let armed = runtime.handle().arm(deadline, Arc::new(Report(sender)));
+/// let now = fired.recv_timeout(Duration::from_secs(10))?;
+/// assert!(now >= deadline, "never early");
+/// assert!(!armed.is_pending());
+/// assert!(fired.try_recv().is_err(), "fired once");
+/// # Ok(())
+/// # }
+/// ```
 pub trait Fire: Send + Sync + 'static {
     /// The timer expired; `now` is the clock reading of the expiry pass (at or after the
     /// deadline).
@@ -76,6 +106,43 @@ pub(crate) fn cancel(slot: &Slot) -> bool {
 /// The entry lives on the wheel of the worker that armed it (or of a worker chosen round-robin
 /// when armed from another thread) until it fires or is cancelled; cancelling frees it at once.
 /// `Armed` is `Send` and `Sync`: it can be cancelled from any thread.
+///
+/// ```
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+/// use std::time::{Duration, Instant};
+/// use idspace::sched::time::Fire;
+/// use idspace::sched::{Policy, Runtime};
+///
+/// struct Flag(AtomicBool);
+/// impl Fire for Flag {
+///     fn fire(&self, _now: Instant) -> Option<Instant> {
+///         self.0.store(true, Ordering::SeqCst);
+///         None
+///     }
+/// }
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut runtime = Runtime::new(1, Policy::Wakelist)?;
+/// let flag = Arc::new(Flag(AtomicBool::new(false)));
+/// let deadline = Instant::now() + Duration::from_secs(3600);
+/// let armed = runtime.handle().arm(deadline, flag.clone());
+/// assert!(armed.is_pending());
+/// assert_eq!(armed.deadline(), Some(deadline));
+/// // Cancelled while pending: true, and it never fires.
+/// assert!(armed.cancel());
+/// assert!(!armed.cancel(), "only once");
+/// assert_eq!(armed.deadline(), None);
+///
+/// // After shutdown nothing is armed.
+/// let handle = runtime.handle().clone();
+/// runtime.shutdown();
+/// let late = handle.arm(Instant::now(), flag.clone());
+/// assert!(!late.is_pending() && !late.cancel());
+/// assert!(!flag.0.load(Ordering::SeqCst));
+/// # Ok(())
+/// # }
+/// ```
 pub struct Armed {
     /// `None` when the runtime had shut down at arming: nothing will fire.
     slot: Option<Slot>,

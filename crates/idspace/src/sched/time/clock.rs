@@ -10,6 +10,24 @@ use std::time::{Duration, Instant};
 /// well inside the lateness budget of a millisecond; the cost is more cascading of long timers,
 /// which is paid only by timers that live long enough to cascade (a level-0 slot spans 6.4 ms,
 /// level 1 0.41 s, level 2 26 s, level 3 28 min, level 4 30 h, level 5 79.5 days).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use idspace::sched::time::{sleep_until, RESOLUTION};
+/// use idspace::sched::{Policy, Runtime};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// assert_eq!(RESOLUTION, Duration::from_micros(100));
+/// let runtime = Runtime::new(1, Policy::Wakelist)?;
+/// // Deadlines between ticks are rounded up: never early.
+/// for micros in [1, 150, 950] {
+///     let deadline = Instant::now() + Duration::from_micros(micros);
+///     runtime.block_on(sleep_until(deadline))?;
+///     assert!(Instant::now() >= deadline);
+/// }
+/// # Ok(())
+/// # }
+/// ```
 pub const RESOLUTION: Duration = Duration::from_micros(100);
 
 /// Nanoseconds per tick.

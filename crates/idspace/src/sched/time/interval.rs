@@ -9,6 +9,15 @@ use super::sleep::Sleep;
 use crate::sched::{Handle, Hooks};
 
 /// The error of an interval asked for with a zero period.
+///
+/// ```
+/// use std::time::Duration;
+/// use idspace::sched::time::{interval, ZeroPeriod};
+///
+/// assert_eq!(interval(Duration::ZERO).unwrap_err(), ZeroPeriod);
+/// assert_eq!(ZeroPeriod.to_string(), "an interval's period must be longer than zero");
+/// assert!(interval(Duration::from_nanos(1)).is_ok());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ZeroPeriod;
 
@@ -31,6 +40,36 @@ impl std::error::Error for ZeroPeriod {}
 /// skipped. The schedule never drifts: ticks stay on `start + n × period`.
 ///
 /// Where it may be polled: see [`Sleep`].
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use idspace::sched::time::interval_at;
+/// use idspace::sched::{Policy, Runtime};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::new(1, Policy::Wakelist)?;
+/// let period = Duration::from_millis(20);
+/// let start = Instant::now();
+/// let mut ticks = interval_at(start, period)?;
+/// assert_eq!(ticks.period(), period);
+/// runtime.block_on(async {
+///     assert_eq!(ticks.tick().await, start);
+///     let missed_before = ticks.missed();
+///     // Late by three and a half periods: the next tick of the schedule comes at once...
+///     std::thread::sleep(period * 7 / 2);
+///     let late = ticks.tick().await;
+///     assert!(late > start);
+///     // ... the ones that would have followed it before now are skipped...
+///     let missed = ticks.missed() - missed_before;
+///     assert!(missed >= 2);
+///     // ... and the schedule goes on where it was: no drift.
+///     let next = ticks.tick().await;
+///     assert_eq!(next, late + period * (missed as u32 + 1));
+///     assert!(Instant::now() >= next);
+/// })?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct Interval {
     period: Duration,
     /// The next tick of the schedule, and the sleep until it.
@@ -42,6 +81,30 @@ pub struct Interval {
 ///
 /// # Errors
 /// [`ZeroPeriod`] for a zero `period`.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use idspace::sched::time::interval;
+/// use idspace::sched::{Policy, Runtime};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::new(1, Policy::Wakelist)?;
+/// let start = Instant::now();
+/// let task = runtime.spawn(async {
+///     let mut every = interval(Duration::from_millis(1)).expect("not zero");
+///     let mut seen = Vec::new();
+///     for _ in 0..3 {
+///         seen.push(every.tick().await);
+///     }
+///     seen
+/// });
+/// let seen = task.join()?;
+/// // The first tick is at once; each later one at least a period after the one before.
+/// assert!(seen[0] >= start);
+/// assert!(seen.windows(2).all(|pair| pair[1] - pair[0] >= Duration::from_millis(1)));
+/// # Ok(())
+/// # }
+/// ```
 pub fn interval(period: Duration) -> Result<Interval, ZeroPeriod> {
     interval_at(Instant::now(), period)
 }
@@ -50,6 +113,23 @@ pub fn interval(period: Duration) -> Result<Interval, ZeroPeriod> {
 ///
 /// # Errors
 /// [`ZeroPeriod`] for a zero `period`.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use idspace::sched::time::interval_at;
+/// use idspace::sched::{Policy, Runtime};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::new(1, Policy::Wakelist)?;
+/// // The first tick 2 ms from now, then every 5 ms.
+/// let first = Instant::now() + Duration::from_millis(2);
+/// let mut every = interval_at(first, Duration::from_millis(5))?;
+/// let ticked = runtime.block_on(every.tick())?;
+/// assert_eq!(ticked, first);
+/// assert!(Instant::now() >= first);
+/// # Ok(())
+/// # }
+/// ```
 pub fn interval_at(start: Instant, period: Duration) -> Result<Interval, ZeroPeriod> {
     Interval::new(Sleep::new(start, None), period)
 }
@@ -71,7 +151,29 @@ impl Interval {
         poll_fn(|cx| self.poll_tick(cx)).await
     }
 
-    /// Polls for the next tick: its scheduled instant once it has come.
+    /// Polls for the next tick: its scheduled instant once it has come. For hand-written
+    /// futures; [`tick`](Self::tick) is this in an `async fn`.
+    ///
+    /// ```
+    /// use std::future::poll_fn;
+    /// use std::time::{Duration, Instant};
+    /// use idspace::sched::time::interval_at;
+    /// use idspace::sched::{Policy, Runtime};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let runtime = Runtime::new(1, Policy::Wakelist)?;
+    /// let start = Instant::now();
+    /// let mut every = interval_at(start, Duration::from_millis(2))?;
+    /// let (a, b) = runtime.block_on(async {
+    ///     let a = poll_fn(|cx| every.poll_tick(cx)).await;
+    ///     let b = poll_fn(|cx| every.poll_tick(cx)).await;
+    ///     (a, b)
+    /// })?;
+    /// assert_eq!(a, start);
+    /// assert!(b >= start + Duration::from_millis(2));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
         if self.sleep.poll_at(cx).is_pending() {
             return Poll::Pending;
@@ -121,6 +223,22 @@ impl<H: Hooks> Handle<H> {
     ///
     /// # Errors
     /// [`ZeroPeriod`] for a zero `period`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use idspace::sched::{Policy, Runtime};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let timers = Runtime::new(1, Policy::Wakelist)?;
+    /// let mut every = timers.handle().interval(Duration::from_millis(1))?;
+    /// // Ticked from another runtime's block_on, on the first runtime's timers.
+    /// let other = Runtime::new(1, Policy::Wakelist)?;
+    /// let (a, b) = other.block_on(async { (every.tick().await, every.tick().await) })?;
+    /// assert!(b - a >= Duration::from_millis(1));
+    /// assert!(timers.handle().interval(Duration::ZERO).is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn interval(&self, period: Duration) -> Result<Interval, ZeroPeriod> {
         Interval::new(self.sleep_until(Instant::now()), period)
     }

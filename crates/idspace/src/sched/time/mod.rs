@@ -56,6 +56,36 @@
 //!   an [`Armed`], which cancels (saying whether the timer was still pending) and reports the
 //!   pending deadline; dropping it cancels. [`Fire::fire`] may ask to be re-armed.
 //!
+//! ```
+//! use std::time::Duration;
+//! use idspace::sched::time::{interval, sleep, timeout};
+//! use idspace::sched::{spawn, Policy, Runtime};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = Runtime::new(2, Policy::Wakelist)?;
+//! let period = runtime.block_on(async {
+//!     // A task that sleeps, then answers.
+//!     let answer = spawn(async {
+//!         sleep(Duration::from_millis(2)).await;
+//!         42
+//!     })
+//!     .expect("inside the runtime's block_on");
+//!     // Waited for with a deadline long enough, then with one too short.
+//!     let answer = timeout(Duration::from_secs(10), answer).await;
+//!     assert_eq!(answer.expect("in time").expect("completed"), 42);
+//!     assert!(timeout(Duration::from_millis(1), std::future::pending::<()>()).await.is_err());
+//!     // Ticks stay on their schedule: whole periods apart.
+//!     let mut ticks = interval(Duration::from_millis(1)).expect("a period");
+//!     let first = ticks.tick().await;
+//!     let second = ticks.tick().await;
+//!     second - first
+//! })?;
+//! assert!(period >= Duration::from_millis(1));
+//! assert_eq!(period.as_micros() % 1000, 0);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Cancel racing expiry
 //!
 //! An expiring entry is *detached* under its base's lock before anything runs: unlinked, but its

@@ -46,6 +46,48 @@ const SHUT_DOWN: &str = "an idspace timer future was polled after its runtime sh
 /// Polled outside any runtime when made by [`sleep`] or [`sleep_until`] (the runtime is found
 /// at the first poll; see [`Handle::sleep`] for the alternative), and polled after its runtime
 /// shut down (its tasks are cancelled then; only a `block_on` after shutdown can get here).
+///
+/// # Examples
+///
+/// A sleep can be moved to another deadline, even after it completed:
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use idspace::sched::time::sleep;
+/// use idspace::sched::{Policy, Runtime};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::new(1, Policy::Wakelist)?;
+/// runtime.block_on(async {
+///     // An hour away, then brought forward to 2 ms from now.
+///     let mut nap = sleep(Duration::from_secs(3600));
+///     assert!(!nap.is_elapsed());
+///     let soon = Instant::now() + Duration::from_millis(2);
+///     nap.reset(soon);
+///     assert_eq!(nap.deadline(), soon);
+///     (&mut nap).await;
+///     assert!(nap.is_elapsed() && Instant::now() >= soon);
+///     // Reset after completing: pending again.
+///     nap.reset(Instant::now() + Duration::from_millis(1));
+///     assert!(!nap.is_elapsed());
+///     nap.await;
+/// })?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Polled outside any runtime, a sleep made by [`sleep`] panics (one made by
+/// [`Handle::sleep`] would not):
+///
+/// ```should_panic
+/// use std::future::Future;
+/// use std::pin::Pin;
+/// use std::task::{Context, Waker};
+/// use std::time::Duration;
+///
+/// let mut nap = idspace::sched::time::sleep(Duration::from_millis(1));
+/// let _ = Pin::new(&mut nap).poll(&mut Context::from_waker(Waker::noop()));
+/// ```
 pub struct Sleep {
     deadline: Instant,
     /// The runtime, when given by a [`Handle`]; otherwise the thread's current runtime is used
@@ -61,6 +103,27 @@ pub struct Sleep {
 /// A duration too long for an `Instant` means about 30 years.
 ///
 /// See [`Sleep`] for where it may be polled.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use idspace::sched::time::sleep;
+/// use idspace::sched::{Policy, Runtime};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::new(1, Policy::Wakelist)?;
+/// let start = Instant::now();
+/// // In a task: the task waits, the worker runs others meanwhile.
+/// let task = runtime.spawn(async move {
+///     sleep(Duration::from_millis(3)).await;
+///     start.elapsed()
+/// });
+/// assert!(task.join()? >= Duration::from_millis(3));
+/// // In block_on too.
+/// runtime.block_on(sleep(Duration::from_millis(1)))?;
+/// assert!(start.elapsed() >= Duration::from_millis(4));
+/// # Ok(())
+/// # }
+/// ```
 pub fn sleep(duration: Duration) -> Sleep {
     sleep_until(deadline_after(duration))
 }
@@ -68,6 +131,22 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// A future that completes once `deadline` has passed (at once if it has already).
 ///
 /// See [`Sleep`] for where it may be polled.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use idspace::sched::time::sleep_until;
+/// use idspace::sched::{Policy, Runtime};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::new(1, Policy::Wakelist)?;
+/// let deadline = Instant::now() + Duration::from_millis(2);
+/// runtime.block_on(sleep_until(deadline))?;
+/// assert!(Instant::now() >= deadline);
+/// // A deadline already past completes at once.
+/// runtime.block_on(sleep_until(deadline))?;
+/// # Ok(())
+/// # }
+/// ```
 pub fn sleep_until(deadline: Instant) -> Sleep {
     Sleep::new(deadline, None)
 }
@@ -173,11 +252,67 @@ impl fmt::Debug for Sleep {
 impl<H: Hooks> Handle<H> {
     /// A [`Sleep`] on this runtime's timers for `duration` from now: unlike [`sleep`], it can
     /// be polled from any thread and any executor.
+    ///
+    /// Here a plain thread waits on it with a minimal executor of its own:
+    ///
+    /// ```
+    /// use std::future::Future;
+    /// use std::sync::Arc;
+    /// use std::task::{Context, Poll, Wake, Waker};
+    /// use std::time::{Duration, Instant};
+    /// use idspace::sched::{Policy, Runtime};
+    ///
+    /// /// Polls `future` on this thread, parking between polls.
+    /// fn block_on<F: Future>(future: F) -> F::Output {
+    ///     struct Unpark(std::thread::Thread);
+    ///     impl Wake for Unpark {
+    ///         fn wake(self: Arc<Self>) {
+    ///             self.0.unpark();
+    ///         }
+    ///     }
+    ///     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    ///     let mut cx = Context::from_waker(&waker);
+    ///     let mut future = std::pin::pin!(future);
+    ///     loop {
+    ///         if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+    ///             return output;
+    ///         }
+    ///         std::thread::park();
+    ///     }
+    /// }
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let runtime = Runtime::new(1, Policy::Wakelist)?;
+    /// let handle = runtime.handle().clone();
+    /// let waited = std::thread::spawn(move || {
+    ///     let start = Instant::now();
+    ///     block_on(handle.sleep(Duration::from_millis(3)));
+    ///     start.elapsed()
+    /// });
+    /// assert!(waited.join().unwrap() >= Duration::from_millis(3));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn sleep(&self, duration: Duration) -> Sleep {
         self.sleep_until(deadline_after(duration))
     }
 
-    /// A [`Sleep`] on this runtime's timers until `deadline`, pollable anywhere.
+    /// A [`Sleep`] on this runtime's timers until `deadline`, pollable anywhere: here by
+    /// another runtime's `block_on`, whose own timers are not involved.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use idspace::sched::{Policy, Runtime};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let timers = Runtime::new(1, Policy::Wakelist)?;
+    /// let other = Runtime::new(1, Policy::Locked)?;
+    /// let deadline = Instant::now() + Duration::from_millis(2);
+    /// other.block_on(timers.handle().sleep_until(deadline))?;
+    /// assert!(Instant::now() >= deadline);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
         Sleep::new(deadline, Some(self.driver()))
     }
