@@ -12,7 +12,8 @@
 #[cfg(not(loom))]
 mod imp {
     use std::collections::HashMap;
-    use std::sync::{Arc, Weak};
+    // Weak references, which loom's `Arc` lacks (this half does not exist under loom).
+    use crate::sync::unmodeled::{Arc, Weak};
 
     use crossbeam_utils::CachePadded;
 

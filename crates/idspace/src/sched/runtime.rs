@@ -7,7 +7,6 @@ use std::future::Future;
 use std::panic::{self, AssertUnwindSafe};
 use std::pin::pin;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -19,6 +18,9 @@ use super::stats::{Counters, Stats};
 use super::task::{Schedule, Task};
 use super::time::{Driver, Timers};
 use super::worker::{self, PollBudget, Worker};
+// Type erasure: the runtime's state is reached as `Arc<dyn Driver>` and `Arc<dyn Any>`, and
+// `block_on`'s waker is a `std::task::Wake`; loom's `Arc` can be neither.
+use crate::sync::unmodeled::Arc;
 use crate::sync::{self, thread, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
 
@@ -440,7 +442,14 @@ impl<H: Hooks> Shared<H> {
         });
         let slot = JoinSlot::new();
         let data = data.unwrap_or_else(|| self.hooks.created(id, here));
-        let task = Task::spawned(Arc::clone(self), id, home, data, future, Arc::clone(&slot));
+        let task = Task::spawned(
+            Arc::clone(self),
+            id,
+            home,
+            data,
+            future,
+            sync::Arc::clone(&slot),
+        );
         self.registry.insert(&task);
         self.counters(here).spawned.add(1);
         // A new task is placed like a woken one (`wake_up_new_task`).

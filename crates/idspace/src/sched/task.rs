@@ -82,7 +82,7 @@ struct Spawned<F: Future> {
     future: ManuallyDrop<F>,
     /// Whether `future` has not been dropped yet.
     live: bool,
-    slot: Option<std::sync::Arc<JoinSlot<F::Output>>>,
+    slot: Option<Arc<JoinSlot<F::Output>>>,
 }
 
 impl<F: Future> Spawned<F> {
@@ -200,7 +200,7 @@ impl<S: Schedule> Task<S> {
         worker: usize,
         data: S::Data,
         future: F,
-        slot: std::sync::Arc<JoinSlot<F::Output>>,
+        slot: Arc<JoinSlot<F::Output>>,
     ) -> Arc<Self>
     where
         F: Future + Send + 'static,

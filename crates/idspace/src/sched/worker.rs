@@ -2,7 +2,6 @@
 //! and the loop that runs tasks and idles (`schedule()` and `do_idle()` in one).
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::balance;
@@ -14,6 +13,8 @@ use super::stats::Counters;
 use super::task::{Polled, Task};
 use super::time::Expired;
 use super::wakelist::Wakelist;
+// The runtime's state, type-erased elsewhere (see `runtime`).
+use crate::sync::unmodeled::Arc;
 use crate::sync::{self, AtomicUsize, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
 

@@ -113,7 +113,6 @@ mod chain;
 mod entry;
 mod error;
 mod global;
-mod lock;
 mod node;
 mod owners;
 mod radix;

@@ -204,12 +204,11 @@ pub(super) use worker::Worker;
 /// The seed's `delayed_work`: a thread of the space's own.
 #[cfg(not(loom))]
 mod worker {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
     use std::thread::{self, JoinHandle};
     use std::time::{Duration, Instant};
 
     use super::Shared;
+    use crate::sync::{Arc, AtomicBool, Ordering};
 
     /// A thread that scans every period until dropped.
     pub(in crate::cid::lazy) struct Worker {

@@ -2,7 +2,8 @@
 //! the earliest tick it needs attention at (readable without the lock), and the expiry pass a
 //! worker runs between polls.
 
-use std::sync::Arc;
+// Timer targets and drivers are trait objects, which loom's `Arc` cannot hold.
+use crate::sync::unmodeled::Arc;
 use std::task::Waker;
 use std::time::Instant;
 
