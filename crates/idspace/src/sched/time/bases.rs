@@ -7,7 +7,7 @@ use crate::sync::unmodeled::Arc;
 use std::task::Waker;
 use std::time::Instant;
 
-use super::clock::Clock;
+use super::clock::WheelClock;
 use super::wheel::{Cancelled, Key, State, Wheel};
 use super::Fire;
 use crate::sync::{self, AtomicU64, AtomicUsize, Mutex, Ordering};
@@ -57,7 +57,7 @@ pub(crate) struct Expired {
 
 /// Every worker's timer base and the clock they share.
 pub(crate) struct Timers {
-    clock: Clock,
+    clock: WheelClock,
     bases: Box<[Arc<Base>]>,
     /// Round-robin choice of a base for arms from threads that are not workers.
     next_external: AtomicUsize,
@@ -127,7 +127,7 @@ impl Timers {
     /// Timer bases for `workers` workers, with the clock starting now.
     pub(crate) fn new(workers: usize) -> Self {
         Timers {
-            clock: Clock::new(),
+            clock: WheelClock::new(),
             bases: (0..workers)
                 .map(|_| {
                     Arc::new(Base {
