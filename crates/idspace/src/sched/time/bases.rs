@@ -2,7 +2,8 @@
 //! the earliest tick it needs attention at (readable without the lock), and the expiry pass a
 //! worker runs between polls.
 
-// Timer targets and drivers are trait objects, which loom's `Arc` cannot hold.
+// Timer targets are trait objects (`Handle::arm` takes std's `Arc<dyn Fire>`), which loom's `Arc`
+// cannot hold; the bases themselves are counted by the facade's.
 use crate::sync::unmodeled::Arc;
 use std::task::Waker;
 use std::time::Instant;
@@ -58,7 +59,7 @@ pub(crate) struct Expired {
 /// Every worker's timer base and the clock they share.
 pub(crate) struct Timers {
     clock: WheelClock,
-    bases: Box<[Arc<Base>]>,
+    bases: Box<[sync::Arc<Base>]>,
     /// Round-robin choice of a base for arms from threads that are not workers.
     next_external: AtomicUsize,
 }
@@ -67,7 +68,7 @@ pub(crate) struct Timers {
 /// [`Armed`](super::Armed) reaches it without the runtime's own count, which every worker would
 /// bounce) and its key.
 pub(crate) struct Slot {
-    base: Arc<Base>,
+    base: sync::Arc<Base>,
     key: Key,
 }
 
@@ -130,7 +131,7 @@ impl Timers {
             clock: WheelClock::new(),
             bases: (0..workers)
                 .map(|_| {
-                    Arc::new(Base {
+                    sync::Arc::new(Base {
                         locked: Mutex::new(Locked {
                             wheel: Wheel::new(),
                             closed: false,
@@ -177,7 +178,7 @@ impl Timers {
         drop(locked);
         Ok(Some((
             Slot {
-                base: Arc::clone(at),
+                base: sync::Arc::clone(at),
                 key,
             },
             earlier,
