@@ -1,5 +1,18 @@
 //! `idspace`: the lab (`bench`), the replay driver (`replay`) and leased IDs (`ids`).
+//!
+//! Cargo features, all on by default, choose the subcommands that do work:
+//!
+//! - `bench`: the lab and its peers (`idspace-lab`), and the counting allocator it measures
+//!   memory with;
+//! - `ids`: the lease client and its PostgreSQL driver (`idspace-lease`);
+//! - `serve`: reserved for an HTTP service; it enables nothing yet.
+//!
+//! `replay` needs none of them: `--no-default-features` builds a small binary that replays
+//! alone. The other subcommands stay in the command line and its `--help` in every build, so
+//! that a script's typo is still told apart from a missing feature: run in a build without
+//! their feature, they exit with status 2 and a message naming the feature.
 
+#[cfg(feature = "ids")]
 mod ids;
 mod replay;
 
@@ -7,13 +20,14 @@ use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use idspace_lab as lab;
+use clap::{Args, Parser, Subcommand};
 
 // The lab measures memory with it; it counts nothing unless a lab measurement runs, so
-// `replay` pays one relaxed load per allocation (see `idspace_lab::alloc`).
+// `replay` pays one relaxed load per allocation (see `idspace_lab::alloc`). Builds without
+// the lab keep the system allocator.
+#[cfg(feature = "bench")]
 #[global_allocator]
-static ALLOCATOR: lab::alloc::CountingAlloc = lab::alloc::CountingAlloc;
+static ALLOCATOR: idspace_lab::alloc::CountingAlloc = idspace_lab::alloc::CountingAlloc;
 
 /// The Linux kernel's task-ID machinery in user space: the lab and the replay driver.
 #[derive(Parser)]
@@ -26,26 +40,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the lab: experiments against our designs, the peers and the kernel, with a report.
-    Bench {
-        /// Experiments to run (all by default); `--list` shows them.
-        experiments: Vec<String>,
-        /// Reduced sizes that fit in a few minutes on 2 cores (the default).
-        #[arg(long, conflicts_with = "full")]
-        quick: bool,
-        /// The seeds' sizes where the machine allows.
-        #[arg(long)]
-        full: bool,
-        /// Where report.md, results.json and the plots go.
-        #[arg(long, default_value = "lab")]
-        out: PathBuf,
-        /// List the experiments (those named, or all) and exit.
-        #[arg(long)]
-        list: bool,
-        /// Run nothing: lay two results.json files side by side (e.g. two kernels), with
-        /// ratios, as Markdown on stdout.
-        #[arg(long, num_args = 2, value_names = ["A", "B"], conflicts_with = "list")]
-        compare: Option<Vec<PathBuf>>,
-    },
+    Bench(BenchArgs),
     /// Drive a design from JSON lines on stdin; one JSON answer per line on stdout.
     #[command(after_help = "`idspace replay FAMILY --help` shows the family's protocol.")]
     Replay {
@@ -54,38 +49,65 @@ enum Command {
     },
     /// IDs unique across a cluster, leased from PostgreSQL: N IDs, one per line, on stdout;
     /// or, with --create-space, a new space.
-    Ids {
-        /// The server: `postgresql://user@host:port/db` or `host=/run/postgresql user=u ...`.
-        #[arg(long)]
-        url: String,
-        /// The space to allocate from.
-        #[arg(long, requires = "count", conflicts_with = "create_space")]
-        space: Option<String>,
-        /// IDs to write.
-        #[arg(long)]
-        count: Option<u64>,
-        /// Threads allocating.
-        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
-        threads: u16,
-        /// Create a space with this name instead (IDs --min..=--max).
-        #[arg(long, requires_all = ["min", "max"])]
-        create_space: Option<String>,
-        /// The new space's smallest ID.
-        #[arg(long)]
-        min: Option<u64>,
-        /// The new space's largest ID (at most 2^63-1).
-        #[arg(long)]
-        max: Option<u64>,
-        /// The new space leases ranges freed by every ID again (default: monotonic).
-        #[arg(long)]
-        cyclic: bool,
-        /// How long a lease lasts without renewal, in milliseconds.
-        #[arg(long, default_value_t = 10_000)]
-        ttl_ms: u64,
-        /// The smallest lease, in IDs.
-        #[arg(long, default_value_t = 1000)]
-        step: u64,
-    },
+    Ids(IdsArgs),
+}
+
+// `idspace bench`'s flags (the variant's doc comment is the command's help).
+#[derive(Args)]
+struct BenchArgs {
+    /// Experiments to run (all by default); `--list` shows them.
+    experiments: Vec<String>,
+    /// Reduced sizes that fit in a few minutes on 2 cores (the default).
+    #[arg(long, conflicts_with = "full")]
+    quick: bool,
+    /// The seeds' sizes where the machine allows.
+    #[arg(long)]
+    full: bool,
+    /// Where report.md, results.json and the plots go.
+    #[arg(long, default_value = "lab")]
+    out: PathBuf,
+    /// List the experiments (those named, or all) and exit.
+    #[arg(long)]
+    list: bool,
+    /// Run nothing: lay two results.json files side by side (e.g. two kernels), with
+    /// ratios, as Markdown on stdout.
+    #[arg(long, num_args = 2, value_names = ["A", "B"], conflicts_with = "list")]
+    compare: Option<Vec<PathBuf>>,
+}
+
+// `idspace ids`'s flags (the variant's doc comment is the command's help).
+#[derive(Args)]
+struct IdsArgs {
+    /// The server: `postgresql://user@host:port/db` or `host=/run/postgresql user=u ...`.
+    #[arg(long)]
+    url: String,
+    /// The space to allocate from.
+    #[arg(long, requires = "count", conflicts_with = "create_space")]
+    space: Option<String>,
+    /// IDs to write.
+    #[arg(long)]
+    count: Option<u64>,
+    /// Threads allocating.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: u16,
+    /// Create a space with this name instead (IDs --min..=--max).
+    #[arg(long, requires_all = ["min", "max"])]
+    create_space: Option<String>,
+    /// The new space's smallest ID.
+    #[arg(long)]
+    min: Option<u64>,
+    /// The new space's largest ID (at most 2^63-1).
+    #[arg(long)]
+    max: Option<u64>,
+    /// The new space leases ranges freed by every ID again (default: monotonic).
+    #[arg(long)]
+    cyclic: bool,
+    /// How long a lease lasts without renewal, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    ttl_ms: u64,
+    /// The smallest lease, in IDs.
+    #[arg(long, default_value_t = 1000)]
+    step: u64,
 }
 
 #[derive(Subcommand)]
@@ -93,15 +115,17 @@ enum Family {
     /// Handle tables keyed by (owner, id): the POSIX-timer ID designs.
     #[command(after_help = replay::help(replay::table::PROTOCOL))]
     Table {
-        /// Which design to drive.
-        #[arg(long, value_enum)]
+        /// Which design to drive. The default is the kernel's current design (Linux 6.15), so
+        /// that a bare `replay table` answers as the kernel does.
+        #[arg(long, value_enum, default_value_t = replay::table::TableDesign::Scaled)]
         design: replay::table::TableDesign,
     },
     /// Concurrency IDs: the MM CID rewrite and its two predecessors.
     #[command(after_help = replay::help(replay::cid::PROTOCOL))]
     Cid {
-        /// Which design to drive.
-        #[arg(long, value_enum)]
+        /// Which design to drive. The default is the kernel's current design (the MM CID
+        /// rewrite, Linux 6.19), so that a bare `replay cid` answers as the kernel does.
+        #[arg(long, value_enum, default_value_t = replay::cid::CidDesign::Rework)]
         design: replay::cid::CidDesign,
         /// CPUs (worker slots) of the space, 1 to 64 (the most the designs support); by default
         /// this machine's CPU count, at most 64.
@@ -115,123 +139,129 @@ enum Family {
     /// Namespaced PID allocation: the IDR designs, FreeBSD's bitmap+hash, per-CPU ranges.
     #[command(after_help = replay::help(replay::pid::PROTOCOL))]
     Pid {
-        /// Which design to drive.
-        #[arg(long, value_enum)]
+        /// Which design to drive. The default is the kernel's current design (Linux 7.0), so
+        /// that a bare `replay pid` answers as the kernel does.
+        #[arg(long, value_enum, default_value_t = replay::pid::PidDesign::IdrOnce)]
         design: replay::pid::PidDesign,
     },
     /// Processes: namespaces, thread groups, zombies, timers, checkpoint and restore.
     #[command(after_help = replay::help(replay::process::PROTOCOL))]
     Process {
-        /// Which PID design allocates the threads' IDs.
-        #[arg(long, value_enum)]
+        /// Which PID design allocates the threads' IDs. The default is the kernel's current
+        /// design (Linux 7.0), so that a bare `replay process` answers as the kernel does.
+        #[arg(long, value_enum, default_value_t = replay::pid::PidDesign::IdrOnce)]
         pid_design: replay::pid::PidDesign,
-        /// Which table design holds the processes' timers.
-        #[arg(long, value_enum)]
+        /// Which table design holds the processes' timers. The default is the kernel's current
+        /// design (Linux 6.15), so that a bare `replay process` answers as the kernel does.
+        #[arg(long, value_enum, default_value_t = replay::table::TableDesign::Scaled)]
         table_design: replay::table::TableDesign,
     },
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Bench {
-            experiments,
-            quick: _,
-            full,
-            out,
-            list,
-            compare,
-        } => {
-            if let Some(files) = compare {
-                return match lab::compare(&files[0], &files[1]) {
-                    Ok(text) => {
-                        print!("{text}");
-                        ExitCode::SUCCESS
-                    }
-                    Err(error) => {
-                        eprintln!("idspace bench: {error}");
-                        ExitCode::from(2)
-                    }
-                };
+        Command::Bench(args) => bench(args),
+        Command::Replay { family } => replay(family),
+        Command::Ids(args) => ids(args),
+    }
+}
+
+/// `idspace bench`: a comparison, a listing or a lab run.
+#[cfg(feature = "bench")]
+fn bench(args: BenchArgs) -> ExitCode {
+    use idspace_lab as lab;
+    let done = if let Some(files) = args.compare {
+        lab::compare(&files[0], &files[1]).map(|text| print!("{text}"))
+    } else if args.list {
+        lab::select(&args.experiments).map(|selected| {
+            for experiment in selected {
+                println!("{:<10} {}", experiment.name(), experiment.about());
             }
-            if list {
-                return match lab::select(&experiments) {
-                    Ok(selected) => {
-                        for experiment in selected {
-                            println!("{:<10} {}", experiment.name(), experiment.about());
-                        }
-                        ExitCode::SUCCESS
-                    }
-                    Err(error) => {
-                        eprintln!("idspace bench: {error}");
-                        ExitCode::from(2)
-                    }
-                };
-            }
-            let scale = if full {
-                lab::Scale::Full
-            } else {
-                lab::Scale::Quick
-            };
-            match lab::run(&experiments, scale, &out) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("idspace bench: {error}");
-                    ExitCode::from(2)
-                }
-            }
-        }
-        Command::Ids {
-            url,
-            space,
-            count,
-            threads,
-            create_space,
-            min,
-            max,
-            cyclic,
-            ttl_ms,
-            step,
-        } => ids::run(ids::Ids {
-            url,
-            space,
-            count,
-            threads: usize::from(threads),
-            create_space,
-            min,
-            max,
-            cyclic,
-            ttl: std::time::Duration::from_millis(ttl_ms),
-            step,
-        }),
-        Command::Replay { family } => {
-            let stdin = io::stdin().lock();
-            let stdout = io::stdout().lock();
-            let ended = match family {
-                Family::Table { design } => {
-                    replay::run(&mut replay::table::TableReplay::new(design), stdin, stdout)
-                }
-                Family::Pid { design } => {
-                    replay::run(&mut replay::pid::PidReplay::new(design), stdin, stdout)
-                }
-                Family::Process {
-                    pid_design,
-                    table_design,
-                } => replay::run(
-                    &mut replay::process::ProcessReplay::new(pid_design, table_design),
-                    stdin,
-                    stdout,
-                ),
-                Family::Cid { design, cpus } => {
-                    match replay::cid::CidReplay::new(design, usize::from(cpus)) {
-                        Ok(mut replayer) => replay::run(&mut replayer, stdin, stdout),
-                        Err(error) => {
-                            eprintln!("idspace replay: {error}");
-                            return ExitCode::from(2);
-                        }
-                    }
-                }
-            };
-            ended.exit_code()
+        })
+    } else {
+        let scale = if args.full {
+            lab::Scale::Full
+        } else {
+            lab::Scale::Quick
+        };
+        lab::run(&args.experiments, scale, &args.out)
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("idspace bench: {error}");
+            ExitCode::from(2)
         }
     }
+}
+
+/// `idspace bench` in a build without the lab.
+#[cfg(not(feature = "bench"))]
+fn bench(_: BenchArgs) -> ExitCode {
+    missing_feature("bench")
+}
+
+/// `idspace ids`: leased IDs, or a new space.
+#[cfg(feature = "ids")]
+fn ids(args: IdsArgs) -> ExitCode {
+    ids::run(ids::Ids {
+        url: args.url,
+        space: args.space,
+        count: args.count,
+        threads: usize::from(args.threads),
+        create_space: args.create_space,
+        min: args.min,
+        max: args.max,
+        cyclic: args.cyclic,
+        ttl: std::time::Duration::from_millis(args.ttl_ms),
+        step: args.step,
+    })
+}
+
+/// `idspace ids` in a build without the lease client.
+#[cfg(not(feature = "ids"))]
+fn ids(_: IdsArgs) -> ExitCode {
+    missing_feature("ids")
+}
+
+/// Says that this build lacks `feature`, and how to get it; exit status 2.
+#[cfg(not(all(feature = "bench", feature = "ids")))]
+fn missing_feature(feature: &str) -> ExitCode {
+    eprintln!(
+        "idspace {feature}: this build lacks the `{feature}` feature; build with the default \
+         features, or with `--features {feature}`"
+    );
+    ExitCode::from(2)
+}
+
+/// `idspace replay FAMILY`: answers stdin's lines on stdout.
+fn replay(family: Family) -> ExitCode {
+    let stdin = io::stdin().lock();
+    let stdout = io::stdout().lock();
+    let ended = match family {
+        Family::Table { design } => {
+            replay::run(&mut replay::table::TableReplay::new(design), stdin, stdout)
+        }
+        Family::Pid { design } => {
+            replay::run(&mut replay::pid::PidReplay::new(design), stdin, stdout)
+        }
+        Family::Process {
+            pid_design,
+            table_design,
+        } => replay::run(
+            &mut replay::process::ProcessReplay::new(pid_design, table_design),
+            stdin,
+            stdout,
+        ),
+        Family::Cid { design, cpus } => {
+            match replay::cid::CidReplay::new(design, usize::from(cpus)) {
+                Ok(mut replayer) => replay::run(&mut replayer, stdin, stdout),
+                Err(error) => {
+                    eprintln!("idspace replay: {error}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+    };
+    ended.exit_code()
 }

@@ -1,5 +1,7 @@
 //! `idspace bench` at the command line: the argument checks that come before any experiment
 //! runs. (The experiments themselves are the lab's; CI runs the lab once, at its quick scale.)
+//! A build without the `bench` feature has no lab: `features.rs` tests that one.
+#![cfg(feature = "bench")]
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};

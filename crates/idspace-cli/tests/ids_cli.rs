@@ -1,4 +1,6 @@
 //! `idspace ids` against a throwaway PostgreSQL: the interface other programs depend on.
+//! A build without the `ids` feature has no lease client: `features.rs` tests that one.
+#![cfg(feature = "ids")]
 
 use std::collections::HashSet;
 use std::process::{Command, Output};

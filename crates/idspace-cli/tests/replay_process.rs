@@ -17,6 +17,16 @@ fn replay(pid: &str, table: &str, input: &str) -> (Vec<Value>, i32) {
 
 /// Lines and, for the sequential designs, their exact answers.
 fn script() -> Vec<(Value, Value)> {
+    [
+        processes_and_threads(),
+        timers_and_exits(),
+        lookups_and_images(),
+    ]
+    .concat()
+}
+
+/// Namespaces, forks and clones.
+fn processes_and_threads() -> Vec<(Value, Value)> {
     vec![
         (json!({"op":"fork","ns":0}), json!({"pid":1,"ids":[1]})),
         (json!({"op":"ns_new","parent":0}), json!({"ns":1})),
@@ -41,6 +51,12 @@ fn script() -> Vec<(Value, Value)> {
             json!({"op":"clone","pid":99}),
             json!({"error":"unknown_process"}),
         ),
+    ]
+}
+
+/// Timers, exits and the threads left.
+fn timers_and_exits() -> Vec<(Value, Value)> {
+    vec![
         (json!({"op":"timer_create","pid":2}), json!({"timer":0})),
         (json!({"op":"timer_create","pid":2}), json!({"timer":1})),
         (
@@ -87,6 +103,12 @@ fn script() -> Vec<(Value, Value)> {
             json!({"op":"threads","pid":99}),
             json!({"error":"unknown_process"}),
         ),
+    ]
+}
+
+/// Lookups, checkpoint and restore, dead namespaces, kills and memory.
+fn lookups_and_images() -> Vec<(Value, Value)> {
+    vec![
         (
             json!({"op":"lookup","ns":1,"id":1}),
             json!({"found":true,"pid":2,"tid":2}),

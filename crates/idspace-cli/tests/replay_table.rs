@@ -80,18 +80,19 @@ fn the_protocol_for_every_design() {
 
 #[test]
 fn bad_lines_are_answered_and_processing_goes_on() {
-    let input = "not json\n\
-        [1,2]\n\
-        {\"owner\":1}\n\
-        {\"op\":\"fly\",\"owner\":1}\n\
-        {\"op\":\"create\"}\n\
-        {\"op\":\"create\",\"owner\":-1}\n\
-        {\"op\":\"create\",\"owner\":\"x\"}\n\
-        {\"op\":\"get\",\"owner\":1,\"id\":1.5}\n\
-        {\"op\":\"restore\",\"owner\":1,\"on\":1}\n\
-        {\"op\":7}\n\
-        \n\
-        {\"op\":\"create\",\"owner\":1}\n";
+    let input = r#"not json
+[1,2]
+{"owner":1}
+{"op":"fly","owner":1}
+{"op":"create"}
+{"op":"create","owner":-1}
+{"op":"create","owner":"x"}
+{"op":"get","owner":1,"id":1.5}
+{"op":"restore","owner":1,"on":1}
+{"op":7}
+
+{"op":"create","owner":1}
+"#;
     for design in DESIGNS {
         let (answers, status) = replay(design, input);
         assert_eq!(answers.len(), 12, "{design}");

@@ -206,8 +206,8 @@ impl<S: RangeSource> SubRanges<S> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::sync::{AtomicU64, Ordering};
     use std::collections::HashSet;
-    use std::sync::atomic::{AtomicU64, Ordering};
 
     /// Ranges of 10 from a counter, up to 100; counts IDs given back unused.
     struct Counter {

@@ -15,6 +15,14 @@
 //! `Arc` models the ordering its last drop provides, so that a destructor reading the cell is
 //! not reported as racing the accesses that came before it.
 //!
+//! Two submodules hold the rest:
+//!
+//! - [`fast`]: the locks of the tables' hot paths, `parking_lot`'s in normal builds (the module
+//!   says why), loom's under loom;
+//! - [`unmodeled`]: std's primitives where loom's cannot stand in (a static, a waker, a weak
+//!   reference, a word the kernel reads), each with the reason. Nothing else in the crate names
+//!   `std::sync`, so a grep for it finds every primitive loom does not see.
+//!
 //! [loom]: https://docs.rs/loom
 
 #[cfg(loom)]
@@ -91,7 +99,7 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Tries to lock `mutex` without blocking; `None` if another thread holds it.
-// Only the tables' lock facade calls it, and only under loom or Miri.
+// Only [`fast::try_lock`] calls it, and only under loom or Miri.
 #[cfg_attr(not(any(loom, miri)), allow(dead_code))]
 #[inline]
 pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
@@ -154,4 +162,85 @@ pub(crate) fn exclusive_load<T>(atomic: &mut AtomicPtr<T>) -> *mut T {
     return atomic.with_mut(|pointer| *pointer);
     #[cfg(not(loom))]
     return *atomic.get_mut();
+}
+
+/// The locks of the tables' hot paths: `parking_lot`'s in normal builds, loom's model-checked
+/// ones under `--cfg loom`, and std's under Miri.
+///
+/// Why not std's everywhere: a table lock is held for a few nanoseconds, but with more threads
+/// than CPUs a holder is sometimes preempted inside it. std's futex mutex then sends every
+/// waiter to sleep after a short spin, and each unlock pays a wake-up system call; once a lock
+/// is contended in this way it stays so (a lock convoy). `parking_lot`'s waiters spin briefly
+/// and then *yield* a few times before parking, which hands the CPU to the preempted holder,
+/// and its fast paths are one compare-exchange each way on one byte. The kernel's bucket
+/// spinlocks never meet this case: it disables preemption while one is held.
+///
+/// Under Miri the tables use std's locks: `parking_lot`'s parking path stores thread pointers
+/// in integers, which Miri's strict-provenance mode (the one CI runs) rejects. Miri checks our
+/// code, which is the same over either lock.
+///
+/// `parking_lot`'s locks do not poison, and std's are recovered from poisoning (as in the
+/// parent module): the table code never panics while holding one, and user values are never
+/// dropped under a table lock.
+pub(crate) mod fast {
+    #[cfg(loom)]
+    pub(crate) use loom::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+    #[cfg(not(any(loom, miri)))]
+    pub(crate) use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+    #[cfg(all(miri, not(loom)))]
+    pub(crate) use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+    /// Locks `mutex`.
+    #[inline]
+    pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+        #[cfg(any(loom, miri))]
+        return super::lock(mutex);
+        #[cfg(not(any(loom, miri)))]
+        return mutex.lock();
+    }
+
+    /// Locks `mutex` if no other thread holds it.
+    #[inline]
+    pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+        #[cfg(any(loom, miri))]
+        return super::try_lock(mutex);
+        #[cfg(not(any(loom, miri)))]
+        return mutex.try_lock();
+    }
+
+    /// Takes `lock` for reading.
+    #[inline]
+    pub(crate) fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+        #[cfg(any(loom, miri))]
+        return super::read(lock);
+        #[cfg(not(any(loom, miri)))]
+        return lock.read();
+    }
+
+    /// Takes `lock` for writing.
+    #[inline]
+    pub(crate) fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+        #[cfg(any(loom, miri))]
+        return super::write(lock);
+        #[cfg(not(any(loom, miri)))]
+        return lock.write();
+    }
+}
+
+/// std's primitives, in every build, where loom's cannot stand in. Each import of one says
+/// which of these reasons applies:
+///
+/// - **statics**: loom's primitives cannot be created in a `static` (`OnceLock`, a process-wide
+///   `Mutex`); no model reaches those tables;
+/// - **wakers and type erasure**: `std::task::Wake` takes std's `Arc`, and loom's `Arc` neither
+///   coerces to a trait object (`Arc<dyn Driver>`, `Arc<dyn Any>`) nor holds a slice built from
+///   a `Vec`, nor has a `Weak`;
+/// - **the kernel's words**: a futex word lives at an address the kernel reads and sleeps on,
+///   which loom's atomics do not have (the module does not exist under loom).
+pub(crate) mod unmodeled {
+    #[allow(unused_imports)] // Each build uses a different subset.
+    pub(crate) use std::sync::{
+        atomic::{AtomicU32, AtomicU64},
+        Arc, Barrier, Mutex, MutexGuard, OnceLock, Weak,
+    };
 }

@@ -155,7 +155,10 @@ fn clamp(value: i128) -> u32 {
     u32::try_from(value).unwrap_or(if value < 0 { 0 } else { u32::MAX })
 }
 
-fn apply<P: Pids, T: Table>(model: &Processes<P, Rework, T>, op: ProcessOp) -> Value {
+/// The model a replay drives: the PID and table designs chosen, CIDs from the rewrite.
+type Model<P, T> = Processes<P, Rework, T>;
+
+fn apply<P: Pids, T: Table>(model: &Model<P, T>, op: ProcessOp) -> Value {
     let process = |pid: i128| named(pid, ProcessError::UnknownProcess);
     match op {
         ProcessOp::NsNew {
@@ -194,14 +197,7 @@ fn apply<P: Pids, T: Table>(model: &Processes<P, Rework, T>, op: ProcessOp) -> V
         ProcessOp::TimerDelete {
             pid: Pid(pid),
             timer: Timer(timer),
-        } => answer(
-            process(pid).and_then(|pid| match u32::try_from(timer) {
-                Ok(timer) => model.timer_delete(pid, timer),
-                // No timer has that ID; the process must still exist.
-                Err(_) => model.timers(pid).and(Err(ProcessError::NotFound)),
-            }),
-            |()| ok(),
-        ),
+        } => timer_delete(model, pid, timer),
         ProcessOp::Timers { pid: Pid(pid) } => answer(
             process(pid).and_then(|pid| model.timers(pid)),
             |timers| json!({ "timers": timers }),
@@ -213,36 +209,57 @@ fn apply<P: Pids, T: Table>(model: &Processes<P, Rework, T>, op: ProcessOp) -> V
         ProcessOp::Lookup {
             ns: Ns(ns),
             id: Id(id),
-        } => answer(
-            // No thread has ID 0, nor one out of `u32`'s range.
-            space(ns).and_then(|ns| model.lookup(ns, u32::try_from(id).unwrap_or(0))),
-            |found| match found {
-                Some((pid, tid)) => json!({ "found": true, "pid": pid, "tid": tid }),
-                None => json!({ "found": false }),
-            },
-        ),
-        ProcessOp::Checkpoint { pid: Pid(pid) } => answer(
-            process(pid).and_then(|pid| model.checkpoint(pid)),
-            |image| match serde_json::to_value(image) {
-                Ok(image) => json!({ "image": image }),
-                // An image is numbers and booleans in structs: it always serialises.
-                Err(e) => json!({ "error": "bad_image", "detail": e.to_string() }),
-            },
-        ),
+        } => lookup(model, ns, id),
+        ProcessOp::Checkpoint { pid: Pid(pid) } => checkpoint(model, pid),
         ProcessOp::Restore {
             ns: Ns(ns),
             image: ImageField(image),
-        } => {
-            let image = serde_json::from_str::<Image>(&image.to_string())
-                .map_err(|e| ProcessError::BadImage(e.to_string()));
-            answer(
-                image.and_then(|image| {
-                    let ns = space(ns)?;
-                    model.restore(ns, &image, CPU)
-                }),
-                |restored| json!({ "pid": restored.leader.tid(), "ids": restored.leader.ids() }),
-            )
-        }
+        } => restore(model, ns, &image),
         ProcessOp::Memory => json!({ "bytes": model.memory_bytes() }),
     }
+}
+
+fn timer_delete<P: Pids, T: Table>(model: &Model<P, T>, pid: i128, timer: i128) -> Value {
+    answer(
+        named(pid, ProcessError::UnknownProcess).and_then(|pid| match u32::try_from(timer) {
+            Ok(timer) => model.timer_delete(pid, timer),
+            // No timer has that ID; the process must still exist.
+            Err(_) => model.timers(pid).and(Err(ProcessError::NotFound)),
+        }),
+        |()| ok(),
+    )
+}
+
+fn lookup<P: Pids, T: Table>(model: &Model<P, T>, ns: u128, id: i128) -> Value {
+    answer(
+        // No thread has ID 0, nor one out of `u32`'s range.
+        space(ns).and_then(|ns| model.lookup(ns, u32::try_from(id).unwrap_or(0))),
+        |found| match found {
+            Some((pid, tid)) => json!({ "found": true, "pid": pid, "tid": tid }),
+            None => json!({ "found": false }),
+        },
+    )
+}
+
+fn checkpoint<P: Pids, T: Table>(model: &Model<P, T>, pid: i128) -> Value {
+    answer(
+        named(pid, ProcessError::UnknownProcess).and_then(|pid| model.checkpoint(pid)),
+        |image| match serde_json::to_value(image) {
+            Ok(image) => json!({ "image": image }),
+            // An image is numbers and booleans in structs: it always serialises.
+            Err(e) => json!({ "error": "bad_image", "detail": e.to_string() }),
+        },
+    )
+}
+
+fn restore<P: Pids, T: Table>(model: &Model<P, T>, ns: u128, image: &Json) -> Value {
+    let image = serde_json::from_str::<Image>(&image.to_string())
+        .map_err(|e| ProcessError::BadImage(e.to_string()));
+    answer(
+        image.and_then(|image| {
+            let ns = space(ns)?;
+            model.restore(ns, &image, CPU)
+        }),
+        |restored| json!({ "pid": restored.leader.tid(), "ids": restored.leader.ids() }),
+    )
 }

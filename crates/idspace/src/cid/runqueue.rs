@@ -23,13 +23,12 @@
 //! would free (the live lock fixed after merge by 4327fb13); here that wait cannot arise.
 
 use core::ptr;
-use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
 use super::task::{Task, TaskInner, Word};
 use super::{CidError, UNSET};
-use crate::sync::{cpu_relax, spin_wait, AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use crate::sync::{cpu_relax, spin_wait, Arc, AtomicBool, AtomicPtr, AtomicU32, Ordering};
 
 /// Spins of a contended lock before it starts yielding the thread (the holder may be preempted:
 /// a user-space "CPU" is a thread).

@@ -22,10 +22,9 @@
 //! beyond what the caller's calls give).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use super::{CidError, MAX_CPUS, UNSET};
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{Arc, AtomicU32, AtomicU64, Ordering};
 use crate::util::hash::BuildIntHasher;
 
 /// A snapshot of a task word: `cid | rq << 32 | EXITED`.

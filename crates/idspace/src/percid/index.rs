@@ -3,7 +3,8 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::{Mutex, OnceLock};
+// Statics: loom's primitives cannot be created in one.
+use crate::sync::unmodeled::{Mutex, MutexGuard, OnceLock};
 
 /// How many slots a structure needs: one for every index the kernel can give, which is at most
 /// the highest possible CPU plus one (mm_cid is below the number of possible CPUs, cpu_id at
@@ -52,7 +53,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     free: BinaryHeap::new(),
 });
 
-fn registry() -> std::sync::MutexGuard<'static, Registry> {
+fn registry() -> MutexGuard<'static, Registry> {
     // Nothing panics with the lock held, so a poisoned lock still holds a consistent table.
     REGISTRY
         .lock()
@@ -109,7 +110,7 @@ mod tests {
     #[test]
     fn live_threads_hold_distinct_compact_ids() {
         let ids = |count: usize| {
-            let barrier = std::sync::Barrier::new(count);
+            let barrier = crate::sync::unmodeled::Barrier::new(count);
             std::thread::scope(|scope| {
                 let handles: Vec<_> = (0..count)
                     .map(|_| {

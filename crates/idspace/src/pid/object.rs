@@ -1,6 +1,7 @@
 //! [`Pid`]: the object an allocation creates, with its number in every space that sees it.
 
-use std::sync::Arc;
+// A slice built from a `Vec`, which loom's `Arc` cannot hold.
+use crate::sync::unmodeled::Arc;
 
 use super::NsId;
 

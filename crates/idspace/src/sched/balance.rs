@@ -29,12 +29,12 @@
 //! the victim's local pushes and its wakelist batches only through the victim's lock.
 //! `loom_steal` below checks those races.
 
-use std::sync::Arc;
-
 use super::hooks::Hooks;
 use super::placement::idle_worker;
-use super::runtime::{Shared, TaskRef};
+use super::runtime::{RuntimeState, TaskRef};
 use super::worker::Worker;
+// The runtime's state, type-erased elsewhere (see `runtime`).
+use crate::sync::unmodeled::Arc;
 
 /// A worker checks whether to kick an idle worker every this many passes of its loop.
 pub(crate) const BALANCE_PASSES: u32 = 16;
@@ -60,7 +60,7 @@ fn busiest<H: Hooks>(workers: &[Worker<H>], me: usize) -> Option<usize> {
 /// newidle balance for worker `me`: steals half the busiest queue through `stolen` (left
 /// empty), queues all but the first on `me`'s queue and returns the first to run.
 pub(crate) fn newidle<H: Hooks>(
-    shared: &Arc<Shared<H>>,
+    shared: &Arc<RuntimeState<H>>,
     me: usize,
     stolen: &mut Vec<TaskRef<H>>,
 ) -> Option<TaskRef<H>> {

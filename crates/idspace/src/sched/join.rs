@@ -5,11 +5,10 @@ use std::any::Any;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use super::TaskId;
-use crate::sync::{self, Condvar, Mutex};
+use crate::sync::{self, Arc, Condvar, Mutex};
 
 /// Why a task produced no value.
 ///

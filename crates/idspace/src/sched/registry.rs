@@ -12,20 +12,21 @@
 #[cfg(not(loom))]
 mod imp {
     use std::collections::HashMap;
-    use std::sync::{Arc, Weak};
+    // Weak references, which loom's `Arc` lacks (this half does not exist under loom).
+    use crate::sync::unmodeled::{Arc, Weak};
 
     use crossbeam_utils::CachePadded;
 
     use crate::sched::hooks::{Hooks, TaskId};
-    use crate::sched::runtime::{Shared, TaskRef};
-    use crate::sched::task::Task;
+    use crate::sched::runtime::{RuntimeState, TaskRef};
+    use crate::sched::task::TaskCell;
     use crate::sync::{self, Mutex};
 
     /// Shards, so that spawns and exits on different workers rarely meet on one lock.
     const SHARDS: usize = 16;
 
     /// Live tasks by ID, as weak references.
-    type Tasks<H> = HashMap<u64, Weak<Task<Arc<Shared<H>>>>>;
+    type Tasks<H> = HashMap<u64, Weak<TaskCell<Arc<RuntimeState<H>>>>>;
     type Shard<H> = CachePadded<Mutex<Tasks<H>>>;
 
     pub(crate) struct Registry<H: Hooks> {

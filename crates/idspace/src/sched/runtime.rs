@@ -7,7 +7,6 @@ use std::future::Future;
 use std::panic::{self, AssertUnwindSafe};
 use std::pin::pin;
 use std::str::FromStr;
-use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -16,9 +15,12 @@ use super::join::{JoinHandle, JoinSlot};
 use super::placement::{self, Affine, Placement};
 use super::registry::Registry;
 use super::stats::{Counters, Stats};
-use super::task::{Schedule, Task};
+use super::task::{Schedule, TaskCell};
 use super::time::{Driver, Timers};
 use super::worker::{self, PollBudget, Worker};
+// Type erasure: the runtime's state is reached as `Arc<dyn Driver>` and `Arc<dyn Any>`, and
+// `block_on`'s waker is a `std::task::Wake`; loom's `Arc` can be neither.
+use crate::sync::unmodeled::Arc;
 use crate::sync::{self, thread, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
 
@@ -278,8 +280,8 @@ impl<H: Hooks> Builder<H> {
 
 impl<H: Hooks> Builder<H> {
     /// The shared state of a runtime with this configuration, without its worker threads.
-    fn shared(self) -> Arc<Shared<H>> {
-        Arc::new(Shared {
+    fn shared(self) -> Arc<RuntimeState<H>> {
+        Arc::new(RuntimeState {
             workers: (0..self.workers).map(|_| Worker::new()).collect(),
             external: CachePadded::new(Counters::default()),
             policy: self.policy,
@@ -298,7 +300,7 @@ impl<H: Hooks> Builder<H> {
 #[cfg(not(loom))]
 fn spawn_worker<H: Hooks>(
     index: usize,
-    shared: Arc<Shared<H>>,
+    shared: Arc<RuntimeState<H>>,
 ) -> Result<thread::JoinHandle<()>, String> {
     thread::Builder::new()
         .name(format!("idspace-worker-{index}"))
@@ -309,17 +311,17 @@ fn spawn_worker<H: Hooks>(
 #[cfg(loom)]
 fn spawn_worker<H: Hooks>(
     index: usize,
-    shared: Arc<Shared<H>>,
+    shared: Arc<RuntimeState<H>>,
 ) -> Result<thread::JoinHandle<()>, String> {
     Ok(thread::spawn(move || worker::run(shared, index)))
 }
 
 /// One of a runtime's tasks, as queues and wakers hold it: its scheduler is the runtime's
 /// shared state.
-pub(crate) type TaskRef<H> = sync::Arc<Task<Arc<Shared<H>>>>;
+pub(crate) type TaskRef<H> = sync::Arc<TaskCell<Arc<RuntimeState<H>>>>;
 
 /// What the workers, the tasks and the handles share.
-pub(crate) struct Shared<H: Hooks> {
+pub(crate) struct RuntimeState<H: Hooks> {
     workers: Box<[Worker<H>]>,
     /// Counters for wakeups made by threads that are not workers.
     external: CachePadded<Counters>,
@@ -337,7 +339,7 @@ pub(crate) struct Shared<H: Hooks> {
     next_worker: AtomicUsize,
 }
 
-impl<H: Hooks> Shared<H> {
+impl<H: Hooks> RuntimeState<H> {
     pub(crate) fn worker(&self, index: usize) -> &Worker<H> {
         &self.workers[index]
     }
@@ -382,13 +384,13 @@ impl<H: Hooks> Shared<H> {
 
     /// Cancels a task that could not be queued (or was left queued) at shutdown.
     pub(crate) fn cancel(&self, task: TaskRef<H>, here: Option<usize>) {
-        Task::cancel(&task);
+        TaskCell::cancel(&task);
         self.counters(here).cancelled.add(1);
         self.exited(&task, here, Exit::Cancelled);
     }
 
     /// A task ended: it leaves the registry and the exit hook runs.
-    pub(crate) fn exited(&self, task: &Task<Arc<Self>>, here: Option<usize>, how: Exit) {
+    pub(crate) fn exited(&self, task: &TaskCell<Arc<Self>>, here: Option<usize>, how: Exit) {
         self.registry.remove(task.id());
         self.hooks.exited(task.id(), task.data(), here, how);
     }
@@ -487,7 +489,14 @@ impl<H: Hooks> Shared<H> {
         });
         let slot = JoinSlot::new();
         let data = data.unwrap_or_else(|| self.hooks.created(id, here));
-        let task = Task::spawned(Arc::clone(self), id, home, data, future, Arc::clone(&slot));
+        let task = TaskCell::spawned(
+            Arc::clone(self),
+            id,
+            home,
+            data,
+            future,
+            sync::Arc::clone(&slot),
+        );
         self.registry.insert(&task);
         self.counters(here).spawned.add(1);
         // A new task is placed like a woken one (`wake_up_new_task`).
@@ -506,21 +515,21 @@ impl<H: Hooks> Shared<H> {
     }
 }
 
-/// What tasks ask of the runtime. A task holds its runtime's `Arc<Shared>` as its scheduler.
-impl<H: Hooks> Schedule for Arc<Shared<H>> {
+/// What tasks ask of the runtime. A task holds its runtime's `Arc<RuntimeState>` as its scheduler.
+impl<H: Hooks> Schedule for Arc<RuntimeState<H>> {
     type Data = H::Data;
 
     fn schedule(&self, task: TaskRef<H>) {
         self.wake(task);
     }
 
-    fn abandoned(&self, task: &Task<Self>) {
+    fn abandoned(&self, task: &TaskCell<Self>) {
         self.exited(task, None, Exit::Cancelled);
     }
 }
 
 /// The timers' view of a runtime: its wheels, and notifications for its workers.
-impl<H: Hooks> Driver for Shared<H> {
+impl<H: Hooks> Driver for RuntimeState<H> {
     fn timers(&self) -> &Timers {
         &self.timers
     }
@@ -553,7 +562,7 @@ sync::thread_local! {
 }
 
 /// Makes `shared` the current thread's runtime until the guard drops (then the previous one).
-pub(crate) fn enter<H: Hooks>(shared: Arc<Shared<H>>) -> Entered {
+pub(crate) fn enter<H: Hooks>(shared: Arc<RuntimeState<H>>) -> Entered {
     let driver: Arc<dyn Driver> = Arc::clone(&shared) as Arc<dyn Driver>;
     let shared: Arc<dyn Any + Send + Sync> = shared;
     Entered(ENTERED.with(|entered| entered.borrow_mut().replace((shared, driver))))
@@ -668,7 +677,7 @@ impl Wake for Unpark {
 /// # }
 /// ```
 pub struct Handle<H: Hooks = NoHooks> {
-    shared: Arc<Shared<H>>,
+    shared: Arc<RuntimeState<H>>,
 }
 
 impl<H: Hooks> Clone for Handle<H> {
@@ -718,7 +727,7 @@ impl<H: Hooks> Handle<H> {
                     .as_ref()
                     .map(|(shared, _)| Arc::clone(shared))
             })
-            .and_then(|shared| shared.downcast::<Shared<H>>().ok())
+            .and_then(|shared| shared.downcast::<RuntimeState<H>>().ok())
             .map(|shared| Handle { shared })
             .ok_or(NoRuntime)
     }
@@ -989,17 +998,17 @@ pub(crate) mod test_support {
     use super::*;
 
     /// The shared state of a runtime of `workers` workers without threads.
-    pub(crate) fn shared(workers: usize) -> Arc<Shared<NoHooks>> {
+    pub(crate) fn shared(workers: usize) -> Arc<RuntimeState<NoHooks>> {
         Builder::new().workers(workers).shared()
     }
 
     /// A task for `shared` that nothing runs: the workers have no threads.
     pub(crate) fn idle_task(
-        shared: &Arc<Shared<NoHooks>>,
+        shared: &Arc<RuntimeState<NoHooks>>,
         home: usize,
         id: u64,
     ) -> TaskRef<NoHooks> {
-        Task::spawned(
+        TaskCell::spawned(
             Arc::clone(shared),
             TaskId(id),
             home,
@@ -1015,7 +1024,7 @@ mod tests {
     use super::test_support::idle_task;
     use super::*;
 
-    fn select(shared: &Shared<NoHooks>, prev: usize, here: Option<usize>) -> usize {
+    fn select(shared: &RuntimeState<NoHooks>, prev: usize, here: Option<usize>) -> usize {
         placement::select_idle(&shared.workers, prev, here)
     }
 

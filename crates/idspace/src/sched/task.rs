@@ -16,7 +16,7 @@
 //!
 //! # The task and its scheduler
 //!
-//! A [`Task<S>`] is generic over the scheduler that runs it, through the narrow [`Schedule`]
+//! A [`TaskCell<S>`] is generic over the scheduler that runs it, through the narrow [`Schedule`]
 //! trait: all a task ever asks of the runtime is to queue it once a wakeup claimed it, and to
 //! hear that it was dropped unfinished. This file therefore knows nothing of workers or of the
 //! runtime; the runtime plugs in its shared state as `S`, held by value in the task, with no
@@ -27,12 +27,12 @@
 //! The state word, the wakelist link, the last worker, the ID, the scheduler and the per-task
 //! data are the task's *header*: read by wakers, workers and hooks at any time. The *body* (the
 //! future and its join slot) sits in a [`sync::UnsafeCell`](crate::sync::UnsafeCell) that only
-//! the owner of the task's state may enter (the rule `Task`'s `Sync` rests on; under loom every
+//! the owner of the task's state may enter (the rule `TaskCell`'s `Sync` rests on; under loom every
 //! entry is checked against it). The per-task data that the life-cycle hooks receive by
 //! reference (a PID, a CID, timers) is a header field whose type the scheduler names
 //! ([`Schedule::Data`]), never part of the body: the worker hands it to the hooks at switch-in
 //! and switch-out while the poll owns the body, and the exit paths have the whole task at hand
-//! (`Schedule::abandoned` receives `&Task`). It is immutable as far as the task is concerned
+//! (`Schedule::abandoned` receives `&TaskCell`). It is immutable as far as the task is concerned
 //! (`Sync`, shared by reference), so it needs no ownership rule of its own.
 
 use std::future::Future;
@@ -60,11 +60,11 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
 
     /// Gets `task` onto a run queue or wakelist: the rest of `try_to_wake_up`, after a wakeup
     /// claimed the task (it is `QUEUED`, and the caller owns that state).
-    fn schedule(&self, task: Arc<Task<Self>>);
+    fn schedule(&self, task: Arc<TaskCell<Self>>);
 
     /// `task` is being dropped unfinished (its last reference went, so nothing can wake it any
     /// more); its future is already dropped and its join handle told.
-    fn abandoned(&self, task: &Task<Self>);
+    fn abandoned(&self, task: &TaskCell<Self>);
 }
 
 /// A spawned future with its result slot, type-erased.
@@ -82,7 +82,7 @@ struct Spawned<F: Future> {
     future: ManuallyDrop<F>,
     /// Whether `future` has not been dropped yet.
     live: bool,
-    slot: Option<std::sync::Arc<JoinSlot<F::Output>>>,
+    slot: Option<Arc<JoinSlot<F::Output>>>,
 }
 
 impl<F: Future> Spawned<F> {
@@ -144,10 +144,10 @@ impl<F: Future> Drop for Spawned<F> {
 
 /// One task. Shared by the run queue or wakelist that holds it, the worker running it and its
 /// wakers (a `Waker` is a counted reference to the task).
-pub(crate) struct Task<S: Schedule> {
+pub(crate) struct TaskCell<S: Schedule> {
     state: AtomicU32,
     /// The wakelist link (`p->wake_entry`).
-    wake_next: AtomicPtr<Task<S>>,
+    wake_next: AtomicPtr<TaskCell<S>>,
     /// The worker that ran it last (`task_cpu(p)`); a hint for where to wake it.
     last_worker: AtomicUsize,
     /// Its record as a waker (`last_wakee` and `wakee_flips`, packed; see `placement.rs`),
@@ -166,10 +166,10 @@ pub(crate) struct Task<S: Schedule> {
 // SAFETY: `body` is only entered under the ownership rule above (a state the entering thread
 // alone moved the task into, or the last reference), every other field is atomic, immutable or
 // the scheduler and the data (`Sync` by the `Schedule` bounds), and `Body: Send`.
-unsafe impl<S: Schedule> Sync for Task<S> {}
+unsafe impl<S: Schedule> Sync for TaskCell<S> {}
 
-impl<S: Schedule> Linked for Task<S> {
-    fn link(&self) -> &AtomicPtr<Task<S>> {
+impl<S: Schedule> Linked for TaskCell<S> {
+    fn link(&self) -> &AtomicPtr<TaskCell<S>> {
         &self.wake_next
     }
 }
@@ -179,9 +179,9 @@ pub(crate) enum Polled<S: Schedule> {
     /// It is waiting; nothing more to do.
     Sleeping,
     /// It was woken while running: the caller must queue it again.
-    Requeue(Arc<Task<S>>),
+    Requeue(Arc<TaskCell<S>>),
     /// It finished; the caller holds the last worker's reference for the exit hooks.
-    Exited(Arc<Task<S>>, Exit),
+    Exited(Arc<TaskCell<S>>, Exit),
 }
 
 /// How a poll ended, decided while the body was entered.
@@ -192,7 +192,7 @@ enum Outcome {
     Finished(Option<Pin<Box<dyn Body>>>, Exit),
 }
 
-impl<S: Schedule> Task<S> {
+impl<S: Schedule> TaskCell<S> {
     /// A task for `future`, created in the `QUEUED` state: the caller queues it.
     pub(crate) fn spawned<F>(
         scheduler: S,
@@ -200,7 +200,7 @@ impl<S: Schedule> Task<S> {
         worker: usize,
         data: S::Data,
         future: F,
-        slot: std::sync::Arc<JoinSlot<F::Output>>,
+        slot: Arc<JoinSlot<F::Output>>,
     ) -> Arc<Self>
     where
         F: Future + Send + 'static,
@@ -211,7 +211,7 @@ impl<S: Schedule> Task<S> {
             live: true,
             slot: Some(slot),
         });
-        Arc::new(Task {
+        Arc::new(TaskCell {
             state: AtomicU32::new(QUEUED),
             wake_next: AtomicPtr::new(ptr::null_mut()),
             last_worker: AtomicUsize::new(worker),
@@ -366,7 +366,7 @@ impl<S: Schedule> Task<S> {
 /// waker but the one a poll borrows owns one counted reference to the task. The vtable is ours
 /// rather than `std::task::Wake`'s, so that the reference is the facade's `Arc` (loom's under
 /// `--cfg loom`) and a poll's waker can borrow the worker's reference instead of taking one.
-impl<S: Schedule> Task<S> {
+impl<S: Schedule> TaskCell<S> {
     const WAKER: RawWakerVTable = RawWakerVTable::new(
         Self::clone_waker,
         Self::wake_by_value,
@@ -425,7 +425,7 @@ impl<S: Schedule> Task<S> {
     }
 }
 
-impl<S: Schedule> Drop for Task<S> {
+impl<S: Schedule> Drop for TaskCell<S> {
     fn drop(&mut self) {
         // The last reference is gone while the task still had a future: nothing can wake it any
         // more. Dropping the future tells its join handle the task was cancelled.

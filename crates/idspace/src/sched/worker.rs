@@ -2,18 +2,19 @@
 //! and the loop that runs tasks and idles (`schedule()` and `do_idle()` in one).
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::balance;
 use super::hooks::Hooks;
 use super::idle::{self, Idle, Notice, PollGovernor};
 use super::placement::{Local, Placement, MAX_NEXT_POLLS};
-use super::runtime::{Shared, TaskRef};
+use super::runtime::{RuntimeState, TaskRef};
 use super::stats::Counters;
-use super::task::{Polled, Task};
+use super::task::{Polled, TaskCell};
 use super::time::Expired;
 use super::wakelist::Wakelist;
+// The runtime's state, type-erased elsewhere (see `runtime`).
+use crate::sync::unmodeled::Arc;
 use crate::sync::{self, AtomicUsize, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
 
@@ -27,7 +28,7 @@ pub(crate) struct RunQueue<H: Hooks> {
 /// The wakelist and the count of wakeups pushed but not yet moved to the run queue
 /// (`rq->ttwu_pending`, kept as a count). They share a line: a waker touches both.
 pub(crate) struct Inbox<H: Hooks> {
-    list: Wakelist<Task<Arc<Shared<H>>>>,
+    list: Wakelist<TaskCell<Arc<RuntimeState<H>>>>,
     pending: AtomicUsize,
 }
 
@@ -246,9 +247,9 @@ sync::thread_local! {
 }
 
 /// The index of the current thread's worker, if it is a worker of `shared`.
-pub(crate) fn current<H: Hooks>(shared: &Shared<H>) -> Option<usize> {
+pub(crate) fn current<H: Hooks>(shared: &RuntimeState<H>) -> Option<usize> {
     let (runtime, worker) = CURRENT.with(|current| current.get());
-    (runtime == shared as *const Shared<H> as usize).then_some(worker)
+    (runtime == shared as *const RuntimeState<H> as usize).then_some(worker)
 }
 
 /// How long a worker polls before it parks. Under loom, where time does not pass, a non-zero
@@ -261,7 +262,7 @@ pub(crate) struct PollBudget(pub(crate) Duration);
 const TIMER_PASSES: u32 = 4;
 
 /// The worker thread's body.
-pub(crate) fn run<H: Hooks>(shared: Arc<Shared<H>>, index: usize) {
+pub(crate) fn run<H: Hooks>(shared: Arc<RuntimeState<H>>, index: usize) {
     CURRENT.with(|current| current.set((Arc::as_ptr(&shared) as usize, index)));
     let entered = super::runtime::enter(Arc::clone(&shared));
     shared.hooks().worker_started(index);
@@ -307,11 +308,16 @@ pub(crate) fn run<H: Hooks>(shared: Arc<Shared<H>>, index: usize) {
     CURRENT.with(|current| current.set((0, 0)));
 }
 
-fn run_task<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, index: usize, task: TaskRef<H>) {
+fn run_task<H: Hooks>(
+    shared: &RuntimeState<H>,
+    worker: &Worker<H>,
+    index: usize,
+    task: TaskRef<H>,
+) {
     let hooks = shared.hooks();
     hooks.switched_in(task.id(), task.data(), index);
     worker.local.switch_in(task.wakees());
-    let polled = Task::run(task, index, |task| {
+    let polled = TaskCell::run(task, index, |task| {
         task.set_wakees(worker.local.switch_out());
         hooks.switched_out(task.id(), task.data(), index)
     });
@@ -331,7 +337,7 @@ fn run_task<H: Hooks>(shared: &Shared<H>, worker: &Worker<H>, index: usize, task
 /// The idle loop: announce, recheck, poll for a bounded while (as long as `governor` says, and
 /// only while polling can pay), then sleep until notified or until the worker's next timer.
 fn idle<H: Hooks>(
-    shared: &Shared<H>,
+    shared: &RuntimeState<H>,
     worker: &Worker<H>,
     index: usize,
     expired: &mut Expired,
@@ -368,7 +374,7 @@ fn idle<H: Hooks>(
 /// idle words of the next few workers after it (all of them on a runtime of up to 17 workers):
 /// a bounded look, as the poll repeats it.
 #[cfg(not(loom))]
-fn worth_spinning<H: Hooks>(shared: &Shared<H>, index: usize) -> bool {
+fn worth_spinning<H: Hooks>(shared: &RuntimeState<H>, index: usize) -> bool {
     const LOOK_AT: usize = 16;
     let n = shared.worker_count();
     idle::worth_spinning(
@@ -381,7 +387,7 @@ fn worth_spinning<H: Hooks>(shared: &Shared<H>, index: usize) -> bool {
 /// ([`worth_spinning`]); returns whether it ended early (then the worker does not park).
 #[cfg(not(loom))]
 fn poll<H: Hooks>(
-    shared: &Shared<H>,
+    shared: &RuntimeState<H>,
     worker: &Worker<H>,
     index: usize,
     budget: PollBudget,
@@ -416,7 +422,7 @@ fn poll<H: Hooks>(
 
 #[cfg(loom)]
 fn poll<H: Hooks>(
-    shared: &Shared<H>,
+    shared: &RuntimeState<H>,
     worker: &Worker<H>,
     _index: usize,
     budget: PollBudget,

@@ -13,7 +13,8 @@
 //! could sleep on, and its model checker cannot see a system call; callers model the sleep
 //! with a mutex and a condition variable instead.
 
-use std::sync::atomic::AtomicU32;
+// The futex word is a word the kernel reads and sleeps on.
+use crate::sync::unmodeled::AtomicU32;
 
 /// Sleeps while `word` holds `expected`.
 ///
@@ -83,8 +84,7 @@ pub(crate) fn wake(word: &AtomicU32, count: u32) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::Ordering;
-    use std::sync::Arc;
+    use crate::sync::{Arc, Ordering};
     use std::thread;
 
     #[test]

@@ -63,7 +63,8 @@
 // signature and our own registrations, are compiled out.
 #![cfg_attr(any(miri, loom), allow(dead_code))]
 
-use std::sync::OnceLock;
+// Statics: loom's primitives cannot be created in one.
+use crate::sync::unmodeled::OnceLock;
 
 /// `AT_RSEQ_FEATURE_SIZE` from `<linux/auxvec.h>` (the `libc` crate lacks it for glibc).
 #[cfg(not(miri))]

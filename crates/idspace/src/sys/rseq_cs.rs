@@ -49,7 +49,9 @@
 //! Only x86-64 and AArch64 have sections; elsewhere, and under Miri and loom, this module does
 //! not exist and callers use their fallback.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+// A static (the abort count): loom's atomics cannot be created in one.
+use crate::sync::unmodeled::AtomicU64;
+use crate::sync::Ordering;
 
 use super::rseq::{Area, Field};
 

@@ -5,10 +5,10 @@
 use core::ptr::NonNull;
 
 use super::entry::Entry;
-use super::lock::{lock, Mutex, MutexGuard};
 use super::node::Node;
 use super::owners::Owners;
 use super::{exact_id_refusal, next_id, Id, IdTable, Owner, Rejected, TableError, MAX_ID};
+use crate::sync::fast::{lock, Mutex, MutexGuard};
 use crate::sync::{exclusive_load, AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use crate::util::hash::mix;
 use crate::util::idset::IdSet;

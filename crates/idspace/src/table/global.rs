@@ -6,10 +6,10 @@ use super::chain::{
     delegate_chained_table, empty_head, find_unlocked, release_chain, ChainGuard, ChainedTable,
     Chains, Head,
 };
-use super::lock::{lock, Mutex};
 use super::node::Node;
 use super::Entry;
 use super::{Id, Owner, Rejected, TableError, MAX_ID};
+use crate::sync::fast::{lock, Mutex};
 use crate::util::readers::Section;
 
 /// Chains in the global design: `DEFINE_HASHTABLE(posix_timers_hashtable, 9)`.

@@ -114,7 +114,6 @@ mod chain;
 mod entry;
 mod error;
 mod global;
-mod lock;
 mod node;
 mod owners;
 mod radix;

@@ -10,8 +10,8 @@
 
 use std::collections::HashMap;
 
-use super::lock::{read, write, RwLock};
 use super::Owner;
+use crate::sync::fast::{read, write, RwLock};
 use crate::util::hash::{mix, BuildIntHasher};
 
 // Under loom every lock is a modelled object: keep the registry small there.

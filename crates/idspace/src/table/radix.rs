@@ -1,10 +1,10 @@
 //! [`Radix`]: a radix tree per owner, the per-process xarray the posix-timers rework measured and
 //! rejected for its memory on sparse IDs.
 
-use super::lock::{read, write, RwLock};
 use super::node::Node;
 use super::owners::Owners;
 use super::{exact_id_refusal, next_id, Entry, Id, IdTable, Owner, Rejected, TableError, MAX_ID};
+use crate::sync::fast::{read, write, RwLock};
 use crate::util::radix::RadixTree;
 
 /// One owner's tree with its cursor and restore flag, behind the owner's lock (the xarray's

@@ -16,7 +16,7 @@ use crate::util::hash::mix;
 use crate::util::readers::Section;
 use smallvec::SmallVec;
 
-use super::lock::{lock, try_lock, Mutex};
+use crate::sync::fast::{lock, try_lock, Mutex};
 use crate::sync::{exclusive_load, fence, spin_wait, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 /// Buckets per CPU in the kernel's sizing (`512 × num_possible_cpus()`).

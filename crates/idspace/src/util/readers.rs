@@ -293,16 +293,16 @@ mod tests {
 
     #[test]
     fn synchronize_waits_for_a_section_in_flight() {
-        use std::sync::atomic::AtomicBool;
+        use crate::sync::{AtomicBool, Ordering};
         let readers = Readers::new(4);
         let ended = AtomicBool::new(false);
         std::thread::scope(|scope| {
             let section = readers.enter();
             scope.spawn(|| {
                 readers.synchronize();
-                assert!(ended.load(std::sync::atomic::Ordering::SeqCst));
+                assert!(ended.load(Ordering::SeqCst));
             });
-            ended.store(true, std::sync::atomic::Ordering::SeqCst);
+            ended.store(true, Ordering::SeqCst);
             drop(section);
         });
     }

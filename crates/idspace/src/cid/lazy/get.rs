@@ -3,10 +3,10 @@
 //! `__mm_cid_try_get` of 6.13 to 6.18).
 
 use super::pcpu::{is_lazy_put, is_valid, UNSET};
-use super::Shared;
+use super::SpaceState;
 use crate::sync::{lock, spin_wait, Ordering};
 
-impl Shared {
+impl SpaceState {
     /// The CID of the task switching in on `cpu`, whose runqueue the caller holds
     /// (`mm_cid_get`). The common path: the CPU's word is valid, and it is reused as is.
     pub(super) fn mm_cid_get(&self, cpu: usize) -> u32 {

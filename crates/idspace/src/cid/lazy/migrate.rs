@@ -4,11 +4,11 @@
 //! mark and the Dekker check of [`Pcpu::curr`](super::pcpu::Pcpu), as the scan's.
 
 use super::pcpu::{is_unset, is_valid};
-use super::Shared;
+use super::SpaceState;
 use crate::cid::UNSET as NO_CID;
 use crate::sync::Ordering;
 
-impl Shared {
+impl SpaceState {
     /// `task` switches in on `dst` (whose runqueue the caller holds) after it last ran on `src`.
     /// Keeps CIDs compact when few tasks move around many CPUs: the source CPU's CID moves to
     /// an unset destination, or goes back when the destination has one.

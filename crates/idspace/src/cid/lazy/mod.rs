@@ -105,13 +105,13 @@ use crate::sync::{lock, Arc, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering};
 ///   we yield: in user space that side may be preempted.
 pub struct LazyCids {
     space: SpaceId,
-    shared: Arc<Shared>,
+    shared: Arc<SpaceState>,
     #[cfg(not(loom))]
     _worker: Option<scan::Worker>,
 }
 
 /// The space's state, shared with the scan's worker thread.
-struct Shared {
+struct SpaceState {
     cpus: usize,
     cids: CidMask,
     pcpus: Box<[CachePadded<Pcpu>]>,
@@ -170,7 +170,7 @@ impl LazyCids {
         if placement.period() == Some(Duration::ZERO) {
             return Err(CidError::BadScanPeriod);
         }
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(SpaceState {
             cpus,
             cids: CidMask::new(cpus as u32),
             pcpus: (0..cpus).map(|_| CachePadded::new(Pcpu::new())).collect(),
@@ -231,7 +231,7 @@ impl LazyCids {
     }
 }
 
-impl Shared {
+impl SpaceState {
     /// Publishes the allocation bounds after fork, exit or an affinity change.
     fn publish(&self, members: &Members) {
         // Relaxed: bounds read by switch-ins as hints; the bitmap decides ownership.

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::Shared;
+use super::SpaceState;
 use crate::sync::{AtomicU64, Ordering};
 
 /// Where the periodic CID scan of a [`LazyCids`](super::LazyCids) space runs.
@@ -176,10 +176,10 @@ fn nanos(duration: Duration) -> u64 {
 /// period" (`SCHED_MM_CID_PERIOD_NS`), counted in scans, which are a period apart.
 const UNUSED_SCANS: u64 = 2;
 
-impl Shared {
+impl SpaceState {
     /// Counts a switch-in on `cpu` (its runqueue held); true if it is a tick that finds the
     /// scan due and wins it (`task_tick_mm_cid`, then the `task_work`'s check): the caller runs
-    /// [`Shared::scan`] once it released the runqueue.
+    /// [`SpaceState::scan`] once it released the runqueue.
     pub(super) fn tick(&self, cpu: usize) -> bool {
         let ScanPlacement::Tick { period } = self.scan.placement else {
             return false;
@@ -256,12 +256,11 @@ pub(super) use worker::Worker;
 /// The series' `delayed_work`: a thread of the space's own.
 #[cfg(not(loom))]
 mod worker {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
     use std::thread::{self, JoinHandle};
     use std::time::{Duration, Instant};
 
-    use super::Shared;
+    use super::SpaceState;
+    use crate::sync::{Arc, AtomicBool, Ordering};
 
     /// A thread that scans every period until dropped.
     pub(in crate::cid::lazy) struct Worker {
@@ -271,7 +270,7 @@ mod worker {
 
     impl Worker {
         pub(in crate::cid::lazy) fn start(
-            shared: Arc<Shared>,
+            shared: Arc<SpaceState>,
             period: Duration,
         ) -> std::io::Result<Worker> {
             let stop = Arc::new(AtomicBool::new(false));

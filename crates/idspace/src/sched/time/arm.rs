@@ -2,7 +2,8 @@
 //! the [`Armed`] handle that cancels it.
 
 use std::fmt;
-use std::sync::Arc;
+// Timer targets and drivers are trait objects, which loom's `Arc` cannot hold.
+use crate::sync::unmodeled::Arc;
 use std::time::Instant;
 
 use super::bases::{Slot, Target, Timers};

@@ -2,11 +2,13 @@
 //! the earliest tick it needs attention at (readable without the lock), and the expiry pass a
 //! worker runs between polls.
 
-use std::sync::Arc;
+// Timer targets are trait objects (`Handle::arm` takes std's `Arc<dyn Fire>`), which loom's `Arc`
+// cannot hold; the bases themselves are counted by the facade's.
+use crate::sync::unmodeled::Arc;
 use std::task::Waker;
 use std::time::Instant;
 
-use super::clock::Clock;
+use super::clock::WheelClock;
 use super::wheel::{Cancelled, Key, State, Wheel};
 use super::Fire;
 use crate::sync::{self, AtomicU64, AtomicUsize, Mutex, Ordering};
@@ -56,8 +58,8 @@ pub(crate) struct Expired {
 
 /// Every worker's timer base and the clock they share.
 pub(crate) struct Timers {
-    clock: Clock,
-    bases: Box<[Arc<Base>]>,
+    clock: WheelClock,
+    bases: Box<[sync::Arc<Base>]>,
     /// Round-robin choice of a base for arms from threads that are not workers.
     next_external: AtomicUsize,
 }
@@ -66,7 +68,7 @@ pub(crate) struct Timers {
 /// [`Armed`](super::Armed) reaches it without the runtime's own count, which every worker would
 /// bounce) and its key.
 pub(crate) struct Slot {
-    base: Arc<Base>,
+    base: sync::Arc<Base>,
     key: Key,
 }
 
@@ -126,10 +128,10 @@ impl Timers {
     /// Timer bases for `workers` workers, with the clock starting now.
     pub(crate) fn new(workers: usize) -> Self {
         Timers {
-            clock: Clock::new(),
+            clock: WheelClock::new(),
             bases: (0..workers)
                 .map(|_| {
-                    Arc::new(Base {
+                    sync::Arc::new(Base {
                         locked: Mutex::new(Locked {
                             wheel: Wheel::new(),
                             closed: false,
@@ -176,7 +178,7 @@ impl Timers {
         drop(locked);
         Ok(Some((
             Slot {
-                base: Arc::clone(at),
+                base: sync::Arc::clone(at),
                 key,
             },
             earlier,

@@ -33,19 +33,19 @@ pub const RESOLUTION: Duration = Duration::from_micros(100);
 /// Nanoseconds per tick.
 const TICK_NANOS: u128 = RESOLUTION.as_nanos();
 
-// `Clock::split` relies on a tick dividing a second.
+// `WheelClock::split` relies on a tick dividing a second.
 const _: () = assert!(RESOLUTION.as_secs() == 0 && 1_000_000_000 % RESOLUTION.subsec_nanos() == 0);
 
 /// Converts between instants and ticks counted from the runtime's start.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Clock {
+pub(crate) struct WheelClock {
     origin: Instant,
 }
 
-impl Clock {
+impl WheelClock {
     /// A clock whose tick 0 is now.
     pub(crate) fn new() -> Self {
-        Clock {
+        WheelClock {
             origin: Instant::now(),
         }
     }
@@ -90,7 +90,7 @@ mod tests {
 
     #[test]
     fn deadlines_round_up_and_the_present_rounds_down() {
-        let clock = Clock::new();
+        let clock = WheelClock::new();
         let at = |micros| clock.origin + Duration::from_micros(micros);
         assert_eq!(clock.tick_at_or_after(at(0)), 0);
         assert_eq!(clock.tick_at_or_after(at(1)), 1);

@@ -3,7 +3,8 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+// Timer targets and drivers are trait objects, which loom's `Arc` cannot hold.
+use crate::sync::unmodeled::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
