@@ -114,7 +114,6 @@ pub use posix_timer::{
     DELAYTIMER_MAX, FOREVER, NSEC_PER_SEC,
 };
 pub use processes::{Exited, Processes, Restored, FREED_NS_BYTES};
-pub(crate) use runtime::running;
 pub use runtime::{current, spawn_thread, spawn_thread_in, Current, ProcessHooks, TaskIds};
 pub use thread::{Process, Thread};
 pub use timers::{clock_gettime, Notify, NotifyKind, TimerEvent, TimerImage, TimerWait};

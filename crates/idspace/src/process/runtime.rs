@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::design::{CidDesign, PidDesign, TableDesign};
 use super::thread::Thread;
 use super::{ProcessError, Processes};
-use crate::cid::Rework;
+use crate::cid::{self, Rework};
 use crate::pid::{NsId, PerCpu};
 use crate::sched::{Exit, Handle, Hooks, JoinHandle, Runtime, TaskId};
 use crate::sync::{self, AtomicU32, Ordering};
@@ -34,46 +34,42 @@ pub struct Current {
     pub cid: Option<u32>,
 }
 
-/// What the worker's running task is: its IDs and CID, and for per-CID structures indexed by
-/// task CIDs ([`IndexSource::TaskCid`](crate::percid::IndexSource::TaskCid)) its process's
-/// identity and CID space size.
+/// The IDs of the running task of a process, per worker thread (its CID is in the
+/// [`cid::current`] cell, which per-CID structures read).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Running {
-    pub(crate) current: Current,
-    /// The address of the task's `Process`: distinct for processes alive at once (in any
-    /// model), and the process lives while any of its tasks runs.
-    pub(crate) process: usize,
-    /// The CPU count of the process's CID space: its CIDs are below it.
-    pub(crate) cpus: usize,
+struct Ids {
+    tid: u32,
+    pid: u32,
+    root_tid: u32,
+    root_pid: u32,
 }
 
 #[cfg(not(loom))]
 sync::thread_local! {
-    /// The task the current worker runs, if it belongs to a process: set at switch-in, cleared
-    /// at switch-out (a few stores, no reference counting).
-    static RUNNING: Cell<Option<Running>> = const { Cell::new(None) };
+    /// The IDs of the task the current worker runs, if it belongs to a process: set at
+    /// switch-in, cleared at switch-out (a few stores, no reference counting).
+    static RUNNING: Cell<Option<Ids>> = const { Cell::new(None) };
 }
 
 // loom's `thread_local!` takes no `const` initialisers.
 #[cfg(loom)]
 sync::thread_local! {
-    static RUNNING: Cell<Option<Running>> = Cell::new(None);
+    static RUNNING: Cell<Option<Ids>> = Cell::new(None);
 }
 
 /// The running task's IDs and CID, if the caller is a task of a process.
 pub fn current() -> Option<Current> {
-    running().map(|running| running.current)
-}
-
-/// The worker's running task of a process, if the caller is one (between its switch-in and
-/// switch-out, that is within one poll).
-#[inline]
-pub(crate) fn running() -> Option<Running> {
-    // During the thread's teardown (a destructor using a per-CID structure), no task runs.
     #[cfg(not(loom))]
-    return RUNNING.try_with(Cell::get).ok().flatten();
+    let ids = RUNNING.try_with(Cell::get).ok().flatten()?;
     #[cfg(loom)]
-    return RUNNING.with(Cell::get);
+    let ids = RUNNING.with(Cell::get)?;
+    Some(Current {
+        tid: ids.tid,
+        pid: ids.pid,
+        root_tid: ids.root_tid,
+        root_pid: ids.root_pid,
+        cid: cid::current::get().and_then(|running| running.cid),
+    })
 }
 
 /// Each task's data: its thread (if it belongs to a process) and the CID it holds while it
@@ -150,18 +146,18 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Hooks for ProcessHooks<P, C, T>
         data.cid.store(cid.unwrap_or(NO_CID), Ordering::Relaxed);
         let process = thread.process();
         RUNNING.with(|running| {
-            running.set(Some(Running {
-                current: Current {
-                    tid: thread.tid_in_own_ns(),
-                    pid: process.pid_in_own_ns(),
-                    root_tid: thread.tid(),
-                    root_pid: process.pid(),
-                    cid,
-                },
-                process: Arc::as_ptr(process).addr(),
-                cpus: process.cids().cpus(),
+            running.set(Some(Ids {
+                tid: thread.tid_in_own_ns(),
+                pid: process.pid_in_own_ns(),
+                root_tid: thread.tid(),
+                root_pid: process.pid(),
             }))
         });
+        cid::current::set(Some(cid::current::Running {
+            space: Arc::as_ptr(process).addr(),
+            cpus: process.cids().cpus(),
+            cid,
+        }));
     }
 
     fn switched_out(&self, _task: TaskId, data: &TaskIds<C>, worker: usize) {
@@ -169,6 +165,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Hooks for ProcessHooks<P, C, T>
             return;
         };
         RUNNING.with(|running| running.set(None));
+        cid::current::set(None);
         thread.switch_out(worker);
         data.cid.store(NO_CID, Ordering::Relaxed);
     }
