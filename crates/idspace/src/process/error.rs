@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::TimerError;
+use super::posix_timer::TimerError;
 use crate::pid::PidError;
 
 /// Why a process operation failed. [`ProcessError::name`] gives the replay protocol's name.

@@ -1,9 +1,10 @@
-//! Checkpoint images: what CRIU keeps of a process's IDs.
+//! Checkpoint images: what CRIU keeps of a process's IDs, and of its timers their state and
+//! the kind of their notification.
 
 use serde::{Deserialize, Serialize};
 
-use super::timers::TimerImage;
-use super::{PosixTimer, ProcessError};
+use super::error::ProcessError;
+use super::posix_timer::{Clock, PosixTimer, TimerSnapshot};
 use crate::table::MAX_ID;
 
 /// A process's IDs as [`checkpoint`](super::Processes::checkpoint) saw them. It carries IDs,
@@ -81,6 +82,39 @@ impl Image {
             }
         }
         Ok(())
+    }
+}
+
+/// The kind of a [`Notify`](crate::process::Notify), without its target: what an image keeps
+/// of a timer's notification (a restore is given the target again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotifyKind {
+    /// [`Notify::None`](crate::process::Notify::None).
+    None,
+    /// [`Notify::Wake`](crate::process::Notify::Wake).
+    Wake,
+    /// [`Notify::Channel`](crate::process::Notify::Channel).
+    Channel,
+}
+
+/// A timer as a checkpoint keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimerImage {
+    /// Its ID.
+    pub id: u32,
+    /// Its notification's kind (the target itself is given again at restore).
+    pub notify: NotifyKind,
+    /// Its clock, times (relative to the checkpoint) and overrun state.
+    pub state: TimerSnapshot,
+}
+
+impl TimerImage {
+    /// Whether the timer is what `timer_create` without arguments makes and nothing changed
+    /// since: monotonic, no notification, disarmed, no overruns. Images leave those out.
+    pub(crate) fn is_plain(&self) -> bool {
+        let plain = PosixTimer::new(Clock::Monotonic).snapshot(0);
+        self.notify == NotifyKind::None && self.state == plain
     }
 }
 

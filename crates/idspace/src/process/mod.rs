@@ -55,7 +55,7 @@
 //!   channel), its ID from the process's owner in the table; [`Processes::timer_settime`],
 //!   [`Processes::timer_gettime`], [`Processes::timer_getoverrun`] and
 //!   [`Processes::timer_delete`] as POSIX defines them, over the state machine of
-//!   [`posix_timer`] (which documents the overrun accounting and the realtime clock). Each
+//!   [`PosixTimer`] (which documents the overrun accounting and the realtime clock). Each
 //!   timer has its own lock (the kernel's `it_lock`); only create and delete take the model's.
 //!   An exit deletes the process's timers; an image carries each non-plain timer's clock,
 //!   notification kind, remaining time, interval and overrun state ([`TimerImage`]), and
@@ -100,7 +100,7 @@
 mod design;
 mod error;
 mod image;
-pub mod posix_timer;
+mod posix_timer;
 mod processes;
 mod runtime;
 mod thread;
@@ -108,7 +108,7 @@ mod timers;
 
 pub use design::{CidDesign, PidDesign, TableDesign};
 pub use error::ProcessError;
-pub use image::{Image, ThreadImage};
+pub use image::{Image, NotifyKind, ThreadImage, TimerImage};
 pub use posix_timer::{
     Clock, Expired, ITimerSpec, Now, PosixTimer, TimeSpec, TimerError, TimerSnapshot, Token, When,
     DELAYTIMER_MAX, FOREVER, NSEC_PER_SEC,
@@ -116,4 +116,4 @@ pub use posix_timer::{
 pub use processes::{Exited, Processes, Restored, FREED_NS_BYTES};
 pub use runtime::{current, spawn_thread, spawn_thread_in, Current, ProcessHooks, TaskIds};
 pub use thread::{Process, Thread};
-pub use timers::{clock_gettime, Notify, NotifyKind, TimerEvent, TimerImage, TimerWait};
+pub use timers::{clock_gettime, Notify, TimerEvent, TimerWait};

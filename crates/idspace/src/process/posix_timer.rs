@@ -1,47 +1,5 @@
-//! One POSIX timer as a pure state machine: arming, reading, expiring and the overrun count,
-//! with the time passed in by the caller (so that every transition is deterministic and can be
-//! checked against a model).
-//!
-//! # The kernel design
-//!
-//! A `k_itimer` holds its clock, its next expiry (an hrtimer), its interval, and two overrun
-//! counts: `it_overrun`, expirations counted since the notification was queued, and
-//! `it_overrun_last`, what `timer_getoverrun` reports: the count taken when the last
-//! notification was delivered (dequeued), capped at `DELAYTIMER_MAX` (`INT_MAX` on Linux). While
-//! a notification is queued and not yet delivered, further expirations only add to the count;
-//! no second notification is queued. `timer_settime` (`common_timer_set`) cancels the hrtimer,
-//! clears `it_overrun_last`, and bumps the timer's signal sequence so that a notification of the
-//! old setting still queued is dropped when it would be delivered (Linux 6.13's rework). A zero
-//! `it_value` disarms and clears the interval too. `timer_gettime` reports the time left (at
-//! least 1 ns while armed, so that an expired timer whose notification is not out yet does not
-//! read as disarmed) and the interval.
-//!
-//! # This machine
-//!
-//! Times are nanoseconds of one monotonic clock ([`Now::mono`]); the realtime clock is
-//! [`Now::real`] at the same moment, so its offset is `real - mono`. [`PosixTimer::expire`] is
-//! what the timer wheel calls when a deadline passed: it counts every expiration up to `now`
-//! at once (an interval timer fired late has `1 + late / interval` of them), queues a
-//! notification if none is pending and counts the rest as overruns. [`PosixTimer::consume`] is
-//! the delivery: it takes the pending notification and sets what
-//! [`getoverrun`](PosixTimer::getoverrun) reports. A [`Token`] names the setting a notification
-//! belongs to, so that one still in flight after a re-arm or a disarm is recognised as stale.
-//!
-//! # Where we differ from the kernel
-//!
-//! * **Realtime absolute times are converted once.** An absolute `CLOCK_REALTIME` time is turned
-//!   into a monotonic deadline with the offset at the moment of `timer_settime`. If the
-//!   realtime clock is set later (a jump forwards or backwards), the deadline does not move:
-//!   the timer fires after the elapsed time it had when it was armed. The kernel keeps such
-//!   timers on the realtime clock base and re-evaluates them on `clock_settime` (and on leap
-//!   seconds), so there a jump forwards past the time fires them at once and a jump backwards
-//!   delays them. Relative realtime timers and every interval are elapsed time in both.
-//! * **Deadlines saturate at `KTIME_MAX`** ([`FOREVER`], about 292 years from the epoch), as
-//!   the kernel's `ktime_t` arithmetic does; a timer armed past it is armed and never fires.
-//! * **Overruns accumulate at firing time.** The kernel does not re-arm an interval timer while
-//!   its signal is queued and computes the missed periods with `hrtimer_forward` at delivery;
-//!   here the wheel keeps firing each period and the count grows as it goes. Both count the
-//!   same expirations: those whose time passed before the delivery.
+//! One POSIX timer as a pure state machine ([`PosixTimer`]), and the types of its calls: the
+//! clocks, `timespec` and `itimerspec`, and what an expiry and a checkpoint give.
 
 use std::fmt;
 
@@ -64,7 +22,7 @@ pub enum Clock {
     /// `CLOCK_MONOTONIC`: elapsed time.
     Monotonic,
     /// `CLOCK_REALTIME`: wall-clock time; absolute times are converted with the offset at
-    /// arming (see the [module docs](self)).
+    /// arming (see [`PosixTimer`]).
     Realtime,
 }
 
@@ -281,7 +239,50 @@ pub struct TimerSnapshot {
     pub last_overrun: u32,
 }
 
-/// One POSIX timer's state. See the [module docs](self).
+/// One POSIX timer as a pure state machine: arming, reading, expiring and the overrun count,
+/// with the time passed in by the caller (so that every transition is deterministic and can be
+/// checked against a model).
+///
+/// # The kernel design
+///
+/// A `k_itimer` holds its clock, its next expiry (an hrtimer), its interval, and two overrun
+/// counts: `it_overrun`, expirations counted since the notification was queued, and
+/// `it_overrun_last`, what `timer_getoverrun` reports: the count taken when the last
+/// notification was delivered (dequeued), capped at `DELAYTIMER_MAX` (`INT_MAX` on Linux). While
+/// a notification is queued and not yet delivered, further expirations only add to the count;
+/// no second notification is queued. `timer_settime` (`common_timer_set`) cancels the hrtimer,
+/// clears `it_overrun_last`, and bumps the timer's signal sequence so that a notification of the
+/// old setting still queued is dropped when it would be delivered (Linux 6.13's rework). A zero
+/// `it_value` disarms and clears the interval too. `timer_gettime` reports the time left (at
+/// least 1 ns while armed, so that an expired timer whose notification is not out yet does not
+/// read as disarmed) and the interval.
+///
+/// # This machine
+///
+/// Times are nanoseconds of one monotonic clock ([`Now::mono`]); the realtime clock is
+/// [`Now::real`] at the same moment, so its offset is `real - mono`. [`PosixTimer::expire`] is
+/// what the timer wheel calls when a deadline passed: it counts every expiration up to `now`
+/// at once (an interval timer fired late has `1 + late / interval` of them), queues a
+/// notification if none is pending and counts the rest as overruns. [`PosixTimer::consume`] is
+/// the delivery: it takes the pending notification and sets what
+/// [`getoverrun`](PosixTimer::getoverrun) reports. A [`Token`] names the setting a notification
+/// belongs to, so that one still in flight after a re-arm or a disarm is recognised as stale.
+///
+/// # Where we differ from the kernel
+///
+/// * **Realtime absolute times are converted once.** An absolute `CLOCK_REALTIME` time is turned
+///   into a monotonic deadline with the offset at the moment of `timer_settime`. If the
+///   realtime clock is set later (a jump forwards or backwards), the deadline does not move:
+///   the timer fires after the elapsed time it had when it was armed. The kernel keeps such
+///   timers on the realtime clock base and re-evaluates them on `clock_settime` (and on leap
+///   seconds), so there a jump forwards past the time fires them at once and a jump backwards
+///   delays them. Relative realtime timers and every interval are elapsed time in both.
+/// * **Deadlines saturate at `KTIME_MAX`** ([`FOREVER`], about 292 years from the epoch), as
+///   the kernel's `ktime_t` arithmetic does; a timer armed past it is armed and never fires.
+/// * **Overruns accumulate at firing time.** The kernel does not re-arm an interval timer while
+///   its signal is queued and computes the missed periods with `hrtimer_forward` at delivery;
+///   here the wheel keeps firing each period and the count grows as it goes. Both count the
+///   same expirations: those whose time passed before the delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PosixTimer {
     clock: Clock,

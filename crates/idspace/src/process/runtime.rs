@@ -8,8 +8,9 @@ use std::future::Future;
 use std::sync::Arc;
 
 use super::design::{CidDesign, PidDesign, TableDesign};
+use super::error::ProcessError;
+use super::processes::Processes;
 use super::thread::Thread;
-use super::{ProcessError, Processes};
 use crate::cid::{self, Rework};
 use crate::pid::{NsId, PerCpu};
 use crate::sched::{Exit, Handle, Hooks, JoinHandle, Runtime, TaskId};
