@@ -1,6 +1,28 @@
 //! Processes: namespaces, thread groups, and every ID a task holds (PIDs at every namespace
 //! level, a CID while it runs, its process's timer IDs), with checkpoint and restore.
 //!
+//! ```
+//! use idspace::pid::ROOT;
+//! use idspace::process::{Clock, ITimerSpec, Notify, Processes, TimeSpec, When};
+//!
+//! let model = Processes::new(2)?;
+//! let leader = model.fork(ROOT, 0)?;
+//! let pid = leader.tid();
+//! let thread = model.clone_thread(pid, 1)?;
+//! let timer = model.timer_create_with(pid, Clock::Monotonic, Notify::None)?;
+//! let in_a_minute = ITimerSpec::once(TimeSpec::new(60, 0));
+//! model.timer_settime(pid, timer, When::Relative, in_a_minute)?;
+//! let image = model.checkpoint(pid)?;
+//!
+//! // Another model restores the process: the same IDs, its timer still armed.
+//! let target = Processes::new(2)?;
+//! let restored = target.restore(ROOT, &image, 0)?;
+//! assert_eq!(restored.leader.tid(), pid);
+//! assert_eq!(restored.threads[0].tid(), thread.tid());
+//! assert!(!target.timer_gettime(pid, timer)?.value.is_zero());
+//! # Ok::<(), idspace::process::ProcessError>(())
+//! ```
+//!
 //! # The kernel design
 //!
 //! A process is a thread group: a `signal_struct` (with the process's POSIX timers, an IDR keyed

@@ -16,6 +16,16 @@ pub const NSEC_PER_SEC: i64 = 1_000_000_000;
 pub const FOREVER: u64 = i64::MAX as u64;
 
 /// A timer's clock.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, TimerError};
+///
+/// assert_eq!(Clock::from_clockid(1), Ok(Clock::Monotonic));
+/// assert_eq!(Clock::Realtime.clockid(), 0);
+/// assert_eq!(Clock::from_clockid(7), Err(TimerError::BadClock(7)));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Clock {
@@ -50,6 +60,20 @@ impl Clock {
 
 /// A `struct timespec`: seconds and nanoseconds, signed as in C so that bad values can be
 /// expressed (and refused).
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{TimeSpec, TimerError, NSEC_PER_SEC};
+///
+/// let time = TimeSpec::from_nanos(1_500_000_000);
+/// assert_eq!(time, TimeSpec::new(1, 500_000_000));
+/// assert_eq!(time.to_nanos(), Ok(1_500_000_000));
+/// assert_eq!(time.to_string(), "{sec: 1, nsec: 500000000}");
+/// assert!(TimeSpec::ZERO.is_zero());
+/// let unnormalised = TimeSpec::new(0, NSEC_PER_SEC);
+/// assert_eq!(unnormalised.to_nanos(), Err(TimerError::Unnormalised(unnormalised)));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TimeSpec {
     /// Whole seconds.
@@ -104,6 +128,23 @@ impl fmt::Display for TimeSpec {
 }
 
 /// A `struct itimerspec`: the time to the (next) expiry and the interval.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, ITimerSpec, Now, PosixTimer, TimeSpec, When};
+///
+/// const SEC: u64 = 1_000_000_000;
+/// let every = ITimerSpec::every(TimeSpec::new(5, 0), TimeSpec::new(1, 0));
+/// let mut timer = PosixTimer::new(Clock::Monotonic);
+/// let old = timer.settime(Now::at(0, 0), When::Relative, every)?;
+/// assert_eq!(old, ITimerSpec::DISARMED);
+/// // Two seconds later: three left to the first expiry, then every second.
+/// let left = ITimerSpec::every(TimeSpec::new(3, 0), TimeSpec::new(1, 0));
+/// assert_eq!(timer.gettime(Now::at(2 * SEC, 0)), left);
+/// assert_eq!(ITimerSpec::once(TimeSpec::new(5, 0)).interval, TimeSpec::ZERO);
+/// # Ok::<(), idspace::process::TimerError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ITimerSpec {
     /// Time to the next expiry (relative), or the expiry time itself ([`When::Absolute`]); zero
@@ -135,6 +176,21 @@ impl ITimerSpec {
 }
 
 /// How [`PosixTimer::settime`] reads a setting's value: `flags` of `timer_settime`.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, ITimerSpec, Now, PosixTimer, TimeSpec, When};
+///
+/// const SEC: u64 = 1_000_000_000;
+/// let ten = ITimerSpec::once(TimeSpec::new(10, 0));
+/// let mut timer = PosixTimer::new(Clock::Monotonic);
+/// timer.settime(Now::at(4 * SEC, 0), When::Relative, ten)?;
+/// assert_eq!(timer.deadline(), Some(14 * SEC), "ten seconds from now");
+/// timer.settime(Now::at(4 * SEC, 0), When::Absolute, ten)?;
+/// assert_eq!(timer.deadline(), Some(10 * SEC), "at the clock's ten seconds");
+/// # Ok::<(), idspace::process::TimerError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum When {
@@ -147,6 +203,19 @@ pub enum When {
 }
 
 /// Why a timer call was refused. Nothing changed.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, ITimerSpec, Now, PosixTimer, TimeSpec, TimerError, When};
+///
+/// let mut timer = PosixTimer::new(Clock::Monotonic);
+/// let negative = TimeSpec::new(-1, 0);
+/// let refused = timer.settime(Now::at(0, 0), When::Relative, ITimerSpec::once(negative));
+/// assert_eq!(refused, Err(TimerError::Negative(negative)));
+/// assert_eq!(refused.unwrap_err().name(), "negative");
+/// assert_eq!(timer.deadline(), None, "nothing changed");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TimerError {
@@ -187,6 +256,22 @@ impl fmt::Display for TimerError {
 impl std::error::Error for TimerError {}
 
 /// The moment a call happens at, on both clocks.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, ITimerSpec, Now, PosixTimer, TimeSpec, When};
+///
+/// const SEC: u64 = 1_000_000_000;
+/// // Five seconds into the monotonic clock, with the realtime clock 1000 s ahead.
+/// let now = Now::at(5 * SEC, 1000 * SEC as i64);
+/// assert_eq!(now.real, 1005 * SEC as i64);
+/// // An absolute realtime time becomes a monotonic deadline with that offset.
+/// let mut timer = PosixTimer::new(Clock::Realtime);
+/// timer.settime(now, When::Absolute, ITimerSpec::once(TimeSpec::new(1010, 0)))?;
+/// assert_eq!(timer.deadline(), Some(10 * SEC));
+/// # Ok::<(), idspace::process::TimerError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Now {
     /// The monotonic clock, in nanoseconds from any fixed epoch.
@@ -208,10 +293,47 @@ impl Now {
 
 /// Names the setting a notification belongs to: [`PosixTimer::consume`] takes it only if the
 /// timer was not set again since.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, ITimerSpec, Now, PosixTimer, TimeSpec, Token, When};
+///
+/// const MS: u64 = 1_000_000;
+/// let mut timer = PosixTimer::new(Clock::Monotonic);
+/// let in_1ms = ITimerSpec::once(TimeSpec::from_nanos(MS));
+/// timer.settime(Now::at(0, 0), When::Relative, in_1ms)?;
+/// let token: Token = timer.expire(MS).notify.expect("a notification to send");
+/// assert!(timer.is_pending());
+/// // Set again before that notification was delivered: it belongs to the old setting.
+/// timer.settime(Now::at(MS, 0), When::Relative, in_1ms)?;
+/// assert_ne!(timer.token(), token);
+/// assert_eq!(timer.consume(token), None, "stale");
+/// # Ok::<(), idspace::process::TimerError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Token(pub u64);
 
 /// What one [`PosixTimer::expire`] did.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, Expired, ITimerSpec, Now, PosixTimer, TimeSpec, When};
+///
+/// const MS: u64 = 1_000_000;
+/// let mut timer = PosixTimer::new(Clock::Monotonic);
+/// let ms = TimeSpec::from_nanos(MS);
+/// timer.settime(Now::at(0, 0), When::Relative, ITimerSpec::every(ms, ms))?;
+/// // Fired late, at 3.5 ms: the expirations at 1, 2 and 3 ms, one notification.
+/// let expired: Expired = timer.expire(3 * MS + MS / 2);
+/// assert_eq!(expired.count, 3);
+/// assert_eq!(timer.deadline(), Some(4 * MS));
+/// let token = expired.notify.expect("a notification to send");
+/// assert_eq!(timer.consume(token), Some(2), "the other two are its overruns");
+/// assert_eq!(timer.getoverrun(), 2);
+/// # Ok::<(), idspace::process::TimerError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Expired {
     /// Expirations whose time passed by `now` (0 if the call was early or the timer
@@ -223,6 +345,24 @@ pub struct Expired {
 
 /// What a checkpoint keeps of a timer (apart from its ID and notification target): relative
 /// times, so that it means the same on any clock epoch.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, ITimerSpec, Now, PosixTimer, TimeSpec, TimerSnapshot, When};
+///
+/// const SEC: u64 = 1_000_000_000;
+/// let mut timer = PosixTimer::new(Clock::Monotonic);
+/// let setting = ITimerSpec::every(TimeSpec::new(10, 0), TimeSpec::new(1, 0));
+/// timer.settime(Now::at(0, 0), When::Relative, setting)?;
+/// let snapshot: TimerSnapshot = timer.snapshot(4 * SEC);
+/// assert_eq!(snapshot.remaining, Some(6 * SEC));
+/// assert_eq!(snapshot.interval, SEC);
+/// // Restored on a clock 100 s later, it has the same time left.
+/// let restored = PosixTimer::restore(&snapshot, 100 * SEC)?;
+/// assert_eq!(restored.deadline(), Some(106 * SEC));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimerSnapshot {
     /// Its clock.
@@ -283,6 +423,25 @@ pub struct TimerSnapshot {
 ///   its signal is queued and computes the missed periods with `hrtimer_forward` at delivery;
 ///   here the wheel keeps firing each period and the count grows as it goes. Both count the
 ///   same expirations: those whose time passed before the delivery.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, ITimerSpec, Now, PosixTimer, TimeSpec, When};
+///
+/// const SEC: u64 = 1_000_000_000;
+/// let mut timer = PosixTimer::new(Clock::Monotonic);
+/// assert_eq!(timer.gettime(Now::at(0, 0)), ITimerSpec::DISARMED);
+/// timer.settime(Now::at(0, 0), When::Relative, ITimerSpec::once(TimeSpec::new(2, 0)))?;
+/// assert_eq!(timer.gettime(Now::at(SEC, 0)).value, TimeSpec::new(1, 0));
+/// // The wheel calls `expire` once the deadline passed; the delivery `consume`s.
+/// let expired = timer.expire(2 * SEC);
+/// assert_eq!(expired.count, 1);
+/// assert_eq!(timer.deadline(), None, "a one-shot timer is spent");
+/// assert_eq!(timer.consume(expired.notify.expect("sent")), Some(0));
+/// assert!(!timer.is_pending());
+/// # Ok::<(), idspace::process::TimerError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PosixTimer {
     clock: Clock,

@@ -5,7 +5,6 @@
 
 use std::cell::Cell;
 use std::future::Future;
-use std::sync::Arc;
 
 use super::design::{CidDesign, PidDesign, TableDesign};
 use super::error::ProcessError;
@@ -14,13 +13,34 @@ use super::thread::Thread;
 use crate::cid::{self, Rework};
 use crate::pid::{NsId, PerCpu};
 use crate::sched::{Exit, Handle, Hooks, JoinHandle, Runtime, TaskId};
-use crate::sync::{self, AtomicU32, Ordering};
+use crate::sync::{self, Arc, AtomicU32, Ordering};
 use crate::table::ScaledHash;
 
 /// No CID: the task is not running, or belongs to no process.
 const NO_CID: u32 = u32::MAX;
 
 /// What the running task is, as [`current`] reports it.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use idspace::pid::ROOT;
+/// use idspace::process::{self, Current, ProcessHooks};
+/// use idspace::sched::Builder;
+///
+/// let hooks: ProcessHooks = ProcessHooks::for_workers(2)?;
+/// let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
+/// let me: Option<Current> = runtime.spawn_process(ROOT, async { process::current() })?.join()?;
+/// let me = me.expect("a task of a process");
+/// assert_eq!((me.tid, me.pid), (1, 1), "the root namespace's init");
+/// assert_eq!((me.root_tid, me.root_pid), (1, 1));
+/// assert!(me.cid.is_some_and(|cid| cid < 2), "a CID below the worker count");
+/// assert_eq!(process::current(), None, "outside a task");
+/// drop(runtime);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Current {
     /// Its TID in its own namespace.
@@ -59,6 +79,28 @@ sync::thread_local! {
 }
 
 /// The running task's IDs and CID, if the caller is a task of a process.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use idspace::pid::ROOT;
+/// use idspace::process::{self, ProcessHooks};
+/// use idspace::sched::Builder;
+///
+/// let hooks: ProcessHooks = ProcessHooks::for_workers(1)?;
+/// let model = Arc::clone(hooks.model());
+/// let runtime = Builder::new().workers(1).hooks(Arc::new(hooks)).build()?;
+/// model.fork(ROOT, 0)?; // the root's init, kept for the whole run
+/// let ns = model.ns_new(ROOT)?;
+/// let me = runtime.spawn_process(ns, async { process::current() })?.join()?;
+/// let me = me.expect("a task of a process");
+/// assert_eq!((me.tid, me.pid), (1, 1), "the init of its namespace");
+/// assert_ne!(me.root_tid, 1, "not the root's");
+/// drop(runtime);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn current() -> Option<Current> {
     #[cfg(not(loom))]
     let ids = RUNNING.try_with(Cell::get).ok().flatten()?;
@@ -75,6 +117,22 @@ pub fn current() -> Option<Current> {
 
 /// Each task's data: its thread (if it belongs to a process) and the CID it holds while it
 /// runs.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{ProcessHooks, TaskIds};
+/// use idspace::sched::{Hooks, TaskId};
+///
+/// let hooks: ProcessHooks = ProcessHooks::for_workers(1)?;
+/// // A plain spawn (not `spawn_process`) belongs to no process: no thread, never a CID.
+/// let plain: TaskIds<_> = hooks.created(TaskId(7), None);
+/// hooks.switched_in(TaskId(7), &plain, 0);
+/// assert!(plain.thread().is_none());
+/// assert_eq!(plain.cid(), None);
+/// hooks.switched_out(TaskId(7), &plain, 0);
+/// # Ok::<(), idspace::process::ProcessError>(())
+/// ```
 pub struct TaskIds<C> {
     thread: Option<Arc<Thread<C>>>,
     /// Written by the switch hooks only, which never overlap for one task: Relaxed.
@@ -104,6 +162,35 @@ impl<C> TaskIds<C> {
 
 /// The runtime hooks that make tasks threads of processes. Build the model with the runtime's
 /// worker count, so that the CID spaces' CPUs are the workers.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use idspace::pid::ROOT;
+/// use idspace::process::{self, ProcessHooks, Processes};
+/// use idspace::sched::Builder;
+///
+/// // The annotation picks the default designs (`PerCpu`, `Rework`, `ScaledHash`).
+/// let hooks: ProcessHooks = ProcessHooks::for_workers(2)?;
+/// let model: Arc<Processes> = Arc::clone(hooks.model());
+/// let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
+/// let leader = runtime.spawn_process(ROOT, {
+///     let model = Arc::clone(&model);
+///     async move {
+///         let me = process::current().expect("a task of a process");
+///         // While it runs, the model knows the thread.
+///         assert!(model.thread(me.root_tid).is_some());
+///         me.root_pid
+///     }
+/// })?;
+/// let pid = leader.join()?;
+/// assert_eq!(pid, 1);
+/// assert_eq!(model.cpus(), 2);
+/// drop(runtime);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct ProcessHooks<P = PerCpu, C = Rework, T = ScaledHash<()>> {
     model: Arc<Processes<P, C, T>>,
 }
@@ -258,6 +345,32 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Runtime<ProcessHooks<P, C, T>> 
 /// # Errors
 /// [`ProcessError::NotInProcess`] outside a task of a process; else as
 /// [`Processes::clone_thread`].
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use idspace::pid::ROOT;
+/// use idspace::process::{self, ProcessHooks};
+/// use idspace::sched::Builder;
+///
+/// let hooks: ProcessHooks = ProcessHooks::for_workers(2)?;
+/// let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
+/// let leader = runtime.spawn_process(ROOT, async {
+///     let me = process::current().expect("the leader");
+///     let thread = process::spawn_thread(async { process::current().expect("a thread") })
+///         .expect("spawned in the leader's process");
+///     let other = thread.await.expect("the thread ran");
+///     (me, other)
+/// })?;
+/// let (me, other) = leader.join()?;
+/// assert_eq!(other.pid, me.pid, "one process");
+/// assert_ne!(other.tid, me.tid, "two threads");
+/// assert!(process::spawn_thread(async {}).is_err(), "outside a task of a process");
+/// drop(runtime);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn spawn_thread<F>(future: F) -> Result<JoinHandle<F::Output>, ProcessError>
 where
     F: Future + Send + 'static,
@@ -271,6 +384,34 @@ where
 /// # Errors
 /// [`ProcessError::NotInProcess`] outside a task of such a runtime's process; else as
 /// [`Processes::clone_thread`].
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use idspace::cid::BitmapCids;
+/// use idspace::pid::{PerCpu, ROOT};
+/// use idspace::process::{self, ProcessError, ProcessHooks};
+/// use idspace::sched::Builder;
+/// use idspace::table::ScaledHash;
+///
+/// type Hooks = ProcessHooks<PerCpu, BitmapCids, ScaledHash<()>>;
+/// let hooks: Hooks = ProcessHooks::for_workers(2)?;
+/// let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
+/// let leader = runtime.spawn_process(ROOT, async {
+///     // `spawn_thread` looks for a runtime of the default designs: not this one.
+///     let refused = process::spawn_thread(async {}).err();
+///     let thread = process::spawn_thread_in::<PerCpu, BitmapCids, ScaledHash<()>, _>(async {
+///         process::current().is_some()
+///     })
+///     .expect("spawned");
+///     (refused, thread.await.expect("the thread ran"))
+/// })?;
+/// assert_eq!(leader.join()?, (Some(ProcessError::NotInProcess), true));
+/// drop(runtime);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn spawn_thread_in<P, C, T, F>(future: F) -> Result<JoinHandle<F::Output>, ProcessError>
 where
     P: PidDesign,

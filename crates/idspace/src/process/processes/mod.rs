@@ -62,6 +62,24 @@ struct State<C> {
 }
 
 /// What a successful [`Processes::exit`] did.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::pid::ROOT;
+/// use idspace::process::{Exited, Processes};
+///
+/// let model = Processes::new(1)?;
+/// let leader = model.fork(ROOT, 0)?;
+/// let thread = model.clone_thread(leader.tid(), 0)?;
+/// // The leader exits first: a zombie, holding its IDs until the group ends.
+/// assert_eq!(model.exit(leader.tid(), 0)?, Exited { process_exited: false });
+/// assert_eq!(model.threads(leader.tid())?.len(), 2);
+/// // The last live thread ends the process.
+/// assert_eq!(model.exit(thread.tid(), 0)?, Exited { process_exited: true });
+/// assert!(model.process_ids().is_empty());
+/// # Ok::<(), idspace::process::ProcessError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Exited {
     /// The thread's process ended with it.
@@ -70,6 +88,31 @@ pub struct Exited {
 
 /// A restored process: its leader, then its other threads in restore order (ascending by
 /// root-level ID), each to be given its code by the caller.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::pid::ROOT;
+/// use idspace::process::Processes;
+///
+/// let model = Processes::new(2)?;
+/// model.fork(ROOT, 0)?; // the root's init
+/// let leader = model.fork(ROOT, 0)?;
+/// let thread = model.clone_thread(leader.tid(), 1)?;
+/// let timer = model.timer_create(leader.tid())?;
+/// let image = model.checkpoint(leader.tid())?;
+///
+/// // Another model (another machine) restores it with the same IDs.
+/// let target = Processes::new(2)?;
+/// target.fork(ROOT, 0)?;
+/// let restored = target.restore(ROOT, &image, 0)?;
+/// assert_eq!(restored.leader.tid(), leader.tid());
+/// assert!(!restored.zombie_leader);
+/// assert_eq!(restored.threads.len(), 1);
+/// assert_eq!(restored.threads[0].tid(), thread.tid());
+/// assert_eq!(target.timers(leader.tid())?, [timer]);
+/// # Ok::<(), idspace::process::ProcessError>(())
+/// ```
 pub struct Restored<C> {
     /// The leader (a zombie if the image said so: then it runs nothing).
     pub leader: Arc<Thread<C>>,
@@ -91,6 +134,30 @@ impl<C> fmt::Debug for Restored<C> {
 
 /// Namespaces, processes and threads with their IDs, CIDs and timers. See the
 /// [module docs](super).
+///
+/// # Examples
+///
+/// ```
+/// use idspace::pid::ROOT;
+/// use idspace::process::Processes;
+///
+/// let model = Processes::new(2)?;
+/// let init = model.fork(ROOT, 0)?;
+/// assert_eq!(init.ids(), [1]);
+/// // A process in a child namespace has an ID there (1: its init) and one in the root.
+/// let ns = model.ns_new(ROOT)?;
+/// let leader = model.fork(ns, 1)?;
+/// assert_eq!(leader.ids().len(), 2);
+/// assert_eq!(leader.tid_in_own_ns(), 1);
+/// let pid = leader.tid();
+/// let thread = model.clone_thread(pid, 0)?;
+/// assert_eq!(model.lookup(ROOT, thread.tid())?, Some((pid, thread.tid())));
+/// // Its init ends: the namespace dies, and every process with an ID there ends.
+/// assert_eq!(model.kill(pid, 0)?, 2, "two live threads");
+/// assert!(!model.ns_exists(ns), "dead and empty: freed");
+/// assert_eq!(model.process_ids(), [init.tid()]);
+/// # Ok::<(), idspace::process::ProcessError>(())
+/// ```
 pub struct Processes<P = PerCpu, C = crate::cid::Rework, T = ScaledHash<()>> {
     pids: P,
     timers: T,

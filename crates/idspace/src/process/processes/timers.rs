@@ -3,6 +3,8 @@
 //! the [`timers`](crate::process::timers) docs for the cells and the wheel).
 
 use std::time::Instant;
+// std's `Arc`, as the timer cells' (see `timers::cell`).
+use std::sync::Arc;
 
 use super::Processes;
 use crate::process::design::{CidDesign, PidDesign, TableDesign};
@@ -10,7 +12,7 @@ use crate::process::error::ProcessError;
 use crate::process::posix_timer::{Clock, ITimerSpec, Now, PosixTimer, When};
 use crate::process::timers::{mono_of, Notify, TimerCell, TimerWait, WheelLink};
 use crate::sched::{Handle, Hooks};
-use crate::sync::{self, Arc};
+use crate::sync;
 
 impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// A new timer of process `pid`: the first free ID at or after its cursor. It is a

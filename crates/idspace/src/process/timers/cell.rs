@@ -2,6 +2,10 @@
 //! own lock (the kernel's `it_lock`), and the arming protocol that ties it to the wheel (see
 //! the [`timers`](super) docs).
 
+// std's `Arc`: the cell's methods take `self: &Arc<Self>` (a receiver loom's `Arc` cannot
+// be) to hand the wheel and events their own reference, and the wheel takes its targets as
+// `Arc<dyn Fire>` (an unsized coercion, which loom's `Arc` lacks).
+use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::Instant;
 
@@ -12,7 +16,7 @@ use crate::process::error::ProcessError;
 use crate::process::image::{NotifyKind, TimerImage};
 use crate::process::posix_timer::{Clock, ITimerSpec, Now, PosixTimer, Token, When, FOREVER};
 use crate::sched::time::{Armed, Driver, Fire};
-use crate::sync::{self, Arc, Mutex};
+use crate::sync::{self, Mutex};
 
 /// One timer: its state and notification under its own lock.
 pub(crate) struct TimerCell {
@@ -156,9 +160,8 @@ impl TimerCell {
         let (Some(driver), Some(at)) = (wheel, deadline.and_then(instant_of)) else {
             return;
         };
-        // The wheel takes std's `Arc<dyn Fire>` (an unsized coercion, which loom's `Arc`
-        // lacks); a fresh one per arming tells a stale `fire` from a current one.
-        let target: std::sync::Arc<dyn Fire> = std::sync::Arc::new(Arming {
+        // A fresh target per arming tells a stale `fire` from a current one.
+        let target: Arc<dyn Fire> = Arc::new(Arming {
             cell: Arc::clone(self),
             arming: inner.arming,
         });

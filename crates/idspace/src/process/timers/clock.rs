@@ -25,6 +25,18 @@ pub(crate) fn now() -> Now {
 /// `clock_gettime` of the clocks timers use: the time to give [`When::Absolute`] settings.
 /// The monotonic clock is the kernel's `CLOCK_MONOTONIC`, read once and followed by
 /// [`Instant`] from then on (the same clock); the realtime clock is the system's.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{clock_gettime, Clock};
+///
+/// let before = clock_gettime(Clock::Monotonic).to_nanos()?;
+/// let after = clock_gettime(Clock::Monotonic).to_nanos()?;
+/// assert!(after >= before);
+/// assert!(clock_gettime(Clock::Realtime).sec > 1_600_000_000, "after September 2020");
+/// # Ok::<(), idspace::process::TimerError>(())
+/// ```
 pub fn clock_gettime(clock: Clock) -> TimeSpec {
     let at = now();
     match clock {

@@ -6,6 +6,7 @@
 //! -p idspace --lib process::timers`.
 
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cell::TimerCell;
@@ -16,7 +17,7 @@ use crate::process::posix_timer::{
     Clock, ITimerSpec, Now, PosixTimer, TimeSpec, When, NSEC_PER_SEC,
 };
 use crate::sched::{Builder, Runtime};
-use crate::sync::{self, Arc};
+use crate::sync;
 
 const HOUR: u64 = 3600 * 1_000_000_000;
 

@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+// std's `Arc`, as the timer cells' (see `cell`).
+use std::sync::Arc;
 
 use super::cell::TimerCell;
 use super::notify::Notify;
@@ -10,7 +12,7 @@ use super::wheel::WheelLink;
 use crate::process::error::ProcessError;
 use crate::process::image::{Image, TimerImage};
 use crate::process::posix_timer::{Clock, PosixTimer};
-use crate::sync::{self, Arc, Mutex};
+use crate::sync::{self, Mutex};
 use crate::util::hash::mix;
 
 /// The hasher of a process's timer map: [`mix`]'s locality (the 64 IDs of a group in one

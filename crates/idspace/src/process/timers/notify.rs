@@ -5,11 +5,12 @@
 use std::fmt;
 // The target is the user's channel: std's, which loom does not replace.
 use std::sync::mpsc::Sender;
+// std's `Arc`, as the timer cells' (see `cell`).
+use std::sync::Arc;
 
 use super::cell::TimerCell;
 use crate::process::image::NotifyKind;
 use crate::process::posix_timer::Token;
-use crate::sync::Arc;
 
 /// How a timer tells of its expiry (`sigev_notify`).
 ///

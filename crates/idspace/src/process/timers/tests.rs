@@ -6,6 +6,7 @@ use std::hash::Hasher;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use super::cell::TimerCell;
@@ -15,7 +16,7 @@ use super::wait::TimerWait;
 use crate::process::error::ProcessError;
 use crate::process::posix_timer::{Clock, ITimerSpec, Now, PosixTimer, TimeSpec, When};
 use crate::sched::time::Armed;
-use crate::sync::{self, Arc};
+use crate::sync;
 
 const MS: u64 = 1_000_000;
 

@@ -5,10 +5,11 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+// std's `Arc`, as the timer cells' (see `cell`).
+use std::sync::Arc;
 
 use super::cell::TimerCell;
 use crate::process::error::ProcessError;
-use crate::sync::Arc;
 
 /// The future of [`Processes::timer_wait`](crate::process::Processes::timer_wait): it gives
 /// the overrun count of the notification it takes, or [`ProcessError::NotFound`] once the
