@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cell::TimerCell;
+use super::cell::{Notify, TimerEvent};
 use super::clock::mono_of;
-use super::notify::{Notify, TimerEvent};
 use super::wheel::WheelLink;
 use crate::process::posix_timer::{
     Clock, ITimerSpec, Now, PosixTimer, TimeSpec, When, NSEC_PER_SEC,

@@ -6,8 +6,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 // std's `Arc`, as the timer cells' (see `cell`).
 use std::sync::Arc;
 
+use super::cell::Notify;
 use super::cell::TimerCell;
-use super::notify::Notify;
 use super::wheel::WheelLink;
 use crate::process::error::ProcessError;
 use crate::process::image::{Image, TimerImage};

@@ -56,8 +56,8 @@
 //!
 //! * `clock`: the clocks timers read, and the conversion between the wheel's [`Instant`]s and
 //!   a timer's monotonic nanoseconds.
-//! * `notify`: the targets ([`Notify`]) and the event a channel receives ([`TimerEvent`]).
-//! * `cell`: one timer under its lock, and its arming on the wheel.
+//! * `cell`: one timer under its lock, its arming on the wheel, and its notifications: the
+//!   targets ([`Notify`]) and the event a channel receives ([`TimerEvent`]).
 //! * `map`: a process's timers by ID.
 //! * `wait`: the future of `timer_wait` ([`TimerWait`]).
 //! * `wheel`: the model's weak link to the runtime whose wheel its timers arm on.
@@ -72,7 +72,6 @@
 mod cell;
 mod clock;
 mod map;
-mod notify;
 mod wait;
 mod wheel;
 
@@ -83,9 +82,9 @@ mod tests;
 mod loom_tests;
 
 pub(crate) use cell::TimerCell;
+pub use cell::{Notify, TimerEvent};
 pub use clock::clock_gettime;
 pub(crate) use clock::{mono_of, now};
 pub(crate) use map::ProcessTimers;
-pub use notify::{Notify, TimerEvent};
 pub use wait::TimerWait;
 pub(crate) use wheel::WheelLink;

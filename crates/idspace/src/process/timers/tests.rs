@@ -9,9 +9,9 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
+use super::cell::Notify;
 use super::cell::TimerCell;
 use super::map::{IdHasher, ProcessTimers};
-use super::notify::Notify;
 use super::wait::TimerWait;
 use crate::process::error::ProcessError;
 use crate::process::posix_timer::{Clock, ITimerSpec, Now, PosixTimer, TimeSpec, When};
