@@ -13,6 +13,10 @@ use crate::process::timers::{self, Notify};
 use crate::sync::{self, Arc};
 use crate::table::Owner;
 
+/// A restored process as [`Processes::start_restored`] makes it: its leader, its timers'
+/// owner in the table, and its other threads.
+type Started<C> = (Arc<Thread<C>>, Owner, Vec<Arc<Thread<C>>>);
+
 impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// The image of process `pid`: every thread's IDs (leader first, a zombie leader marked,
     /// then ascending by root-level ID), its timer IDs and its timer cursor.
@@ -146,14 +150,13 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// Makes the restored process from its threads' PIDs (the leader's first): returns the
     /// leader, the process's timer owner and the other threads. A refusal frees the PIDs not
     /// yet given to a thread.
-    #[allow(clippy::type_complexity)]
     fn start_restored(
         &self,
         state: &mut State<C>,
         pids: Vec<Pid>,
         zombie: bool,
         cpu: usize,
-    ) -> Result<(Arc<Thread<C>>, Owner, Vec<Arc<Thread<C>>>), ProcessError> {
+    ) -> Result<Started<C>, ProcessError> {
         let mut pids = pids.into_iter();
         let Some(leader_pid) = pids.next() else {
             return Err(ProcessError::BadImage("no threads".to_string()));
