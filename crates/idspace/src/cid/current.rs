@@ -38,7 +38,9 @@ sync::thread_local! {
 }
 
 /// Records the task this thread runs from now on (`None`: none). Called by the runtime's
-/// switch hooks only, so between polls.
+/// switch hooks only, so between polls: at switch-in after the task took its CID, at
+/// switch-out before it gives it back, so that the cell never shows a CID its task does not
+/// hold (per-CID structures rely on it).
 #[inline]
 pub(crate) fn set(running: Option<Running>) {
     RUNNING.with(|cell| cell.set(running));

@@ -12,9 +12,10 @@
 //!   time (`cid`'s guarantee, checked at every switch-in by the runtime stress tests). The
 //!   running task's space, its size and its CID come from the thread's
 //!   [`cid::current`](crate::cid::current) cell, which the process hooks write at every
-//!   switch-in and clear at every switch-out. The space is named there by the address of the
-//!   `Process` owning it, which lives as long as any of its tasks runs, so two processes alive
-//!   at once (in one model or several) never share a binding.
+//!   switch-in, after the task took its CID, and clear at every switch-out, before it gives
+//!   the CID back: the cell never shows a CID its task does not hold. The space is named
+//!   there by the address of the `Process` owning it, which lives as long as any of its tasks
+//!   runs, so two processes alive at once (in one model or several) never share a binding.
 //! * **Not preempted within a poll.** The runtime is cooperative: a task's CID is taken at its
 //!   switch-in and given back at its switch-out, both between polls, and nothing else runs on
 //!   the worker's thread in between. So from the load to the store of one operation the task

@@ -84,6 +84,23 @@
 //!   [`Processes::restore_with`] re-arms them with their IDs and remaining times, given
 //!   their channels.
 //!
+//! # Layout
+//!
+//! `process` is the layer that combines the families: it depends on `pid`, `cid`, `table` and
+//! `sched`, and none of them depends on it (the running task's CID, which `percid` reads, is
+//! kept by `cid` itself, in [`cid::current`](crate::cid)). Inside, each file is one concept:
+//!
+//! * `design`: the design traits ([`PidDesign`], [`CidDesign`], [`TableDesign`]);
+//! * `thread`: the handles ([`Process`], [`Thread`]);
+//! * `processes/`: every method of [`Processes`], by concept (namespaces, lifecycle,
+//!   checkpoint, timers);
+//! * `image`: what a checkpoint keeps ([`Image`], [`TimerImage`]);
+//! * `posix_timer`: one timer as a state machine ([`PosixTimer`]);
+//! * `timers/`: a process's timers, their notifications and their expiry on the runtime's
+//!   wheel;
+//! * `runtime`: tasks as threads ([`ProcessHooks`], [`current`], [`spawn_thread`]);
+//! * `error`: [`ProcessError`].
+//!
 //! # Where we differ from the kernel
 //!
 //! * No parent/child tree, no signals, no `wait`: a process's end is its reaping.

@@ -177,6 +177,24 @@ impl<P, C, T> fmt::Debug for Processes<P, C, T> {
 
 /// Bytes the model keeps for each freed namespace: its number and its parent's, so that the
 /// number goes on answering as a dead namespace (see [`Processes::model_bytes`]).
+///
+/// # Examples
+///
+/// ```
+/// use idspace::pid::ROOT;
+/// use idspace::process::{Processes, FREED_NS_BYTES};
+///
+/// let model = Processes::new(1)?;
+/// model.fork(ROOT, 0)?;
+/// let before = model.model_bytes();
+/// let ns = model.ns_new(ROOT)?;
+/// let init = model.fork(ns, 0)?;
+/// // Its init ends: the namespace dies, is empty, and is freed but for its number.
+/// model.exit(init.tid(), 0)?;
+/// assert!(!model.ns_exists(ns));
+/// assert_eq!(model.model_bytes(), before + FREED_NS_BYTES);
+/// # Ok::<(), idspace::process::ProcessError>(())
+/// ```
 pub const FREED_NS_BYTES: usize = 2 * size_of::<NsId>();
 
 /// The affinity that allows every CPU of a space of `cpus` CPUs.
