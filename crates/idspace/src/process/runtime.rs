@@ -273,6 +273,27 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Handle<ProcessHooks<P, C, T>> {
     ///
     /// # Errors
     /// As [`Processes::fork`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use idspace::pid::ROOT;
+    /// use idspace::process::{self, ProcessHooks};
+    /// use idspace::sched::Builder;
+    ///
+    /// let hooks: ProcessHooks = ProcessHooks::for_workers(2)?;
+    /// let model = Arc::clone(hooks.model());
+    /// let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
+    /// model.fork(ROOT, 0)?; // the root's init, kept for the whole run
+    /// let ns = model.ns_new(ROOT)?;
+    /// let handle = runtime.handle();
+    /// let first = handle.spawn_process(ns, async { process::current().map(|me| me.pid) })?;
+    /// assert_eq!(first.join()?, Some(1), "the init of the new namespace");
+    /// drop(runtime);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn spawn_process<F>(
         &self,
         ns: NsId,
@@ -289,6 +310,29 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Handle<ProcessHooks<P, C, T>> {
     ///
     /// # Errors
     /// As [`Processes::clone_thread`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use idspace::pid::ROOT;
+    /// use idspace::process::{self, ProcessHooks};
+    /// use idspace::sched::Builder;
+    ///
+    /// let hooks: ProcessHooks = ProcessHooks::for_workers(2)?;
+    /// let model = Arc::clone(hooks.model());
+    /// let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
+    /// // A process made in the model, without a task: a thread of it runs on the runtime.
+    /// let pid = model.fork(ROOT, 0)?.tid();
+    /// let thread = runtime.handle().spawn_thread_of(pid, async {
+    ///     process::current().map(|me| me.root_pid)
+    /// })?;
+    /// assert_eq!(thread.join()?, Some(pid));
+    /// assert!(runtime.handle().spawn_thread_of(pid + 100, async {}).is_err(), "no such process");
+    /// drop(runtime);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn spawn_thread_of<F>(
         &self,
         pid: u32,
