@@ -35,6 +35,7 @@
 //! [`rseq`] reads the kernel's own mm_cid for the calling thread.
 
 mod bitmap;
+pub(crate) mod current;
 mod error;
 mod lazy;
 mod mask;

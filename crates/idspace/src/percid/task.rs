@@ -10,7 +10,11 @@
 //!
 //! * **Exclusive.** The CID designs give a CID to at most one running task of a process at a
 //!   time (`cid`'s guarantee, checked at every switch-in by the runtime stress tests). The
-//!   process is named by the address of its `Process`, which lives as long as any of its tasks
+//!   running task's space, its size and its CID come from the thread's
+//!   [`cid::current`](crate::cid::current) cell, which the process hooks write at every
+//!   switch-in, after the task took its CID, and clear at every switch-out, before it gives
+//!   the CID back: the cell never shows a CID its task does not hold. The space is named
+//!   there by the address of the `Process` owning it, which lives as long as any of its tasks
 //!   runs, so two processes alive at once (in one model or several) never share a binding.
 //! * **Not preempted within a poll.** The runtime is cooperative: a task's CID is taken at its
 //!   switch-in and given back at its switch-out, both between polls, and nothing else runs on
@@ -27,20 +31,21 @@
 //! The slots are atomics accessed with `Relaxed` loads and stores: plain `mov`s, but ones that
 //! `sum` and other readers may read at any time without a data race.
 
-use crate::process::running;
+use crate::cid::current;
 
 /// The process a structure is bound to: its identity and its CID space's size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Binding {
-    process: usize,
+    /// The identity of the process's CID space ([`current::Running::space`]).
+    space: usize,
     cpus: usize,
 }
 
 impl Binding {
     /// The running task's process, if the caller is a runtime task of a process.
     pub(crate) fn of_running_task() -> Option<Binding> {
-        running().map(|running| Binding {
-            process: running.process,
+        current::get().map(|running| Binding {
+            space: running.space,
             cpus: running.cpus,
         })
     }
@@ -54,10 +59,10 @@ impl Binding {
     /// is then its alone until it next yields (see the module docs).
     #[inline]
     pub(crate) fn cid(self) -> Option<usize> {
-        let running = running()?;
-        if running.process != self.process {
+        let running = current::get()?;
+        if running.space != self.space {
             return None;
         }
-        running.current.cid.map(|cid| cid as usize)
+        running.cid.map(|cid| cid as usize)
     }
 }

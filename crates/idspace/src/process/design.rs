@@ -7,6 +7,23 @@ use crate::pid::{BitmapHash, IdrOnce, IdrRelock, PerCpu, PidAllocator};
 use crate::table::{GlobalHash, IdTable, Radix, ScaledHash};
 
 /// A PID design that can be built for `cpus` CPU slots.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::cid::Rework;
+/// use idspace::pid::{IdrOnce, PidAllocator, ROOT};
+/// use idspace::process::{PidDesign, Processes};
+/// use idspace::table::ScaledHash;
+///
+/// let pids = <IdrOnce as PidDesign>::with_cpus(4);
+/// assert_eq!(pids.alloc(ROOT, &[], 0)?.ids(), [1]);
+/// // The model builds its PID design the same way.
+/// let model: Processes<IdrOnce, Rework, ScaledHash<()>> = Processes::with_designs(2)?;
+/// assert_eq!(model.fork(ROOT, 0)?.ids(), [1]);
+/// assert_eq!(model.pids().alloc(ROOT, &[], 0)?.ids(), [2]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait PidDesign: PidAllocator + Sized + 'static {
     /// A new allocator; `cpus` is the number of CPU slots callers pass as `cpu`.
     fn with_cpus(cpus: usize) -> Self;
@@ -37,6 +54,25 @@ impl PidDesign for BitmapHash {
 }
 
 /// A CID design: one space per process, its CPUs the runtime's workers.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::cid::{BitmapCids, CidAllocator};
+/// use idspace::pid::{PerCpu, ROOT};
+/// use idspace::process::{CidDesign, Processes};
+/// use idspace::table::ScaledHash;
+///
+/// let space = <BitmapCids as CidDesign>::with_cpus(2)?;
+/// assert_eq!(space.cpus(), 2);
+/// assert!(<BitmapCids as CidDesign>::with_cpus(65).is_err(), "above 64 CPUs");
+/// // Each process of the model gets such a space.
+/// let model: Processes<PerCpu, BitmapCids, ScaledHash<()>> = Processes::with_designs(2)?;
+/// let leader = model.fork(ROOT, 0)?;
+/// assert_eq!(leader.process().cids().cpus(), 2);
+/// assert_eq!(leader.switch_in(1), Some(0), "the lowest free CID");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait CidDesign: CidAllocator + Sized + 'static {
     /// A new space for `cpus` CPUs.
     ///
@@ -64,6 +100,25 @@ impl CidDesign for LazyCids {
 }
 
 /// A table design holding every process's timer IDs, one owner per process.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::cid::Rework;
+/// use idspace::pid::{PerCpu, ROOT};
+/// use idspace::process::{Processes, TableDesign};
+/// use idspace::table::{IdTable, Radix};
+///
+/// let table = <Radix<()> as TableDesign>::empty();
+/// assert!(table.ids(1).is_empty(), "no owner holds an ID yet");
+/// // The model's timers take their IDs from such a table, one owner per process.
+/// let model: Processes<PerCpu, Rework, Radix<()>> = Processes::with_designs(2)?;
+/// let pid = model.fork(ROOT, 0)?.tid();
+/// assert_eq!(model.timer_create(pid)?, 0);
+/// assert_eq!(model.timer_create(pid)?, 1);
+/// assert_eq!(model.timers(pid)?, [0, 1]);
+/// # Ok::<(), idspace::process::ProcessError>(())
+/// ```
 pub trait TableDesign: IdTable<()> + Sized + 'static {
     /// A new, empty table.
     fn empty() -> Self;

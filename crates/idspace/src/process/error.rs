@@ -2,10 +2,28 @@
 
 use std::fmt;
 
-use super::TimerError;
+use super::posix_timer::TimerError;
 use crate::pid::PidError;
 
 /// Why a process operation failed. [`ProcessError::name`] gives the replay protocol's name.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::pid::ROOT;
+/// use idspace::process::{ProcessError, Processes};
+///
+/// let model = Processes::new(1)?;
+/// assert_eq!(model.clone_thread(42, 0).unwrap_err(), ProcessError::UnknownProcess);
+/// let init = model.fork(ROOT, 0)?;
+/// // The root's init ends: nothing new enters the root namespace.
+/// model.exit(init.tid(), 0)?;
+/// let refused = model.fork(ROOT, 0).unwrap_err();
+/// assert_eq!(refused, ProcessError::NsDead);
+/// assert_eq!(refused.name(), "ns_dead");
+/// assert_eq!(Processes::new(0).unwrap_err(), ProcessError::BadCpuCount(0));
+/// # Ok::<(), ProcessError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ProcessError {

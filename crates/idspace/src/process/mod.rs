@@ -1,6 +1,28 @@
 //! Processes: namespaces, thread groups, and every ID a task holds (PIDs at every namespace
 //! level, a CID while it runs, its process's timer IDs), with checkpoint and restore.
 //!
+//! ```
+//! use idspace::pid::ROOT;
+//! use idspace::process::{Clock, ITimerSpec, Notify, Processes, TimeSpec, When};
+//!
+//! let model = Processes::new(2)?;
+//! let leader = model.fork(ROOT, 0)?;
+//! let pid = leader.tid();
+//! let thread = model.clone_thread(pid, 1)?;
+//! let timer = model.timer_create_with(pid, Clock::Monotonic, Notify::None)?;
+//! let in_a_minute = ITimerSpec::once(TimeSpec::new(60, 0));
+//! model.timer_settime(pid, timer, When::Relative, in_a_minute)?;
+//! let image = model.checkpoint(pid)?;
+//!
+//! // Another model restores the process: the same IDs, its timer still armed.
+//! let target = Processes::new(2)?;
+//! let restored = target.restore(ROOT, &image, 0)?;
+//! assert_eq!(restored.leader.tid(), pid);
+//! assert_eq!(restored.threads[0].tid(), thread.tid());
+//! assert!(!target.timer_gettime(pid, timer)?.value.is_zero());
+//! # Ok::<(), idspace::process::ProcessError>(())
+//! ```
+//!
 //! # The kernel design
 //!
 //! A process is a thread group: a `signal_struct` (with the process's POSIX timers, an IDR keyed
@@ -55,12 +77,29 @@
 //!   channel), its ID from the process's owner in the table; [`Processes::timer_settime`],
 //!   [`Processes::timer_gettime`], [`Processes::timer_getoverrun`] and
 //!   [`Processes::timer_delete`] as POSIX defines them, over the state machine of
-//!   [`posix_timer`] (which documents the overrun accounting and the realtime clock). Each
+//!   [`PosixTimer`] (which documents the overrun accounting and the realtime clock). Each
 //!   timer has its own lock (the kernel's `it_lock`); only create and delete take the model's.
 //!   An exit deletes the process's timers; an image carries each non-plain timer's clock,
 //!   notification kind, remaining time, interval and overrun state ([`TimerImage`]), and
 //!   [`Processes::restore_with`] re-arms them with their IDs and remaining times, given
 //!   their channels.
+//!
+//! # Layout
+//!
+//! `process` is the layer that combines the families: it depends on `pid`, `cid`, `table` and
+//! `sched`, and none of them depends on it (the running task's CID, which `percid` reads, is
+//! kept by `cid` itself, in [`cid::current`](crate::cid)). Inside, each file is one concept:
+//!
+//! * `design`: the design traits ([`PidDesign`], [`CidDesign`], [`TableDesign`]);
+//! * `thread`: the handles ([`Process`], [`Thread`]);
+//! * `processes/`: every method of [`Processes`], by concept (namespaces, lifecycle,
+//!   checkpoint, timers);
+//! * `image`: what a checkpoint keeps ([`Image`], [`TimerImage`]);
+//! * `posix_timer`: one timer as a state machine ([`PosixTimer`]);
+//! * `timers/`: a process's timers, their notifications and their expiry on the runtime's
+//!   wheel;
+//! * `runtime`: tasks as threads ([`ProcessHooks`], [`current`], [`spawn_thread`]);
+//! * `error`: [`ProcessError`].
 //!
 //! # Where we differ from the kernel
 //!
@@ -100,7 +139,7 @@
 mod design;
 mod error;
 mod image;
-pub mod posix_timer;
+mod posix_timer;
 mod processes;
 mod runtime;
 mod thread;
@@ -108,13 +147,12 @@ mod timers;
 
 pub use design::{CidDesign, PidDesign, TableDesign};
 pub use error::ProcessError;
-pub use image::{Image, ThreadImage};
+pub use image::{Image, NotifyKind, ThreadImage, TimerImage};
 pub use posix_timer::{
     Clock, Expired, ITimerSpec, Now, PosixTimer, TimeSpec, TimerError, TimerSnapshot, Token, When,
     DELAYTIMER_MAX, FOREVER, NSEC_PER_SEC,
 };
 pub use processes::{Exited, Processes, Restored, FREED_NS_BYTES};
-pub(crate) use runtime::running;
 pub use runtime::{current, spawn_thread, spawn_thread_in, Current, ProcessHooks, TaskIds};
 pub use thread::{Process, Thread};
-pub use timers::{clock_gettime, Notify, NotifyKind, TimerEvent, TimerImage, TimerWait};
+pub use timers::{clock_gettime, Notify, TimerEvent, TimerWait};

@@ -1,47 +1,5 @@
-//! One POSIX timer as a pure state machine: arming, reading, expiring and the overrun count,
-//! with the time passed in by the caller (so that every transition is deterministic and can be
-//! checked against a model).
-//!
-//! # The kernel design
-//!
-//! A `k_itimer` holds its clock, its next expiry (an hrtimer), its interval, and two overrun
-//! counts: `it_overrun`, expirations counted since the notification was queued, and
-//! `it_overrun_last`, what `timer_getoverrun` reports: the count taken when the last
-//! notification was delivered (dequeued), capped at `DELAYTIMER_MAX` (`INT_MAX` on Linux). While
-//! a notification is queued and not yet delivered, further expirations only add to the count;
-//! no second notification is queued. `timer_settime` (`common_timer_set`) cancels the hrtimer,
-//! clears `it_overrun_last`, and bumps the timer's signal sequence so that a notification of the
-//! old setting still queued is dropped when it would be delivered (Linux 6.13's rework). A zero
-//! `it_value` disarms and clears the interval too. `timer_gettime` reports the time left (at
-//! least 1 ns while armed, so that an expired timer whose notification is not out yet does not
-//! read as disarmed) and the interval.
-//!
-//! # This machine
-//!
-//! Times are nanoseconds of one monotonic clock ([`Now::mono`]); the realtime clock is
-//! [`Now::real`] at the same moment, so its offset is `real - mono`. [`PosixTimer::expire`] is
-//! what the timer wheel calls when a deadline passed: it counts every expiration up to `now`
-//! at once (an interval timer fired late has `1 + late / interval` of them), queues a
-//! notification if none is pending and counts the rest as overruns. [`PosixTimer::consume`] is
-//! the delivery: it takes the pending notification and sets what
-//! [`getoverrun`](PosixTimer::getoverrun) reports. A [`Token`] names the setting a notification
-//! belongs to, so that one still in flight after a re-arm or a disarm is recognised as stale.
-//!
-//! # Where we differ from the kernel
-//!
-//! * **Realtime absolute times are converted once.** An absolute `CLOCK_REALTIME` time is turned
-//!   into a monotonic deadline with the offset at the moment of `timer_settime`. If the
-//!   realtime clock is set later (a jump forwards or backwards), the deadline does not move:
-//!   the timer fires after the elapsed time it had when it was armed. The kernel keeps such
-//!   timers on the realtime clock base and re-evaluates them on `clock_settime` (and on leap
-//!   seconds), so there a jump forwards past the time fires them at once and a jump backwards
-//!   delays them. Relative realtime timers and every interval are elapsed time in both.
-//! * **Deadlines saturate at `KTIME_MAX`** ([`FOREVER`], about 292 years from the epoch), as
-//!   the kernel's `ktime_t` arithmetic does; a timer armed past it is armed and never fires.
-//! * **Overruns accumulate at firing time.** The kernel does not re-arm an interval timer while
-//!   its signal is queued and computes the missed periods with `hrtimer_forward` at delivery;
-//!   here the wheel keeps firing each period and the count grows as it goes. Both count the
-//!   same expirations: those whose time passed before the delivery.
+//! One POSIX timer as a pure state machine ([`PosixTimer`]), and the types of its calls: the
+//! clocks, `timespec` and `itimerspec`, and what an expiry and a checkpoint give.
 
 use std::fmt;
 
@@ -58,13 +16,23 @@ pub const NSEC_PER_SEC: i64 = 1_000_000_000;
 pub const FOREVER: u64 = i64::MAX as u64;
 
 /// A timer's clock.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, TimerError};
+///
+/// assert_eq!(Clock::from_clockid(1), Ok(Clock::Monotonic));
+/// assert_eq!(Clock::Realtime.clockid(), 0);
+/// assert_eq!(Clock::from_clockid(7), Err(TimerError::BadClock(7)));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Clock {
     /// `CLOCK_MONOTONIC`: elapsed time.
     Monotonic,
     /// `CLOCK_REALTIME`: wall-clock time; absolute times are converted with the offset at
-    /// arming (see the [module docs](self)).
+    /// arming (see [`PosixTimer`]).
     Realtime,
 }
 
@@ -92,6 +60,20 @@ impl Clock {
 
 /// A `struct timespec`: seconds and nanoseconds, signed as in C so that bad values can be
 /// expressed (and refused).
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{TimeSpec, TimerError, NSEC_PER_SEC};
+///
+/// let time = TimeSpec::from_nanos(1_500_000_000);
+/// assert_eq!(time, TimeSpec::new(1, 500_000_000));
+/// assert_eq!(time.to_nanos(), Ok(1_500_000_000));
+/// assert_eq!(time.to_string(), "{sec: 1, nsec: 500000000}");
+/// assert!(TimeSpec::ZERO.is_zero());
+/// let unnormalised = TimeSpec::new(0, NSEC_PER_SEC);
+/// assert_eq!(unnormalised.to_nanos(), Err(TimerError::Unnormalised(unnormalised)));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TimeSpec {
     /// Whole seconds.
@@ -146,6 +128,23 @@ impl fmt::Display for TimeSpec {
 }
 
 /// A `struct itimerspec`: the time to the (next) expiry and the interval.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, ITimerSpec, Now, PosixTimer, TimeSpec, When};
+///
+/// const SEC: u64 = 1_000_000_000;
+/// let every = ITimerSpec::every(TimeSpec::new(5, 0), TimeSpec::new(1, 0));
+/// let mut timer = PosixTimer::new(Clock::Monotonic);
+/// let old = timer.settime(Now::at(0, 0), When::Relative, every)?;
+/// assert_eq!(old, ITimerSpec::DISARMED);
+/// // Two seconds later: three left to the first expiry, then every second.
+/// let left = ITimerSpec::every(TimeSpec::new(3, 0), TimeSpec::new(1, 0));
+/// assert_eq!(timer.gettime(Now::at(2 * SEC, 0)), left);
+/// assert_eq!(ITimerSpec::once(TimeSpec::new(5, 0)).interval, TimeSpec::ZERO);
+/// # Ok::<(), idspace::process::TimerError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ITimerSpec {
     /// Time to the next expiry (relative), or the expiry time itself ([`When::Absolute`]); zero
@@ -177,6 +176,21 @@ impl ITimerSpec {
 }
 
 /// How [`PosixTimer::settime`] reads a setting's value: `flags` of `timer_settime`.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, ITimerSpec, Now, PosixTimer, TimeSpec, When};
+///
+/// const SEC: u64 = 1_000_000_000;
+/// let ten = ITimerSpec::once(TimeSpec::new(10, 0));
+/// let mut timer = PosixTimer::new(Clock::Monotonic);
+/// timer.settime(Now::at(4 * SEC, 0), When::Relative, ten)?;
+/// assert_eq!(timer.deadline(), Some(14 * SEC), "ten seconds from now");
+/// timer.settime(Now::at(4 * SEC, 0), When::Absolute, ten)?;
+/// assert_eq!(timer.deadline(), Some(10 * SEC), "at the clock's ten seconds");
+/// # Ok::<(), idspace::process::TimerError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum When {
@@ -189,6 +203,19 @@ pub enum When {
 }
 
 /// Why a timer call was refused. Nothing changed.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, ITimerSpec, Now, PosixTimer, TimeSpec, TimerError, When};
+///
+/// let mut timer = PosixTimer::new(Clock::Monotonic);
+/// let negative = TimeSpec::new(-1, 0);
+/// let refused = timer.settime(Now::at(0, 0), When::Relative, ITimerSpec::once(negative));
+/// assert_eq!(refused, Err(TimerError::Negative(negative)));
+/// assert_eq!(refused.unwrap_err().name(), "negative");
+/// assert_eq!(timer.deadline(), None, "nothing changed");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TimerError {
@@ -229,6 +256,22 @@ impl fmt::Display for TimerError {
 impl std::error::Error for TimerError {}
 
 /// The moment a call happens at, on both clocks.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, ITimerSpec, Now, PosixTimer, TimeSpec, When};
+///
+/// const SEC: u64 = 1_000_000_000;
+/// // Five seconds into the monotonic clock, with the realtime clock 1000 s ahead.
+/// let now = Now::at(5 * SEC, 1000 * SEC as i64);
+/// assert_eq!(now.real, 1005 * SEC as i64);
+/// // An absolute realtime time becomes a monotonic deadline with that offset.
+/// let mut timer = PosixTimer::new(Clock::Realtime);
+/// timer.settime(now, When::Absolute, ITimerSpec::once(TimeSpec::new(1010, 0)))?;
+/// assert_eq!(timer.deadline(), Some(10 * SEC));
+/// # Ok::<(), idspace::process::TimerError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Now {
     /// The monotonic clock, in nanoseconds from any fixed epoch.
@@ -250,10 +293,47 @@ impl Now {
 
 /// Names the setting a notification belongs to: [`PosixTimer::consume`] takes it only if the
 /// timer was not set again since.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, ITimerSpec, Now, PosixTimer, TimeSpec, Token, When};
+///
+/// const MS: u64 = 1_000_000;
+/// let mut timer = PosixTimer::new(Clock::Monotonic);
+/// let in_1ms = ITimerSpec::once(TimeSpec::from_nanos(MS));
+/// timer.settime(Now::at(0, 0), When::Relative, in_1ms)?;
+/// let token: Token = timer.expire(MS).notify.expect("a notification to send");
+/// assert!(timer.is_pending());
+/// // Set again before that notification was delivered: it belongs to the old setting.
+/// timer.settime(Now::at(MS, 0), When::Relative, in_1ms)?;
+/// assert_ne!(timer.token(), token);
+/// assert_eq!(timer.consume(token), None, "stale");
+/// # Ok::<(), idspace::process::TimerError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Token(pub u64);
 
 /// What one [`PosixTimer::expire`] did.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, Expired, ITimerSpec, Now, PosixTimer, TimeSpec, When};
+///
+/// const MS: u64 = 1_000_000;
+/// let mut timer = PosixTimer::new(Clock::Monotonic);
+/// let ms = TimeSpec::from_nanos(MS);
+/// timer.settime(Now::at(0, 0), When::Relative, ITimerSpec::every(ms, ms))?;
+/// // Fired late, at 3.5 ms: the expirations at 1, 2 and 3 ms, one notification.
+/// let expired: Expired = timer.expire(3 * MS + MS / 2);
+/// assert_eq!(expired.count, 3);
+/// assert_eq!(timer.deadline(), Some(4 * MS));
+/// let token = expired.notify.expect("a notification to send");
+/// assert_eq!(timer.consume(token), Some(2), "the other two are its overruns");
+/// assert_eq!(timer.getoverrun(), 2);
+/// # Ok::<(), idspace::process::TimerError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Expired {
     /// Expirations whose time passed by `now` (0 if the call was early or the timer
@@ -265,6 +345,24 @@ pub struct Expired {
 
 /// What a checkpoint keeps of a timer (apart from its ID and notification target): relative
 /// times, so that it means the same on any clock epoch.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, ITimerSpec, Now, PosixTimer, TimeSpec, TimerSnapshot, When};
+///
+/// const SEC: u64 = 1_000_000_000;
+/// let mut timer = PosixTimer::new(Clock::Monotonic);
+/// let setting = ITimerSpec::every(TimeSpec::new(10, 0), TimeSpec::new(1, 0));
+/// timer.settime(Now::at(0, 0), When::Relative, setting)?;
+/// let snapshot: TimerSnapshot = timer.snapshot(4 * SEC);
+/// assert_eq!(snapshot.remaining, Some(6 * SEC));
+/// assert_eq!(snapshot.interval, SEC);
+/// // Restored on a clock 100 s later, it has the same time left.
+/// let restored = PosixTimer::restore(&snapshot, 100 * SEC)?;
+/// assert_eq!(restored.deadline(), Some(106 * SEC));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimerSnapshot {
     /// Its clock.
@@ -281,7 +379,69 @@ pub struct TimerSnapshot {
     pub last_overrun: u32,
 }
 
-/// One POSIX timer's state. See the [module docs](self).
+/// One POSIX timer as a pure state machine: arming, reading, expiring and the overrun count,
+/// with the time passed in by the caller (so that every transition is deterministic and can be
+/// checked against a model).
+///
+/// # The kernel design
+///
+/// A `k_itimer` holds its clock, its next expiry (an hrtimer), its interval, and two overrun
+/// counts: `it_overrun`, expirations counted since the notification was queued, and
+/// `it_overrun_last`, what `timer_getoverrun` reports: the count taken when the last
+/// notification was delivered (dequeued), capped at `DELAYTIMER_MAX` (`INT_MAX` on Linux). While
+/// a notification is queued and not yet delivered, further expirations only add to the count;
+/// no second notification is queued. `timer_settime` (`common_timer_set`) cancels the hrtimer,
+/// clears `it_overrun_last`, and bumps the timer's signal sequence so that a notification of the
+/// old setting still queued is dropped when it would be delivered (Linux 6.13's rework). A zero
+/// `it_value` disarms and clears the interval too. `timer_gettime` reports the time left (at
+/// least 1 ns while armed, so that an expired timer whose notification is not out yet does not
+/// read as disarmed) and the interval.
+///
+/// # This machine
+///
+/// Times are nanoseconds of one monotonic clock ([`Now::mono`]); the realtime clock is
+/// [`Now::real`] at the same moment, so its offset is `real - mono`. [`PosixTimer::expire`] is
+/// what the timer wheel calls when a deadline passed: it counts every expiration up to `now`
+/// at once (an interval timer fired late has `1 + late / interval` of them), queues a
+/// notification if none is pending and counts the rest as overruns. [`PosixTimer::consume`] is
+/// the delivery: it takes the pending notification and sets what
+/// [`getoverrun`](PosixTimer::getoverrun) reports. A [`Token`] names the setting a notification
+/// belongs to, so that one still in flight after a re-arm or a disarm is recognised as stale.
+///
+/// # Where we differ from the kernel
+///
+/// * **Realtime absolute times are converted once.** An absolute `CLOCK_REALTIME` time is turned
+///   into a monotonic deadline with the offset at the moment of `timer_settime`. If the
+///   realtime clock is set later (a jump forwards or backwards), the deadline does not move:
+///   the timer fires after the elapsed time it had when it was armed. The kernel keeps such
+///   timers on the realtime clock base and re-evaluates them on `clock_settime` (and on leap
+///   seconds), so there a jump forwards past the time fires them at once and a jump backwards
+///   delays them. Relative realtime timers and every interval are elapsed time in both.
+/// * **Deadlines saturate at `KTIME_MAX`** ([`FOREVER`], about 292 years from the epoch), as
+///   the kernel's `ktime_t` arithmetic does; a timer armed past it is armed and never fires.
+/// * **Overruns accumulate at firing time.** The kernel does not re-arm an interval timer while
+///   its signal is queued and computes the missed periods with `hrtimer_forward` at delivery;
+///   here the wheel keeps firing each period and the count grows as it goes. Both count the
+///   same expirations: those whose time passed before the delivery.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{Clock, ITimerSpec, Now, PosixTimer, TimeSpec, When};
+///
+/// const SEC: u64 = 1_000_000_000;
+/// let mut timer = PosixTimer::new(Clock::Monotonic);
+/// assert_eq!(timer.gettime(Now::at(0, 0)), ITimerSpec::DISARMED);
+/// timer.settime(Now::at(0, 0), When::Relative, ITimerSpec::once(TimeSpec::new(2, 0)))?;
+/// assert_eq!(timer.gettime(Now::at(SEC, 0)).value, TimeSpec::new(1, 0));
+/// // The wheel calls `expire` once the deadline passed; the delivery `consume`s.
+/// let expired = timer.expire(2 * SEC);
+/// assert_eq!(expired.count, 1);
+/// assert_eq!(timer.deadline(), None, "a one-shot timer is spent");
+/// assert_eq!(timer.consume(expired.notify.expect("sent")), Some(0));
+/// assert!(!timer.is_pending());
+/// # Ok::<(), idspace::process::TimerError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PosixTimer {
     clock: Clock,
@@ -480,257 +640,4 @@ impl PosixTimer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MS: u64 = 1_000_000;
-
-    fn at(mono: u64) -> Now {
-        Now::at(mono, 1_700_000_000 * NSEC_PER_SEC)
-    }
-
-    fn ms(n: i64) -> TimeSpec {
-        TimeSpec::from_nanos(n as u64 * MS)
-    }
-
-    #[test]
-    fn a_one_shot_fires_once_and_disarms() {
-        let mut timer = PosixTimer::new(Clock::Monotonic);
-        let old = timer
-            .settime(at(100), When::Relative, ITimerSpec::once(ms(5)))
-            .unwrap();
-        assert_eq!(old, ITimerSpec::DISARMED);
-        assert_eq!(timer.deadline(), Some(100 + 5 * MS));
-        assert_eq!(timer.gettime(at(100 + MS)).value, ms(4));
-        assert_eq!(timer.expire(100 + MS).count, 0, "early: nothing");
-        let fired = timer.expire(100 + 7 * MS);
-        assert_eq!(fired.count, 1);
-        let token = fired.notify.unwrap();
-        assert_eq!(timer.deadline(), None);
-        assert_eq!(timer.gettime(at(100 + 8 * MS)), ITimerSpec::DISARMED);
-        assert_eq!(timer.expire(100 + 9 * MS).count, 0);
-        assert_eq!(timer.consume(token), Some(0));
-        assert_eq!(timer.consume(token), None, "consumed once");
-    }
-
-    #[test]
-    fn settime_returns_the_old_setting_and_zero_disarms() {
-        let mut timer = PosixTimer::new(Clock::Monotonic);
-        timer
-            .settime(at(0), When::Relative, ITimerSpec::every(ms(10), ms(3)))
-            .unwrap();
-        let old = timer
-            .settime(at(4 * MS), When::Relative, ITimerSpec::DISARMED)
-            .unwrap();
-        assert_eq!(old, ITimerSpec::every(ms(6), ms(3)));
-        assert_eq!(timer.deadline(), None);
-        assert_eq!(timer.gettime(at(5 * MS)), ITimerSpec::DISARMED);
-        // A zero value with an interval disarms and clears the interval too.
-        timer
-            .settime(
-                at(0),
-                When::Relative,
-                ITimerSpec::every(TimeSpec::ZERO, ms(3)),
-            )
-            .unwrap();
-        assert_eq!(timer.gettime(at(0)), ITimerSpec::DISARMED);
-    }
-
-    #[test]
-    fn an_overdue_armed_timer_reads_one_nanosecond_left() {
-        let mut timer = PosixTimer::new(Clock::Monotonic);
-        timer
-            .settime(at(0), When::Relative, ITimerSpec::once(ms(1)))
-            .unwrap();
-        assert_eq!(timer.gettime(at(5 * MS)).value, TimeSpec::new(0, 1));
-    }
-
-    #[test]
-    fn bad_times_are_refused_and_change_nothing() {
-        let mut timer = PosixTimer::new(Clock::Realtime);
-        timer
-            .settime(at(0), When::Relative, ITimerSpec::every(ms(10), ms(3)))
-            .unwrap();
-        let before = timer.clone();
-        for (setting, name) in [
-            (ITimerSpec::once(TimeSpec::new(-1, 0)), "negative"),
-            (ITimerSpec::once(TimeSpec::new(0, -1)), "negative"),
-            (
-                ITimerSpec::once(TimeSpec::new(0, NSEC_PER_SEC)),
-                "unnormalised",
-            ),
-            (ITimerSpec::every(ms(1), TimeSpec::new(0, -5)), "negative"),
-            (
-                ITimerSpec::every(ms(1), TimeSpec::new(1, NSEC_PER_SEC + 1)),
-                "unnormalised",
-            ),
-            (
-                ITimerSpec::every(TimeSpec::ZERO, TimeSpec::new(-3, 0)),
-                "negative",
-            ),
-        ] {
-            let error = timer.settime(at(MS), When::Relative, setting).unwrap_err();
-            assert_eq!(error.name(), name, "{setting:?}");
-            assert!(!error.to_string().is_empty());
-            assert_eq!(timer, before, "{setting:?} changed the timer");
-        }
-        assert_eq!(Clock::from_clockid(7), Err(TimerError::BadClock(7)));
-        assert_eq!(Clock::from_clockid(1), Ok(Clock::Monotonic));
-        assert_eq!(Clock::from_clockid(0), Ok(Clock::Realtime));
-    }
-
-    #[test]
-    fn absolute_times_on_both_clocks() {
-        let offset = 1_700_000_000 * NSEC_PER_SEC;
-        let mut mono = PosixTimer::new(Clock::Monotonic);
-        mono.settime(at(10 * MS), When::Absolute, ITimerSpec::once(ms(25)))
-            .unwrap();
-        assert_eq!(mono.deadline(), Some(25 * MS));
-        let mut real = PosixTimer::new(Clock::Realtime);
-        let wall = TimeSpec::from_nanos((offset + 25 * MS as i64) as u64);
-        real.settime(at(10 * MS), When::Absolute, ITimerSpec::once(wall))
-            .unwrap();
-        assert_eq!(real.deadline(), Some(25 * MS));
-        // A time already past is due at once (and reads as 1 ns left).
-        mono.settime(at(30 * MS), When::Absolute, ITimerSpec::once(ms(25)))
-            .unwrap();
-        assert_eq!(mono.deadline(), Some(25 * MS));
-        assert_eq!(mono.gettime(at(30 * MS)).value, TimeSpec::new(0, 1));
-        real.settime(at(30 * MS), When::Absolute, ITimerSpec::once(wall))
-            .unwrap();
-        assert_eq!(real.deadline(), Some(25 * MS));
-        // The conversion is made once: a later realtime jump does not move the deadline.
-        real.settime(
-            Now::at(0, offset),
-            When::Absolute,
-            ITimerSpec::once(TimeSpec::from_nanos(offset as u64 + 50 * MS)),
-        )
-        .unwrap();
-        assert_eq!(
-            real.gettime(Now::at(10 * MS, offset + 1000 * MS as i64))
-                .value,
-            ms(40)
-        );
-    }
-
-    #[test]
-    fn a_past_absolute_time_keeps_its_grid_and_counts_the_missed_periods() {
-        // Asked to start at 10 ms with a 3 ms period, at 20.5 ms: the expiries at 10, 13, 16
-        // and 19 ms have passed, the next is at 22 ms (the kernel forwards from the requested
-        // time, not from the call).
-        let mut timer = PosixTimer::new(Clock::Monotonic);
-        timer
-            .settime(
-                at(20 * MS + MS / 2),
-                When::Absolute,
-                ITimerSpec::every(ms(10), ms(3)),
-            )
-            .unwrap();
-        assert_eq!(timer.deadline(), Some(10 * MS));
-        let fired = timer.expire(20 * MS + MS / 2);
-        assert_eq!(fired.count, 4);
-        assert_eq!(timer.deadline(), Some(22 * MS));
-        assert_eq!(timer.consume(fired.notify.unwrap()), Some(3));
-        // The same on the realtime clock.
-        let offset = 1_700_000_000 * NSEC_PER_SEC;
-        let mut real = PosixTimer::new(Clock::Realtime);
-        let wall = TimeSpec::from_nanos((offset + 10 * MS as i64) as u64);
-        real.settime(
-            Now::at(20 * MS + MS / 2, offset),
-            When::Absolute,
-            ITimerSpec::every(wall, ms(3)),
-        )
-        .unwrap();
-        assert_eq!(real.deadline(), Some(10 * MS));
-    }
-
-    #[test]
-    fn huge_times_saturate_and_never_fire() {
-        let mut timer = PosixTimer::new(Clock::Monotonic);
-        timer
-            .settime(
-                at(5),
-                When::Relative,
-                ITimerSpec::every(TimeSpec::new(i64::MAX, 0), TimeSpec::new(i64::MAX, 0)),
-            )
-            .unwrap();
-        assert_eq!(timer.deadline(), Some(FOREVER));
-        assert_eq!(timer.expire(u64::MAX).count, 0);
-        assert!(timer.gettime(at(5)).value.sec > 200 * 365 * 86_400);
-    }
-
-    #[test]
-    fn overruns_count_while_pending_and_are_capped() {
-        let mut timer = PosixTimer::new(Clock::Monotonic);
-        timer
-            .settime(at(0), When::Relative, ITimerSpec::every(ms(1), ms(1)))
-            .unwrap();
-        // Fired late: 1 ms .. 3.5 ms hold three expirations.
-        let first = timer.expire(3 * MS + MS / 2);
-        assert_eq!(first.count, 3);
-        let token = first.notify.unwrap();
-        assert_eq!(timer.deadline(), Some(4 * MS));
-        assert_eq!(timer.expire(4 * MS).notify, None, "already pending");
-        assert_eq!(timer.getoverrun(), 0, "nothing delivered yet");
-        assert_eq!(timer.consume(token), Some(3));
-        assert_eq!(timer.getoverrun(), 3);
-        // A one-nanosecond period left alone for ten seconds: capped at DELAYTIMER_MAX.
-        timer
-            .settime(
-                at(0),
-                When::Relative,
-                ITimerSpec::every(TimeSpec::new(0, 1), TimeSpec::new(0, 1)),
-            )
-            .unwrap();
-        assert_eq!(timer.getoverrun(), 0, "settime clears it");
-        let token = timer.expire(1).notify.unwrap();
-        timer.expire(10 * NSEC_PER_SEC as u64);
-        assert_eq!(timer.consume(token), Some(DELAYTIMER_MAX));
-    }
-
-    #[test]
-    fn a_notification_of_an_old_setting_is_stale() {
-        let mut timer = PosixTimer::new(Clock::Monotonic);
-        timer
-            .settime(at(0), When::Relative, ITimerSpec::once(ms(1)))
-            .unwrap();
-        let old = timer.expire(2 * MS).notify.unwrap();
-        timer
-            .settime(at(2 * MS), When::Relative, ITimerSpec::once(ms(1)))
-            .unwrap();
-        assert!(
-            !timer.is_pending(),
-            "settime drops the pending notification"
-        );
-        assert_eq!(timer.consume(old), None);
-        let new = timer.expire(3 * MS).notify.unwrap();
-        assert_ne!(old, new);
-        assert_eq!(timer.consume(old), None);
-        assert_eq!(timer.consume(new), Some(0));
-    }
-
-    #[test]
-    fn snapshots_round_trip_relative_to_now() {
-        let mut timer = PosixTimer::new(Clock::Realtime);
-        timer
-            .settime(at(0), When::Relative, ITimerSpec::every(ms(2), ms(5)))
-            .unwrap();
-        timer.expire(8 * MS);
-        let snapshot = timer.snapshot(9 * MS);
-        assert_eq!(snapshot.remaining, Some(3 * MS));
-        assert_eq!((snapshot.pending, snapshot.overrun), (true, 1));
-        let restored = PosixTimer::restore(&snapshot, 1000 * MS).unwrap();
-        assert_eq!(restored.deadline(), Some(1003 * MS));
-        assert_eq!(restored.snapshot(1000 * MS), snapshot);
-        let bad = TimerSnapshot {
-            pending: false,
-            ..snapshot
-        };
-        assert!(PosixTimer::restore(&bad, 0).is_err());
-        let bad = TimerSnapshot {
-            last_overrun: DELAYTIMER_MAX + 1,
-            ..snapshot
-        };
-        assert!(PosixTimer::restore(&bad, 0).is_err());
-    }
-}
+mod tests;

@@ -5,21 +5,42 @@
 
 use std::cell::Cell;
 use std::future::Future;
-use std::sync::Arc;
 
 use super::design::{CidDesign, PidDesign, TableDesign};
+use super::error::ProcessError;
+use super::processes::Processes;
 use super::thread::Thread;
-use super::{ProcessError, Processes};
-use crate::cid::Rework;
+use crate::cid::{self, Rework};
 use crate::pid::{NsId, PerCpu};
 use crate::sched::{Exit, Handle, Hooks, JoinHandle, Runtime, TaskId};
-use crate::sync::{self, AtomicU32, Ordering};
+use crate::sync::{self, Arc, AtomicU32, Ordering};
 use crate::table::ScaledHash;
 
 /// No CID: the task is not running, or belongs to no process.
 const NO_CID: u32 = u32::MAX;
 
 /// What the running task is, as [`current`] reports it.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use idspace::pid::ROOT;
+/// use idspace::process::{self, Current, ProcessHooks};
+/// use idspace::sched::Builder;
+///
+/// let hooks: ProcessHooks = ProcessHooks::for_workers(2)?;
+/// let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
+/// let me: Option<Current> = runtime.spawn_process(ROOT, async { process::current() })?.join()?;
+/// let me = me.expect("a task of a process");
+/// assert_eq!((me.tid, me.pid), (1, 1), "the root namespace's init");
+/// assert_eq!((me.root_tid, me.root_pid), (1, 1));
+/// assert!(me.cid.is_some_and(|cid| cid < 2), "a CID below the worker count");
+/// assert_eq!(process::current(), None, "outside a task");
+/// drop(runtime);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Current {
     /// Its TID in its own namespace.
@@ -34,50 +55,84 @@ pub struct Current {
     pub cid: Option<u32>,
 }
 
-/// What the worker's running task is: its IDs and CID, and for per-CID structures indexed by
-/// task CIDs ([`IndexSource::TaskCid`](crate::percid::IndexSource::TaskCid)) its process's
-/// identity and CID space size.
+/// The IDs of the running task of a process, per worker thread (its CID is in the
+/// [`cid::current`] cell, which per-CID structures read).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Running {
-    pub(crate) current: Current,
-    /// The address of the task's `Process`: distinct for processes alive at once (in any
-    /// model), and the process lives while any of its tasks runs.
-    pub(crate) process: usize,
-    /// The CPU count of the process's CID space: its CIDs are below it.
-    pub(crate) cpus: usize,
+struct Ids {
+    tid: u32,
+    pid: u32,
+    root_tid: u32,
+    root_pid: u32,
 }
 
 #[cfg(not(loom))]
 sync::thread_local! {
-    /// The task the current worker runs, if it belongs to a process: set at switch-in, cleared
-    /// at switch-out (a few stores, no reference counting).
-    static RUNNING: Cell<Option<Running>> = const { Cell::new(None) };
+    /// The IDs of the task the current worker runs, if it belongs to a process: set at
+    /// switch-in, cleared at switch-out (a few stores, no reference counting).
+    static RUNNING: Cell<Option<Ids>> = const { Cell::new(None) };
 }
 
 // loom's `thread_local!` takes no `const` initialisers.
 #[cfg(loom)]
 sync::thread_local! {
-    static RUNNING: Cell<Option<Running>> = Cell::new(None);
+    static RUNNING: Cell<Option<Ids>> = Cell::new(None);
 }
 
 /// The running task's IDs and CID, if the caller is a task of a process.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use idspace::pid::ROOT;
+/// use idspace::process::{self, ProcessHooks};
+/// use idspace::sched::Builder;
+///
+/// let hooks: ProcessHooks = ProcessHooks::for_workers(1)?;
+/// let model = Arc::clone(hooks.model());
+/// let runtime = Builder::new().workers(1).hooks(Arc::new(hooks)).build()?;
+/// model.fork(ROOT, 0)?; // the root's init, kept for the whole run
+/// let ns = model.ns_new(ROOT)?;
+/// let me = runtime.spawn_process(ns, async { process::current() })?.join()?;
+/// let me = me.expect("a task of a process");
+/// assert_eq!((me.tid, me.pid), (1, 1), "the init of its namespace");
+/// assert_ne!(me.root_tid, 1, "not the root's");
+/// drop(runtime);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn current() -> Option<Current> {
-    running().map(|running| running.current)
-}
-
-/// The worker's running task of a process, if the caller is one (between its switch-in and
-/// switch-out, that is within one poll).
-#[inline]
-pub(crate) fn running() -> Option<Running> {
-    // During the thread's teardown (a destructor using a per-CID structure), no task runs.
     #[cfg(not(loom))]
-    return RUNNING.try_with(Cell::get).ok().flatten();
+    let ids = RUNNING.try_with(Cell::get).ok().flatten()?;
     #[cfg(loom)]
-    return RUNNING.with(Cell::get);
+    let ids = RUNNING.with(Cell::get)?;
+    Some(Current {
+        tid: ids.tid,
+        pid: ids.pid,
+        root_tid: ids.root_tid,
+        root_pid: ids.root_pid,
+        cid: cid::current::get().and_then(|running| running.cid),
+    })
 }
 
 /// Each task's data: its thread (if it belongs to a process) and the CID it holds while it
 /// runs.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::process::{ProcessHooks, TaskIds};
+/// use idspace::sched::{Hooks, TaskId};
+///
+/// let hooks: ProcessHooks = ProcessHooks::for_workers(1)?;
+/// // A plain spawn (not `spawn_process`) belongs to no process: no thread, never a CID.
+/// let plain: TaskIds<_> = hooks.created(TaskId(7), None);
+/// hooks.switched_in(TaskId(7), &plain, 0);
+/// assert!(plain.thread().is_none());
+/// assert_eq!(plain.cid(), None);
+/// hooks.switched_out(TaskId(7), &plain, 0);
+/// # Ok::<(), idspace::process::ProcessError>(())
+/// ```
 pub struct TaskIds<C> {
     thread: Option<Arc<Thread<C>>>,
     /// Written by the switch hooks only, which never overlap for one task: Relaxed.
@@ -107,6 +162,35 @@ impl<C> TaskIds<C> {
 
 /// The runtime hooks that make tasks threads of processes. Build the model with the runtime's
 /// worker count, so that the CID spaces' CPUs are the workers.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use idspace::pid::ROOT;
+/// use idspace::process::{self, ProcessHooks, Processes};
+/// use idspace::sched::Builder;
+///
+/// // The annotation picks the default designs (`PerCpu`, `Rework`, `ScaledHash`).
+/// let hooks: ProcessHooks = ProcessHooks::for_workers(2)?;
+/// let model: Arc<Processes> = Arc::clone(hooks.model());
+/// let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
+/// let leader = runtime.spawn_process(ROOT, {
+///     let model = Arc::clone(&model);
+///     async move {
+///         let me = process::current().expect("a task of a process");
+///         // While it runs, the model knows the thread.
+///         assert!(model.thread(me.root_tid).is_some());
+///         me.root_pid
+///     }
+/// })?;
+/// let pid = leader.join()?;
+/// assert_eq!(pid, 1);
+/// assert_eq!(model.cpus(), 2);
+/// drop(runtime);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct ProcessHooks<P = PerCpu, C = Rework, T = ScaledHash<()>> {
     model: Arc<Processes<P, C, T>>,
 }
@@ -150,18 +234,18 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Hooks for ProcessHooks<P, C, T>
         data.cid.store(cid.unwrap_or(NO_CID), Ordering::Relaxed);
         let process = thread.process();
         RUNNING.with(|running| {
-            running.set(Some(Running {
-                current: Current {
-                    tid: thread.tid_in_own_ns(),
-                    pid: process.pid_in_own_ns(),
-                    root_tid: thread.tid(),
-                    root_pid: process.pid(),
-                    cid,
-                },
-                process: Arc::as_ptr(process).addr(),
-                cpus: process.cids().cpus(),
+            running.set(Some(Ids {
+                tid: thread.tid_in_own_ns(),
+                pid: process.pid_in_own_ns(),
+                root_tid: thread.tid(),
+                root_pid: process.pid(),
             }))
         });
+        cid::current::set(Some(cid::current::Running {
+            space: Arc::as_ptr(process).addr(),
+            cpus: process.cids().cpus(),
+            cid,
+        }));
     }
 
     fn switched_out(&self, _task: TaskId, data: &TaskIds<C>, worker: usize) {
@@ -169,6 +253,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Hooks for ProcessHooks<P, C, T>
             return;
         };
         RUNNING.with(|running| running.set(None));
+        cid::current::set(None);
         thread.switch_out(worker);
         data.cid.store(NO_CID, Ordering::Relaxed);
     }
@@ -188,6 +273,27 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Handle<ProcessHooks<P, C, T>> {
     ///
     /// # Errors
     /// As [`Processes::fork`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use idspace::pid::ROOT;
+    /// use idspace::process::{self, ProcessHooks};
+    /// use idspace::sched::Builder;
+    ///
+    /// let hooks: ProcessHooks = ProcessHooks::for_workers(2)?;
+    /// let model = Arc::clone(hooks.model());
+    /// let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
+    /// model.fork(ROOT, 0)?; // the root's init, kept for the whole run
+    /// let ns = model.ns_new(ROOT)?;
+    /// let handle = runtime.handle();
+    /// let first = handle.spawn_process(ns, async { process::current().map(|me| me.pid) })?;
+    /// assert_eq!(first.join()?, Some(1), "the init of the new namespace");
+    /// drop(runtime);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn spawn_process<F>(
         &self,
         ns: NsId,
@@ -204,6 +310,29 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Handle<ProcessHooks<P, C, T>> {
     ///
     /// # Errors
     /// As [`Processes::clone_thread`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use idspace::pid::ROOT;
+    /// use idspace::process::{self, ProcessHooks};
+    /// use idspace::sched::Builder;
+    ///
+    /// let hooks: ProcessHooks = ProcessHooks::for_workers(2)?;
+    /// let model = Arc::clone(hooks.model());
+    /// let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
+    /// // A process made in the model, without a task: a thread of it runs on the runtime.
+    /// let pid = model.fork(ROOT, 0)?.tid();
+    /// let thread = runtime.handle().spawn_thread_of(pid, async {
+    ///     process::current().map(|me| me.root_pid)
+    /// })?;
+    /// assert_eq!(thread.join()?, Some(pid));
+    /// assert!(runtime.handle().spawn_thread_of(pid + 100, async {}).is_err(), "no such process");
+    /// drop(runtime);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn spawn_thread_of<F>(
         &self,
         pid: u32,
@@ -260,6 +389,32 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Runtime<ProcessHooks<P, C, T>> 
 /// # Errors
 /// [`ProcessError::NotInProcess`] outside a task of a process; else as
 /// [`Processes::clone_thread`].
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use idspace::pid::ROOT;
+/// use idspace::process::{self, ProcessHooks};
+/// use idspace::sched::Builder;
+///
+/// let hooks: ProcessHooks = ProcessHooks::for_workers(2)?;
+/// let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
+/// let leader = runtime.spawn_process(ROOT, async {
+///     let me = process::current().expect("the leader");
+///     let thread = process::spawn_thread(async { process::current().expect("a thread") })
+///         .expect("spawned in the leader's process");
+///     let other = thread.await.expect("the thread ran");
+///     (me, other)
+/// })?;
+/// let (me, other) = leader.join()?;
+/// assert_eq!(other.pid, me.pid, "one process");
+/// assert_ne!(other.tid, me.tid, "two threads");
+/// assert!(process::spawn_thread(async {}).is_err(), "outside a task of a process");
+/// drop(runtime);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn spawn_thread<F>(future: F) -> Result<JoinHandle<F::Output>, ProcessError>
 where
     F: Future + Send + 'static,
@@ -273,6 +428,34 @@ where
 /// # Errors
 /// [`ProcessError::NotInProcess`] outside a task of such a runtime's process; else as
 /// [`Processes::clone_thread`].
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use idspace::cid::BitmapCids;
+/// use idspace::pid::{PerCpu, ROOT};
+/// use idspace::process::{self, ProcessError, ProcessHooks};
+/// use idspace::sched::Builder;
+/// use idspace::table::ScaledHash;
+///
+/// type Hooks = ProcessHooks<PerCpu, BitmapCids, ScaledHash<()>>;
+/// let hooks: Hooks = ProcessHooks::for_workers(2)?;
+/// let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
+/// let leader = runtime.spawn_process(ROOT, async {
+///     // `spawn_thread` looks for a runtime of the default designs: not this one.
+///     let refused = process::spawn_thread(async {}).err();
+///     let thread = process::spawn_thread_in::<PerCpu, BitmapCids, ScaledHash<()>, _>(async {
+///         process::current().is_some()
+///     })
+///     .expect("spawned");
+///     (refused, thread.await.expect("the thread ran"))
+/// })?;
+/// assert_eq!(leader.join()?, (Some(ProcessError::NotInProcess), true));
+/// drop(runtime);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn spawn_thread_in<P, C, T, F>(future: F) -> Result<JoinHandle<F::Output>, ProcessError>
 where
     P: PidDesign,

@@ -1,15 +1,35 @@
 //! Processes and threads as their users hold them: the handles a runtime task carries.
 
 use std::fmt;
-use std::sync::Arc;
 
 use super::timers::ProcessTimers;
 use crate::cid::{self, CidAllocator};
 use crate::pid::{NsId, Pid};
+use crate::sync::Arc;
 use crate::table::Owner;
 
 /// A process (the kernel's `signal_struct` plus its `mm`): its PID, its namespace, its timers'
 /// owner and its CID space.
+///
+/// # Examples
+///
+/// ```
+/// use idspace::cid::CidAllocator;
+/// use idspace::pid::ROOT;
+/// use idspace::process::Processes;
+///
+/// let model = Processes::new(2)?;
+/// model.fork(ROOT, 0)?;
+/// let ns = model.ns_new(ROOT)?;
+/// let leader = model.fork(ns, 0)?;
+/// let process = leader.process();
+/// assert_eq!(process.pid(), leader.tid());
+/// assert_eq!(process.ns(), ns);
+/// assert_eq!(process.pid_in_own_ns(), 1);
+/// assert_eq!(process.ids(), leader.ids());
+/// assert_eq!(process.cids().cpus(), 2, "one CPU per worker of the model");
+/// # Ok::<(), idspace::process::ProcessError>(())
+/// ```
 pub struct Process<C> {
     pid: u32,
     ns: NsId,
@@ -85,6 +105,30 @@ impl<C> fmt::Debug for Process<C> {
 
 /// A thread (a task of a process): its IDs at every level and its task in the process's CID
 /// space.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use idspace::pid::ROOT;
+/// use idspace::process::Processes;
+///
+/// let model = Processes::new(2)?;
+/// model.fork(ROOT, 0)?;
+/// let ns = model.ns_new(ROOT)?;
+/// let leader = model.fork(ns, 0)?;
+/// let thread = model.clone_thread(leader.tid(), 1)?;
+/// assert!(leader.is_leader() && !thread.is_leader());
+/// assert!(Arc::ptr_eq(thread.process(), leader.process()));
+/// assert_eq!(thread.tid_in_own_ns(), thread.ids()[0]);
+/// assert_eq!(Some(&thread.tid()), thread.ids().last());
+/// // Switched in on CPU 1, it runs with a CID of its process's space.
+/// let cid = thread.switch_in(1).expect("a CID");
+/// assert!(cid < 2);
+/// thread.switch_out(1);
+/// # Ok::<(), idspace::process::ProcessError>(())
+/// ```
 pub struct Thread<C> {
     process: Arc<Process<C>>,
     pid: Pid,
