@@ -454,6 +454,24 @@ impl PerCpu {
         }
     }
 
+    /// Undoes the fast path's bumps (`taken`, one ID per level of `chain` so far) when an outer
+    /// level has no range left: the IDs were never published, so each range's bump cursor
+    /// goes back to them and the rare path, which allocates once more, hands out the same
+    /// ones. Otherwise the retry would move the inner levels twice: a new space's init would
+    /// get 2 instead of 1.
+    fn unbump(&self, state: &mut CpuRanges, taken: &Taken, chain: &[(NsId, &Space)]) {
+        for (&(ns, id), &(_, space)) in taken.iter().zip(chain) {
+            self.release_one(state, ns, id, space);
+            // Bumped just now under the lock we hold, in the CPU's current range of `ns`,
+            // which `release_one` keeps.
+            if let Some(range) = state.ranges.get_mut(&(ns, id / RANGE)) {
+                if range.next == id + 1 {
+                    range.next = id;
+                }
+            }
+        }
+    }
+
     /// Frees `id` in range `id / RANGE` of `ns`, held in `state`, and gives the range back
     /// to its space if it is empty and not the CPU's current range.
     fn release_one(&self, state: &mut CpuRanges, ns: NsId, id: u32, space: &Space) {
@@ -781,9 +799,7 @@ impl PidAllocator for PerCpu {
                 Some(id) => taken.push((level_ns, id)),
                 None => {
                     // No range left to carve: undo, and take the rare path.
-                    for (level, &(ns, id)) in taken.iter().enumerate() {
-                        self.release_one(state, ns, id, chain[level].1);
-                    }
+                    self.unbump(state, &taken, &chain);
                     drop(guard);
                     return self.alloc_slow(&chain, set_tid, cpu);
                 }
