@@ -203,7 +203,11 @@ fn a_failed_first_allocation_leaves_the_space_at_its_start() {
             d.alloc(ROOT, &[], 0).unwrap();
         }
         let child = d.new_ns(ROOT).unwrap();
-        assert_eq!(d.alloc(child, &[], 1).unwrap_err(), PidError::Full, "{name}");
+        assert_eq!(
+            d.alloc(child, &[], 1).unwrap_err(),
+            PidError::Full,
+            "{name}"
+        );
         d.free(ROOT, 300, 2).unwrap();
         let init = d.alloc(child, &[], 3).unwrap();
         assert_eq!(init.ids(), vec![1, 300], "{name}");
@@ -230,7 +234,11 @@ fn only_the_target_space_is_reset() {
         let middle = d.new_ns(ROOT).unwrap();
         let inner = d.new_ns(middle).unwrap();
         // Takes 1 in `inner` and 1 in `middle`, then finds the root full.
-        assert_eq!(d.alloc(inner, &[], 0).unwrap_err(), PidError::Full, "{name}");
+        assert_eq!(
+            d.alloc(inner, &[], 0).unwrap_err(),
+            PidError::Full,
+            "{name}"
+        );
         d.free(ROOT, 301, 0).unwrap();
         d.free(ROOT, 302, 0).unwrap();
         assert_eq!(
@@ -259,7 +267,11 @@ fn the_reset_needs_a_live_space_without_objects() {
         }
         let middle = d.new_ns(ROOT).unwrap();
         let inner = d.new_ns(middle).unwrap();
-        assert_eq!(d.alloc(inner, &[], 0).unwrap_err(), PidError::Full, "{name}");
+        assert_eq!(
+            d.alloc(inner, &[], 0).unwrap_err(),
+            PidError::Full,
+            "{name}"
+        );
         // `middle`'s cursor is at 2 now; a refused exact ID puts it back at the start.
         assert_eq!(
             d.alloc(middle, &[7], 0).unwrap_err(),
