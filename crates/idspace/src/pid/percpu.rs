@@ -304,9 +304,11 @@ impl RangeSource for Space {
 /// an ID is freed, at least `RANGE × (F − 1)` allocations in its space happen before it is
 /// handed out again, where `F` is the number of ranges of the space not held by any CPU at the
 /// time (with the default `pid_max` of 32768, `F` is 128 minus the ranges held: tens of
-/// thousands of allocations). The one exception is a nearly full space: when no range can be
-/// carved, an allocation takes any free ID in a held range, as the kernel's cyclic allocator
-/// reuses IDs once it has wrapped.
+/// thousands of allocations). The exceptions: a nearly full space, where no range can be
+/// carved and an allocation takes any free ID in a held range, as the kernel's cyclic allocator
+/// reuses IDs once it has wrapped; and a space that is alive and holds no ID when an allocation
+/// into it fails, which starts again at its first range so that its next object is its init
+/// (see the module docs of [`crate::pid`]).
 ///
 /// # Differences from the kernel
 ///
