@@ -208,3 +208,50 @@ idr_design!(
     "Linux 7.0 (\"pid: only take pidmap_lock once on alloc\"): the same trees, one hold of the \
      global lock for every level and the publication. Lookups take the lock shared."
 );
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::pid::spaces::Taken;
+    use crate::pid::ROOT;
+
+    #[test]
+    fn reservations_in_flight_are_not_objects() {
+        let mut idr = Idr::default();
+        idr.reserve(1);
+        assert!(!idr.holds_objects());
+        idr.publish(1, &Pid::new(&[(ROOT, 1)]));
+        assert!(idr.holds_objects());
+        idr.reserve(2);
+        idr.release(2);
+        idr.tree.remove(1);
+        assert!(!idr.holds_objects());
+    }
+
+    /// `IdrRelock` drops its lock between levels, so a failure may see another allocation's
+    /// reservation in the target: the kernel counts published objects only, and resets.
+    #[test]
+    fn a_failure_beside_an_allocation_in_flight_resets_the_space() {
+        let mut spaces = Spaces::<Idr>::new();
+        let ns = spaces.add(ROOT).unwrap();
+        let chain = [ns, ROOT];
+        let mut in_flight = Taken::new();
+        spaces.alloc_at(&chain, 0, &[], &mut in_flight).unwrap();
+        let mut failing = Taken::new();
+        spaces.alloc_at(&chain, 0, &[], &mut failing).unwrap();
+        assert_eq!(failing[..], [(ns, 2)]);
+        spaces.fail(ns, &failing);
+        assert_eq!(spaces.get(ns).unwrap().core.cursor, 0);
+        // Once the other allocation published, the space holds an object: no reset.
+        spaces.alloc_at(&chain, 1, &[], &mut in_flight).unwrap();
+        spaces.finish(&in_flight).unwrap();
+        for &(space, id) in &in_flight {
+            spaces.at(space).ids.publish(id, &Pid::new(&in_flight));
+        }
+        let mut failing = Taken::new();
+        spaces.alloc_at(&chain, 0, &[], &mut failing).unwrap();
+        assert_eq!(failing[..], [(ns, 2)]);
+        spaces.fail(ns, &failing);
+        assert_eq!(spaces.get(ns).unwrap().core.cursor, 3);
+    }
+}
