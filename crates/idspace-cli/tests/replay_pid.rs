@@ -161,6 +161,63 @@ fn the_reset_is_the_target_space_s_alone() {
     }
 }
 
+/// The kernel's order of checks and its cursors on failure, one allocation at a time: level by
+/// level, innermost first, a level's `set_tid` entry checked for range and init, then taken;
+/// a dead target reported only after every level; the cursors an allocation moved stay moved
+/// when it fails. A dead space's living child still allocates in it.
+#[test]
+fn failures_come_in_the_kernel_s_order_and_leave_its_cursors() {
+    let script = r#"{"op":"alloc","ns":0}
+{"op":"ns_new","parent":0}
+{"op":"ns_new","parent":1}
+{"op":"alloc","ns":1}
+{"op":"alloc","ns":0}
+{"op":"ns_new","parent":0}
+{"op":"alloc","ns":3,"set_tid":[2,2]}
+{"op":"free","ns":0,"id":2}
+{"op":"alloc","ns":1,"set_tid":[1,3]}
+{"op":"alloc","ns":1,"set_tid":[3]}
+{"op":"alloc","ns":0}
+{"op":"alloc","ns":2}
+{"op":"alloc","ns":1,"set_tid":[2]}
+{"op":"alloc","ns":1,"set_tid":[1]}
+{"op":"alloc","ns":0}
+"#;
+    let expected = [
+        json!({"ids": [1]}),
+        json!({"ns": 1}),
+        json!({"ns": 2}),
+        json!({"ids": [1, 2]}),
+        json!({"ids": [3]}),
+        json!({"ns": 3}),
+        // Space 3 has no init: its entry 2 is invalid before the root's taken 2 is seen.
+        json!({"error": "invalid"}),
+        // Space 1's init: space 1 is dead (its child, space 2, lives on).
+        json!({"ok": true}),
+        // The root's 3 is taken, which is found before the death of space 1.
+        json!({"error": "exists"}),
+        // Space 1's 3 and the root's 4 are taken, then the death is found: the root's cursor
+        // stays past 4.
+        json!({"error": "ns_dead"}),
+        json!({"ids": [5]}),
+        json!({"ids": [1, 2, 6]}),
+        json!({"error": "exists"}),
+        json!({"error": "ns_dead"}),
+        json!({"ids": [8]}),
+    ];
+    for design in ["idr-relock", "idr-once", "bitmap-hash", "percpu"] {
+        let (answers, status) = replay(design, script);
+        assert_eq!(answers.len(), expected.len(), "{design}");
+        for (line, (got, want)) in answers.iter().zip(&expected).enumerate() {
+            // `percpu` picks its own IDs: its errors are the kernel's.
+            if design != "percpu" || want.get("error").is_some() {
+                assert_eq!(got, want, "{design}, line {}", line + 1);
+            }
+        }
+        assert_eq!(status, 0, "{design}");
+    }
+}
+
 #[test]
 fn bad_lines_are_answered_and_processing_goes_on() {
     let input = "{\"op\":\"alloc\"}\n\
