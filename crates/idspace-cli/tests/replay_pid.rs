@@ -93,6 +93,131 @@ fn sequential_designs_give_the_kernel_ids() {
     }
 }
 
+/// A space whose first allocation fails is left at its start: its next object is ID 1, its
+/// init (the kernel's `alloc_pid` resets the cursor of a namespace with no PID yet). The root is
+/// full (IDs 1..300 under a `pid_max` of 301) when space 1's first allocation is tried.
+#[test]
+fn a_failed_first_allocation_leaves_the_space_at_its_start() {
+    let script = "{\"op\":\"pid_max\",\"ns\":0,\"max\":301}\n".to_string()
+        + &"{\"op\":\"alloc\",\"ns\":0}\n".repeat(300)
+        + "{\"op\":\"ns_new\",\"parent\":0}\n\
+           {\"op\":\"alloc\",\"ns\":1}\n\
+           {\"op\":\"free\",\"ns\":0,\"id\":300}\n\
+           {\"op\":\"alloc\",\"ns\":1}\n\
+           {\"op\":\"alloc\",\"ns\":1,\"set_tid\":[2]}\n";
+    for design in ["idr-relock", "idr-once", "bitmap-hash", "percpu"] {
+        let (answers, status) = replay(design, &script);
+        assert_eq!(answers.len(), 306, "{design}");
+        assert_eq!(answers[300], json!({"ids": [300]}), "{design}");
+        let tail = [
+            json!({"ns": 1}),
+            json!({"error": "full"}),
+            json!({"ok": true}),
+            json!({"ids": [1, 300]}),
+            // The space has its init, so an exact ID other than 1 may be asked for; the root
+            // is full again.
+            json!({"error": "full"}),
+        ];
+        assert_eq!(answers[301..], tail, "{design}");
+        assert_eq!(status, 0, "{design}");
+    }
+}
+
+/// Only the target space is reset: the cursors the failed allocation moved at the outer levels
+/// stay moved, and a space that holds an object keeps its cursor.
+#[test]
+fn the_reset_is_the_target_space_s_alone() {
+    let script = "{\"op\":\"pid_max\",\"ns\":0,\"max\":303}\n\
+                  {\"op\":\"ns_new\",\"parent\":0}\n\
+                  {\"op\":\"alloc\",\"ns\":1}\n"
+        .to_string()
+        + &"{\"op\":\"alloc\",\"ns\":0}\n".repeat(301)
+        + "{\"op\":\"ns_new\",\"parent\":0}\n\
+           {\"op\":\"ns_new\",\"parent\":2}\n\
+           {\"op\":\"alloc\",\"ns\":3}\n\
+           {\"op\":\"alloc\",\"ns\":1}\n\
+           {\"op\":\"free\",\"ns\":0,\"id\":301}\n\
+           {\"op\":\"free\",\"ns\":0,\"id\":302}\n\
+           {\"op\":\"alloc\",\"ns\":3}\n\
+           {\"op\":\"alloc\",\"ns\":1}\n";
+    for design in ["idr-relock", "idr-once", "bitmap-hash"] {
+        let (answers, status) = replay(design, &script);
+        assert_eq!(answers[2], json!({"ids": [1, 1]}), "{design}");
+        assert_eq!(answers[303], json!({"ids": [302]}), "{design}");
+        let tail = [
+            json!({"ns": 2}),
+            json!({"ns": 3}),
+            json!({"error": "full"}),
+            json!({"error": "full"}),
+            json!({"ok": true}),
+            json!({"ok": true}),
+            // Space 3 starts again at 1; space 2 goes on from the 2 the failure took.
+            json!({"ids": [1, 2, 301]}),
+            // Space 1 holds its init: its cursor went past the 2 its failure took.
+            json!({"ids": [3, 302]}),
+        ];
+        assert_eq!(answers[304..], tail, "{design}");
+        assert_eq!(status, 0, "{design}");
+    }
+}
+
+/// The kernel's order of checks and its cursors on failure, one allocation at a time: level by
+/// level, innermost first, a level's `set_tid` entry checked for range and init, then taken;
+/// a dead target reported only after every level; the cursors an allocation moved stay moved
+/// when it fails. A dead space's living child still allocates in it.
+#[test]
+fn failures_come_in_the_kernel_s_order_and_leave_its_cursors() {
+    let script = r#"{"op":"alloc","ns":0}
+{"op":"ns_new","parent":0}
+{"op":"ns_new","parent":1}
+{"op":"alloc","ns":1}
+{"op":"alloc","ns":0}
+{"op":"ns_new","parent":0}
+{"op":"alloc","ns":3,"set_tid":[2,2]}
+{"op":"free","ns":0,"id":2}
+{"op":"alloc","ns":1,"set_tid":[1,3]}
+{"op":"alloc","ns":1,"set_tid":[3]}
+{"op":"alloc","ns":0}
+{"op":"alloc","ns":2}
+{"op":"alloc","ns":1,"set_tid":[2]}
+{"op":"alloc","ns":1,"set_tid":[1]}
+{"op":"alloc","ns":0}
+"#;
+    let expected = [
+        json!({"ids": [1]}),
+        json!({"ns": 1}),
+        json!({"ns": 2}),
+        json!({"ids": [1, 2]}),
+        json!({"ids": [3]}),
+        json!({"ns": 3}),
+        // Space 3 has no init: its entry 2 is invalid before the root's taken 2 is seen.
+        json!({"error": "invalid"}),
+        // Space 1's init: space 1 is dead (its child, space 2, lives on).
+        json!({"ok": true}),
+        // The root's 3 is taken, which is found before the death of space 1.
+        json!({"error": "exists"}),
+        // Space 1's 3 and the root's 4 are taken, then the death is found: the root's cursor
+        // stays past 4.
+        json!({"error": "ns_dead"}),
+        json!({"ids": [5]}),
+        json!({"ids": [1, 2, 6]}),
+        json!({"error": "exists"}),
+        json!({"error": "ns_dead"}),
+        json!({"ids": [8]}),
+    ];
+    for design in ["idr-relock", "idr-once", "bitmap-hash", "percpu"] {
+        let (answers, status) = replay(design, script);
+        assert_eq!(answers.len(), expected.len(), "{design}");
+        for (line, (got, want)) in answers.iter().zip(&expected).enumerate() {
+            // `percpu` picks its own IDs: its errors are the kernel's.
+            if design != "percpu" || want.get("error").is_some() {
+                assert_eq!(got, want, "{design}, line {}", line + 1);
+            }
+        }
+        assert_eq!(status, 0, "{design}");
+    }
+}
+
 #[test]
 fn bad_lines_are_answered_and_processing_goes_on() {
     let input = "{\"op\":\"alloc\"}\n\

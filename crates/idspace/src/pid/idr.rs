@@ -14,6 +14,19 @@ use crate::util::radix::RadixTree;
 #[derive(Default)]
 pub(crate) struct Idr {
     tree: RadixTree<Option<Pid>>,
+    /// Entries reserved and not published yet (`None`): the tree's other entries are the
+    /// objects the kernel counts in `pid_allocated`.
+    reserved: usize,
+}
+
+impl Idr {
+    /// Publishes `pid` at `id`, which this allocation reserved (`idr_replace`).
+    fn publish(&mut self, id: u32, pid: &Pid) {
+        if let Some(slot) = self.tree.get_mut(u64::from(id)) {
+            *slot = Some(pid.clone());
+            self.reserved -= 1;
+        }
+    }
 }
 
 impl IdSpace for Idr {
@@ -29,9 +42,16 @@ impl IdSpace for Idr {
     fn reserve(&mut self, id: u32) {
         // The caller checked that `id` is free.
         let _ = self.tree.insert(u64::from(id), None);
+        self.reserved += 1;
     }
+    /// Only reservations are released this way; a free removes a published object.
     fn release(&mut self, id: u32) {
-        self.tree.remove(u64::from(id));
+        if self.tree.remove(u64::from(id)).is_some() {
+            self.reserved -= 1;
+        }
+    }
+    fn holds_objects(&self) -> bool {
+        self.tree.len() > self.reserved
     }
 }
 
@@ -60,7 +80,7 @@ impl IdrAllocator {
                 spaces = write(&self.spaces);
             }
             if let Err(error) = spaces.alloc_at(&chain, index, set_tid, &mut taken) {
-                spaces.release(&taken);
+                spaces.fail(ns, &taken);
                 return Err(error);
             }
         }
@@ -72,9 +92,7 @@ impl IdrAllocator {
         spaces.finish(&taken)?;
         let pid = Pid::new(&taken);
         for &(ns, id) in &taken {
-            if let Some(slot) = spaces.at(ns).ids.tree.get_mut(u64::from(id)) {
-                *slot = Some(pid.clone());
-            }
+            spaces.at(ns).ids.publish(id, &pid);
         }
         Ok(pid)
     }
@@ -190,3 +208,50 @@ idr_design!(
     "Linux 7.0 (\"pid: only take pidmap_lock once on alloc\"): the same trees, one hold of the \
      global lock for every level and the publication. Lookups take the lock shared."
 );
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::pid::spaces::Taken;
+    use crate::pid::ROOT;
+
+    #[test]
+    fn reservations_in_flight_are_not_objects() {
+        let mut idr = Idr::default();
+        idr.reserve(1);
+        assert!(!idr.holds_objects());
+        idr.publish(1, &Pid::new(&[(ROOT, 1)]));
+        assert!(idr.holds_objects());
+        idr.reserve(2);
+        idr.release(2);
+        idr.tree.remove(1);
+        assert!(!idr.holds_objects());
+    }
+
+    /// `IdrRelock` drops its lock between levels, so a failure may see another allocation's
+    /// reservation in the target: the kernel counts published objects only, and resets.
+    #[test]
+    fn a_failure_beside_an_allocation_in_flight_resets_the_space() {
+        let mut spaces = Spaces::<Idr>::new();
+        let ns = spaces.add(ROOT).unwrap();
+        let chain = [ns, ROOT];
+        let mut in_flight = Taken::new();
+        spaces.alloc_at(&chain, 0, &[], &mut in_flight).unwrap();
+        let mut failing = Taken::new();
+        spaces.alloc_at(&chain, 0, &[], &mut failing).unwrap();
+        assert_eq!(failing[..], [(ns, 2)]);
+        spaces.fail(ns, &failing);
+        assert_eq!(spaces.get(ns).unwrap().core.cursor, 0);
+        // Once the other allocation published, the space holds an object: no reset.
+        spaces.alloc_at(&chain, 1, &[], &mut in_flight).unwrap();
+        spaces.finish(&in_flight).unwrap();
+        for &(space, id) in &in_flight {
+            spaces.at(space).ids.publish(id, &Pid::new(&in_flight));
+        }
+        let mut failing = Taken::new();
+        spaces.alloc_at(&chain, 0, &[], &mut failing).unwrap();
+        assert_eq!(failing[..], [(ns, 2)]);
+        spaces.fail(ns, &failing);
+        assert_eq!(spaces.get(ns).unwrap().core.cursor, 3);
+    }
+}

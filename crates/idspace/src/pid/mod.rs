@@ -36,7 +36,14 @@
 //!   [`PidError::Exists`]. Exact IDs do not move the cursor.
 //! * Errors are found level by level, innermost first; a dead target space is reported
 //!   ([`PidError::NamespaceDead`]) only after every level was allocated. A failed allocation
-//!   releases what it took; cursors already moved stay moved.
+//!   releases what it took; cursors already moved stay moved, with one exception: if the
+//!   target space is alive and holds no object (the kernel's `pid_allocated ==
+//!   PIDNS_ADDING`: its first allocation failed), its cursor goes back to 0, so that its next
+//!   object takes ID 1 and becomes its init. The outer levels keep their moved cursors.
+//!   [`PerCpu`], which has no cursor, gives the space's ranges back and carves it from its
+//!   start again. A failure that moved nothing (an invalid `set_tid` entry) resets too; a
+//!   `set_tid` array longer than the space is deep is refused before any level and resets
+//!   nothing.
 //! * Freeing an object by its number in any space that sees it releases every level.
 //! * [`PidAllocator::free_ns`] frees a space that holds no IDs and has no child spaces (the
 //!   kernel frees a namespace once nothing references it); its number is not reused and answers

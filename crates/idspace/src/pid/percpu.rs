@@ -317,9 +317,11 @@ impl RangeSource for Space {
 /// an ID is freed, at least `RANGE × (F − 1)` allocations in its space happen before it is
 /// handed out again, where `F` is the number of ranges of the space not held by any CPU at the
 /// time (with the default `pid_max` of 32768, `F` is 128 minus the ranges held: tens of
-/// thousands of allocations). The one exception is a nearly full space: when no range can be
-/// carved, an allocation takes any free ID in a held range, as the kernel's cyclic allocator
-/// reuses IDs once it has wrapped.
+/// thousands of allocations). The exceptions: a nearly full space, where no range can be
+/// carved and an allocation takes any free ID in a held range, as the kernel's cyclic allocator
+/// reuses IDs once it has wrapped; and a space that is alive and holds no ID when an allocation
+/// into it fails, which starts again at its first range so that its next object is its init
+/// (see the module docs of [`crate::pid`]).
 ///
 /// # Differences from the kernel
 ///
@@ -467,6 +469,24 @@ impl PerCpu {
         }
     }
 
+    /// Undoes the fast path's bumps (`taken`, one ID per level of `chain` so far) when an outer
+    /// level has no range left: the IDs were never published, so each range's bump cursor
+    /// goes back to them and the rare path, which allocates once more, hands out the same
+    /// ones. Otherwise the retry would move the inner levels twice: a new space's init would
+    /// get 2 instead of 1.
+    fn unbump(&self, state: &mut CpuRanges, taken: &Taken, chain: &[(NsId, &Space)]) {
+        for (&(ns, id), &(_, space)) in taken.iter().zip(chain) {
+            self.release_one(state, ns, id, space);
+            // Bumped just now under the lock we hold, in the CPU's current range of `ns`,
+            // which `release_one` keeps.
+            if let Some(range) = state.ranges.get_mut(&(ns, id / RANGE)) {
+                if range.next == id + 1 {
+                    range.next = id;
+                }
+            }
+        }
+    }
+
     /// Frees `id` in range `id / RANGE` of `ns`, held in `state`, and gives the range back
     /// to its space if it is empty and not the CPU's current range.
     fn release_one(&self, state: &mut CpuRanges, ns: NsId, id: u32, space: &Space) {
@@ -540,6 +560,7 @@ impl PerCpu {
                 }
                 Err(error) => {
                     self.release_taken(&mut states, chain, &taken, &holders);
+                    self.restart_if_unused(&mut states, chain[0].0, chain[0].1);
                     return Err(error);
                 }
             }
@@ -688,6 +709,43 @@ impl PerCpu {
         }
     }
 
+    /// The end of an allocation into `ns` that failed at some level (the kernel's reset of a
+    /// space with no object yet): if `ns` is alive and holds no ID, its next object must take
+    /// ID 1 and become its init. Every CPU gives its ranges of `ns` (none with a live ID) back
+    /// and carving starts again at range 0, whose first ID is 1. The other levels' ranges stay
+    /// as the allocation left them. The caller holds every CPU's lock (`states`), so no
+    /// allocation is between taking an ID and publishing it: the ranges' counts are every ID
+    /// the space holds.
+    fn restart_if_unused(&self, states: &mut [&mut CpuRanges], ns: NsId, space: &Space) {
+        // Acquire pairs with the Release store in `free`.
+        if space.dead.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        let holds_ids = states.iter().any(|state| {
+            state
+                .ranges
+                .iter()
+                .any(|(&(range_ns, _), range)| range_ns == ns && range.live != 0)
+        });
+        if holds_ids {
+            return;
+        }
+        for (cpu, state) in states.iter_mut().enumerate() {
+            let held: Vec<u32> = state
+                .ranges
+                .keys()
+                .filter(|&&(range_ns, _)| range_ns == ns)
+                .map(|&(_, index)| index)
+                .collect();
+            for index in held {
+                state.ranges.remove(&(ns, index));
+                self.give_back(state, cpu, index, space);
+            }
+            state.current.remove(&ns);
+        }
+        write(&space.directory).cursor = 0;
+    }
+
     /// Locks the CPU holding range `index` of `ns`, once the directory and the CPU agree.
     fn lock_holder(
         &self,
@@ -805,9 +863,7 @@ impl PidAllocator for PerCpu {
                 Some(id) => taken.push((level_ns, id)),
                 None => {
                     // No range left to carve: undo, and take the rare path.
-                    for (level, &(ns, id)) in taken.iter().enumerate() {
-                        self.release_one(state, ns, id, chain[level].1);
-                    }
+                    self.unbump(state, &taken, &chain);
                     drop(guard);
                     return self.alloc_slow(&chain, set_tid, cpu);
                 }
