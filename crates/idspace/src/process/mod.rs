@@ -139,6 +139,7 @@
 mod design;
 mod error;
 mod image;
+mod kill;
 mod posix_timer;
 mod processes;
 mod runtime;

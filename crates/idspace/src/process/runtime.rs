@@ -8,6 +8,7 @@ use std::future::Future;
 
 use super::design::{CidDesign, PidDesign, TableDesign};
 use super::error::ProcessError;
+use super::kill::Killable;
 use super::processes::Processes;
 use super::thread::Thread;
 use crate::cid::{self, Rework};
@@ -258,12 +259,12 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Hooks for ProcessHooks<P, C, T>
         data.cid.store(NO_CID, Ordering::Relaxed);
     }
 
-    /// The thread exits in the model (taking its lock): its IDs are freed or, for a leader
-    /// with live threads, held by a zombie. A thread already ended (its process was killed)
-    /// is left alone.
+    /// The thread stops running (taking the model's lock): it exits, its IDs freed or, for a
+    /// leader with live threads, held by a zombie; a killed thread's IDs, held until now, are
+    /// freed.
     fn exited(&self, _task: TaskId, data: &TaskIds<C>, worker: Option<usize>, _how: Exit) {
         if let Some(thread) = &data.thread {
-            let _ = self.model.exit(thread.tid(), worker.unwrap_or(0));
+            self.model.task_stopped(thread, worker.unwrap_or(0));
         }
     }
 }
@@ -360,7 +361,26 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Handle<ProcessHooks<P, C, T>> {
         // The model's timers fire on this runtime, unless it was given another.
         let _ = self.hooks().model.attach_wheel(self);
         let thread = make(&self.hooks().model, cpu)?;
-        Ok(self.spawn_with(TaskIds::of(thread), future))
+        Ok(self.spawn_attached(thread, future))
+    }
+
+    /// Spawns `future` as the task of `thread`, a thread of the model made without a task.
+    /// If it was killed meanwhile, the task stops at its first poll, running nothing.
+    fn spawn_attached<F>(&self, thread: Arc<Thread<C>>, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        if self.hooks().model.attach_task(&thread) {
+            let killable = Killable::new(Some(Arc::clone(&thread)), future);
+            self.spawn_with(TaskIds::of(thread), killable)
+        } else {
+            let plain = TaskIds {
+                thread: None,
+                cid: AtomicU32::new(NO_CID),
+            };
+            self.spawn_with(plain, Killable::<C, F>::new(None, future))
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use super::kill::TaskLink;
 use super::timers::ProcessTimers;
 use crate::cid::{self, CidAllocator};
 use crate::pid::{NsId, Pid};
@@ -133,11 +134,18 @@ pub struct Thread<C> {
     process: Arc<Process<C>>,
     pid: Pid,
     cid: cid::Task,
+    /// The runtime task that runs it, if any.
+    task: TaskLink,
 }
 
 impl<C: CidAllocator> Thread<C> {
     pub(crate) fn new(process: Arc<Process<C>>, pid: Pid, cid: cid::Task) -> Thread<C> {
-        Thread { process, pid, cid }
+        Thread {
+            process,
+            pid,
+            cid,
+            task: TaskLink::default(),
+        }
     }
 
     /// The process it belongs to.
@@ -190,6 +198,13 @@ impl<C: CidAllocator> Thread<C> {
     pub fn switch_out(&self, cpu: usize) {
         // Only a CPU number out of range is refused, and `switch_in` would have refused it too.
         let _ = self.process.cids.switch(cpu, None);
+    }
+}
+
+impl<C> Thread<C> {
+    /// Its link to the runtime task that runs it.
+    pub(crate) fn task(&self) -> &TaskLink {
+        &self.task
     }
 }
 

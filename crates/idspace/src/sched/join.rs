@@ -35,6 +35,14 @@ pub enum JoinError {
     Cancelled,
     /// This handle already returned the task's result.
     Consumed,
+    /// The task was killed: it belonged to a process that was killed, or whose namespace's
+    /// init ended, and stopped at its next poll (see [`Processes::kill`]). A task ends so by
+    /// unwinding with this value as its payload (`resume_unwind(Box::new(JoinError::Killed))`),
+    /// as glibc's `pthread_cancel` unwinds the thread it cancels; the exit hook is told
+    /// [`Exit::Panicked`](super::Exit::Panicked).
+    ///
+    /// [`Processes::kill`]: crate::process::Processes::kill
+    Killed,
 }
 
 impl JoinError {
@@ -46,6 +54,20 @@ impl JoinError {
                 .copied()
                 .or_else(|| payload.downcast_ref::<String>().map(String::as_str)),
             _ => None,
+        }
+    }
+}
+
+impl JoinError {
+    /// A task that unwound with [`JoinError::Killed`] as its payload was killed, not panicked.
+    fn killed_if_marked(self) -> JoinError {
+        match self {
+            JoinError::Panicked(payload)
+                if matches!(payload.downcast_ref::<JoinError>(), Some(JoinError::Killed)) =>
+            {
+                JoinError::Killed
+            }
+            other => other,
         }
     }
 }
@@ -68,6 +90,7 @@ impl fmt::Display for JoinError {
                 "task cancelled: the runtime shut down, or nothing was left that could wake it"
             ),
             JoinError::Consumed => write!(f, "the task's result was already taken"),
+            JoinError::Killed => write!(f, "task killed: its process was killed"),
         }
     }
 }
@@ -100,6 +123,7 @@ impl<T> JoinSlot<T> {
 
     /// Stores the outcome and wakes whoever waits. Called once per task.
     pub(crate) fn finish(&self, outcome: Result<T, JoinError>) {
+        let outcome = outcome.map_err(JoinError::killed_if_marked);
         let waker = {
             let mut state = sync::lock(&self.state);
             state.outcome = Some(outcome);

@@ -119,13 +119,33 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// unless it is a leader with other live threads (then it stays a zombie). The last live
     /// thread ends the process; an ended init ends every process of its namespace.
     ///
+    /// A thread that a runtime task runs is killed instead: its task stops at its next poll,
+    /// and only then does it leave the CID space and are its IDs freed (see
+    /// [`kill`](Self::kill)).
+    ///
     /// # Errors
     /// [`ProcessError::UnknownThread`] if no live thread has `tid` (a zombie leader included).
     pub fn exit(&self, tid: u32, cpu: usize) -> Result<Exited, ProcessError> {
         let mut state = sync::lock(&self.state);
+        let mut reap = Reaping::default();
+        let exited = self.exit_locked(&mut state, tid, cpu, &mut reap);
+        self.zap_and_free(&mut state, &mut reap, cpu);
+        drop(state);
+        reap.wake();
+        exited
+    }
+
+    fn exit_locked(
+        &self,
+        state: &mut State<C>,
+        tid: u32,
+        cpu: usize,
+        reap: &mut Reaping<C>,
+    ) -> Result<Exited, ProcessError> {
         let Some(&pid) = state.threads.get(&tid) else {
             return Err(ProcessError::UnknownThread);
         };
+        // A killed thread whose task still runs is in no record: it has exited already.
         let Some(record) = state.processes.get_mut(&pid) else {
             return Err(ProcessError::UnknownThread);
         };
@@ -134,62 +154,159 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             return Err(ProcessError::UnknownThread);
         }
         if record.live_threads() == 1 {
-            self.end_processes(&mut state, vec![pid], cpu);
+            self.end_one(state, pid, cpu, reap);
             return Ok(Exited {
                 process_exited: true,
             });
         }
-        let gone = if leader {
+        if leader {
             record.zombie_leader = true;
             if let Some(thread) = record.threads.get(&tid) {
-                let _ = record.process.cids().exit(thread.cid_task());
+                // A zombie runs no more: it leaves the CID space now, or when its task stops.
+                if thread.task().is_attached() {
+                    if thread.task().kill() {
+                        reap.killed.push(Arc::clone(thread));
+                    }
+                } else {
+                    let _ = record.process.cids().exit(thread.cid_task());
+                }
             }
-            None
-        } else {
-            let thread = record.threads.remove(&tid);
-            if let Some(thread) = &thread {
-                let _ = record.process.cids().exit(thread.cid_task());
-            }
-            thread
-        };
-        if let Some(thread) = gone {
-            let mut touched = BTreeSet::new();
-            let mut zap = Vec::new();
-            self.release(&mut state, &thread, cpu, &mut touched, &mut zap);
+        } else if let Some(thread) = record.threads.remove(&tid) {
             // A thread cloned into a namespace before any process there took its ID 1 holds
             // that 1 at the outer level, and freeing it kills that namespace.
-            self.zap_and_free(&mut state, zap, touched, cpu);
+            self.retire(state, thread, true, cpu, reap);
         }
         Ok(Exited {
             process_exited: false,
         })
     }
 
-    /// Ends process `pid`: every live thread exits. Returns how many were live (a zombie
-    /// leader is not).
+    /// Ends process `pid`: every live thread exits, and its timers are deleted. Returns how
+    /// many were live (a zombie leader is not).
+    ///
+    /// A thread with no runtime task (the model used alone, as the replay protocol does)
+    /// leaves at once: its IDs are free when `kill` returns. A thread that a runtime task runs
+    /// is killed, as SIGKILL kills it: its task stops at its next poll (the poll under way, if
+    /// any, runs to its end; a sleeping task is woken), its join handle reports
+    /// [`JoinError::Killed`](crate::sched::JoinError::Killed), and its IDs are freed by the
+    /// task's exit hook, once no worker runs it (the kernel frees them at `release_task`).
+    /// Until then they stay held, so no other thread can take them while the killed task may
+    /// still see them in [`current`](crate::process::current). The process itself is gone at
+    /// once: its timers, and its place in [`process_ids`](Self::process_ids).
     ///
     /// # Errors
     /// [`ProcessError::UnknownProcess`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::future::pending;
+    /// use std::sync::Arc;
+    ///
+    /// use idspace::pid::ROOT;
+    /// use idspace::process::ProcessHooks;
+    /// use idspace::sched::{Builder, JoinError};
+    ///
+    /// let hooks: ProcessHooks = ProcessHooks::for_workers(1)?;
+    /// let model = Arc::clone(hooks.model());
+    /// let runtime = Builder::new().workers(1).hooks(Arc::new(hooks)).build()?;
+    /// // A process whose leader waits for ever.
+    /// let task = runtime.spawn_process(ROOT, pending::<()>())?;
+    /// let pid = *model.process_ids().last().expect("the new process");
+    /// assert_eq!(model.kill(pid, 0)?, 1);
+    /// assert!(matches!(task.join(), Err(JoinError::Killed)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn kill(&self, pid: u32, cpu: usize) -> Result<usize, ProcessError> {
         let mut state = sync::lock(&self.state);
         let Some(record) = state.processes.get(&pid) else {
             return Err(ProcessError::UnknownProcess);
         };
         let live = record.live_threads();
-        self.end_processes(&mut state, vec![pid], cpu);
+        let mut reap = Reaping::default();
+        self.end_one(&mut state, pid, cpu, &mut reap);
+        self.zap_and_free(&mut state, &mut reap, cpu);
+        drop(state);
+        reap.wake();
         Ok(live)
+    }
+
+    /// Makes `thread` one that a runtime task runs: from now on its IDs are freed when that
+    /// task stops ([`task_stopped`](Self::task_stopped)). Returns `false`, attaching nothing,
+    /// if it no longer runs (it exited, or its process was killed, since it was made).
+    pub(crate) fn attach_task(&self, thread: &Arc<Thread<C>>) -> bool {
+        let state = sync::lock(&self.state);
+        let live = state
+            .processes
+            .get(&thread.process().pid())
+            .filter(|record| !(record.zombie_leader && thread.is_leader()))
+            .and_then(|record| record.threads.get(&thread.tid()))
+            .is_some_and(|held| Arc::ptr_eq(held, thread));
+        if live {
+            thread.task().attach();
+        }
+        live
+    }
+
+    /// The runtime task that ran `thread` stopped (completed, panicked, cancelled or killed),
+    /// on `cpu`: a killed thread leaves the CID space and its IDs are freed now; a live one
+    /// exits ([`exit`](Self::exit)); a zombie leader leaves the CID space.
+    pub(crate) fn task_stopped(&self, thread: &Arc<Thread<C>>, cpu: usize) {
+        let mut state = sync::lock(&self.state);
+        let (attached, waker) = thread.task().detach();
+        let mut reap = Reaping::default();
+        let tid = thread.tid();
+        if !attached {
+            // Not ours to end: its task was never attached.
+        } else if state
+            .dying
+            .get(&tid)
+            .is_some_and(|dying| Arc::ptr_eq(dying, thread))
+        {
+            state.dying.remove(&tid);
+            let _ = thread.process().cids().exit(thread.cid_task());
+            self.release(&mut state, thread, cpu, &mut reap);
+        } else if let Some(record) = state.processes.get(&thread.process().pid()) {
+            if record.zombie_leader && thread.is_leader() {
+                let _ = record.process.cids().exit(thread.cid_task());
+            } else {
+                let _ = self.exit_locked(&mut state, tid, cpu, &mut reap);
+            }
+        }
+        self.zap_and_free(&mut state, &mut reap, cpu);
+        drop(state);
+        // The waker it left is a reference to its task: dropped outside the lock.
+        drop(waker);
+        reap.wake();
+    }
+
+    /// Ends a thread that left its record: one that a runtime task runs is killed, and holds
+    /// its IDs until its task stops; any other leaves the CID space (if `in_cids`) and its IDs
+    /// are freed.
+    fn retire(
+        &self,
+        state: &mut State<C>,
+        thread: Arc<Thread<C>>,
+        in_cids: bool,
+        cpu: usize,
+        reap: &mut Reaping<C>,
+    ) {
+        if thread.task().is_attached() {
+            if thread.task().kill() {
+                reap.killed.push(Arc::clone(&thread));
+            }
+            state.dying.insert(thread.tid(), thread);
+            return;
+        }
+        if in_cids {
+            let _ = thread.process().cids().exit(thread.cid_task());
+        }
+        self.release(state, &thread, cpu, reap);
     }
 
     /// Frees a thread's IDs and forgets it; notes the namespaces whose counts changed and
     /// those whose ID 1 went (they die).
-    fn release(
-        &self,
-        state: &mut State<C>,
-        thread: &Thread<C>,
-        cpu: usize,
-        touched: &mut BTreeSet<NsId>,
-        zap: &mut Vec<NsId>,
-    ) {
+    fn release(&self, state: &mut State<C>, thread: &Thread<C>, cpu: usize, reap: &mut Reaping<C>) {
         let pid = thread.pid();
         // Freeing by the innermost ID releases every level; the model holds the object, so the
         // design finds it.
@@ -200,53 +317,31 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
                 space.held -= 1;
                 if id == 1 {
                     space.dead = true;
-                    zap.push(ns);
+                    reap.zap.push(ns);
                 }
             }
-            touched.insert(ns);
+            reap.touched.insert(ns);
         }
     }
 
-    /// Ends the processes in `pids`, then every process with an ID in a namespace that died
-    /// on the way (`zap_pid_ns_processes`), then frees the namespaces left dead and empty.
-    fn end_processes(&self, state: &mut State<C>, pids: Vec<u32>, cpu: usize) {
-        let mut touched = BTreeSet::new();
-        let mut zap = Vec::new();
-        for pid in pids {
-            self.end_one(state, pid, cpu, &mut touched, &mut zap);
-        }
-        self.zap_and_free(state, zap, touched, cpu);
-    }
-
-    fn end_one(
-        &self,
-        state: &mut State<C>,
-        pid: u32,
-        cpu: usize,
-        touched: &mut BTreeSet<NsId>,
-        zap: &mut Vec<NsId>,
-    ) {
+    /// Ends process `pid`: its timers go, and each of its threads is retired (a zombie leader
+    /// has left the CID space already, unless its task still runs).
+    fn end_one(&self, state: &mut State<C>, pid: u32, cpu: usize, reap: &mut Reaping<C>) {
         let Some(record) = state.processes.remove(&pid) else {
             return;
         };
         self.timers.remove_owner(record.process.owner());
         record.process.timers().delete_all();
-        for (tid, thread) in &record.threads {
-            if !(*tid == pid && record.zombie_leader) {
-                let _ = record.process.cids().exit(thread.cid_task());
-            }
-            self.release(state, thread, cpu, touched, zap);
+        for (tid, thread) in record.threads {
+            let in_cids = !(tid == pid && record.zombie_leader);
+            self.retire(state, thread, in_cids, cpu, reap);
         }
     }
 
-    fn zap_and_free(
-        &self,
-        state: &mut State<C>,
-        mut zap: Vec<NsId>,
-        mut touched: BTreeSet<NsId>,
-        cpu: usize,
-    ) {
-        while let Some(ns) = zap.pop() {
+    /// Ends every process with an ID in a namespace that died on the way
+    /// (`zap_pid_ns_processes`), then frees the namespaces left dead and empty.
+    fn zap_and_free(&self, state: &mut State<C>, reap: &mut Reaping<C>, cpu: usize) {
+        while let Some(ns) = reap.zap.pop() {
             let doomed: Vec<u32> = state
                 .processes
                 .iter()
@@ -254,11 +349,11 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
                 .map(|(&pid, _)| pid)
                 .collect();
             for pid in doomed {
-                self.end_one(state, pid, cpu, &mut touched, &mut zap);
+                self.end_one(state, pid, cpu, reap);
             }
         }
         // Free what is dead and empty, then its parents, which may have become so.
-        let mut candidates: Vec<NsId> = touched.into_iter().collect();
+        let mut candidates: Vec<NsId> = std::mem::take(&mut reap.touched).into_iter().collect();
         while let Some(ns) = candidates.pop() {
             let Some(space) = state.namespaces.get(&ns) else {
                 continue;
@@ -285,6 +380,34 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
                 }
                 candidates.push(parent);
             }
+        }
+    }
+}
+
+/// What ending threads left to do: namespaces whose counts changed (to free the dead and empty
+/// ones), namespaces whose ID 1 went (to zap), and killed tasks to wake once the model's lock
+/// is released.
+struct Reaping<C> {
+    touched: BTreeSet<NsId>,
+    zap: Vec<NsId>,
+    killed: Vec<Arc<Thread<C>>>,
+}
+
+impl<C> Default for Reaping<C> {
+    fn default() -> Self {
+        Reaping {
+            touched: BTreeSet::new(),
+            zap: Vec::new(),
+            killed: Vec::new(),
+        }
+    }
+}
+
+impl<C> Reaping<C> {
+    /// Wakes the killed threads' tasks, so that they stop. Call without the model's lock.
+    fn wake(self) {
+        for thread in self.killed {
+            thread.task().wake();
         }
     }
 }

@@ -58,6 +58,9 @@ struct State<C> {
     processes: BTreeMap<u32, Record<C>>,
     /// Root-level TID -> root-level PID, for every thread whose IDs are held.
     threads: HashMap<u32, u32>,
+    /// Threads that exited or were killed while a runtime task ran them, by root-level TID:
+    /// they belong to no record any more, but hold their IDs until their task stops.
+    dying: HashMap<u32, Arc<Thread<C>>>,
     next_owner: Owner,
 }
 
@@ -246,6 +249,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
                 freed: HashMap::new(),
                 processes: BTreeMap::new(),
                 threads: HashMap::new(),
+                dying: HashMap::new(),
                 next_owner: 1,
             }),
             wheel: WheelLink::default(),
@@ -352,6 +356,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             + state.freed.len() * FREED_NS_BYTES
             + state.processes.len() * (size_of::<Record<C>>() + size_of::<Process<C>>())
             + state.threads.len() * 2 * size_of::<u32>()
+            + state.dying.len() * (size_of::<Thread<C>>() + size_of::<u32>())
             + threads
     }
 }
