@@ -64,14 +64,14 @@
 //! // Two workers whose tasks are threads of processes, with the default designs.
 //! let hooks: ProcessHooks = ProcessHooks::for_workers(2)?;
 //! let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
-//! let init = runtime.spawn_process(ROOT, async {
+//! let first = runtime.spawn_process(ROOT, async {
 //!     time::sleep(Duration::from_millis(1)).await;
 //!     let me = process::current().expect("a task of a process");
 //!     (me.pid, me.tid, me.cid.is_some_and(|cid| cid < 2))
 //! })?;
-//! // The first process of the root namespace is its init; it runs with a CID below the
-//! // worker count, and sleeps on the runtime's clock.
-//! assert_eq!(init.join()?, (1, 1, true));
+//! // The hooks' model starts with the root namespace's init (PID 1), so the first process
+//! // spawned is 2; it runs with a CID below the worker count, and sleeps on the runtime's clock.
+//! assert_eq!(first.join()?, (2, 2, true));
 //! # Ok(())
 //! # }
 //! ```

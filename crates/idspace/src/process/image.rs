@@ -16,8 +16,7 @@ use crate::table::MAX_ID;
 /// use idspace::pid::ROOT;
 /// use idspace::process::{Image, Processes};
 ///
-/// let model = Processes::new(2)?;
-/// model.fork(ROOT, 0)?;
+/// let model = Processes::with_init(2)?;
 /// let ns = model.ns_new(ROOT)?;
 /// let leader = model.fork(ns, 0)?;
 /// let thread = model.clone_thread(leader.tid(), 1)?;
@@ -28,8 +27,7 @@ use crate::table::MAX_ID;
 /// assert_eq!(image.timers, [0]);
 /// assert!(image.timer_states.is_empty(), "a plain timer keeps no state");
 /// // Restored in a fresh namespace of another model: the same IDs there.
-/// let target = Processes::new(2)?;
-/// target.fork(ROOT, 0)?;
+/// let target = Processes::with_init(2)?;
 /// let into = target.ns_new(ROOT)?;
 /// let restored = target.restore(into, &image, 0)?;
 /// assert_eq!(restored.leader.tid_in_own_ns(), leader.tid_in_own_ns());

@@ -5,7 +5,7 @@
 //! use idspace::pid::ROOT;
 //! use idspace::process::{Clock, ITimerSpec, Notify, Processes, TimeSpec, When};
 //!
-//! let model = Processes::new(2)?;
+//! let model = Processes::with_init(2)?;
 //! let leader = model.fork(ROOT, 0)?;
 //! let pid = leader.tid();
 //! let thread = model.clone_thread(pid, 1)?;
@@ -15,7 +15,7 @@
 //! let image = model.checkpoint(pid)?;
 //!
 //! // Another model restores the process: the same IDs, its timer still armed.
-//! let target = Processes::new(2)?;
+//! let target = Processes::with_init(2)?;
 //! let restored = target.restore(ROOT, &image, 0)?;
 //! assert_eq!(restored.leader.tid(), pid);
 //! assert_eq!(restored.threads[0].tid(), thread.tid());

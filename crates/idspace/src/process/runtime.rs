@@ -35,8 +35,9 @@ const NO_CID: u32 = u32::MAX;
 /// let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
 /// let me: Option<Current> = runtime.spawn_process(ROOT, async { process::current() })?.join()?;
 /// let me = me.expect("a task of a process");
-/// assert_eq!((me.tid, me.pid), (1, 1), "the root namespace's init");
-/// assert_eq!((me.root_tid, me.root_pid), (1, 1));
+/// // The model holds the root namespace's init (process 1): the first process spawned is 2.
+/// assert_eq!((me.tid, me.pid), (2, 2));
+/// assert_eq!((me.root_tid, me.root_pid), (2, 2), "the root namespace is its own");
 /// assert!(me.cid.is_some_and(|cid| cid < 2), "a CID below the worker count");
 /// assert_eq!(process::current(), None, "outside a task");
 /// drop(runtime);
@@ -93,7 +94,6 @@ sync::thread_local! {
 /// let hooks: ProcessHooks = ProcessHooks::for_workers(1)?;
 /// let model = Arc::clone(hooks.model());
 /// let runtime = Builder::new().workers(1).hooks(Arc::new(hooks)).build()?;
-/// model.fork(ROOT, 0)?; // the root's init, kept for the whole run
 /// let ns = model.ns_new(ROOT)?;
 /// let me = runtime.spawn_process(ns, async { process::current() })?.join()?;
 /// let me = me.expect("a task of a process");
@@ -187,7 +187,7 @@ impl<C> TaskIds<C> {
 ///     }
 /// })?;
 /// let pid = leader.join()?;
-/// assert_eq!(pid, 1);
+/// assert_eq!(pid, 2, "after the root's init, which the model starts with");
 /// assert_eq!(model.cpus(), 2);
 /// drop(runtime);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -202,12 +202,14 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> ProcessHooks<P, C, T> {
         ProcessHooks { model }
     }
 
-    /// Hooks over a fresh model for a runtime of `workers` workers.
+    /// Hooks over a fresh model for a runtime of `workers` workers, holding the root
+    /// namespace's init (process 1, without a task:
+    /// [`Processes::with_designs_and_init`]), so that the processes spawned start at PID 2.
     ///
     /// # Errors
     /// [`ProcessError::BadCpuCount`] outside `1..=64`.
     pub fn for_workers(workers: usize) -> Result<Self, ProcessError> {
-        Processes::with_designs(workers).map(|model| ProcessHooks::new(Arc::new(model)))
+        Processes::with_designs_and_init(workers).map(|model| ProcessHooks::new(Arc::new(model)))
     }
 
     /// The model.
@@ -287,7 +289,6 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Handle<ProcessHooks<P, C, T>> {
     /// let hooks: ProcessHooks = ProcessHooks::for_workers(2)?;
     /// let model = Arc::clone(hooks.model());
     /// let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
-    /// model.fork(ROOT, 0)?; // the root's init, kept for the whole run
     /// let ns = model.ns_new(ROOT)?;
     /// let handle = runtime.handle();
     /// let first = handle.spawn_process(ns, async { process::current().map(|me| me.pid) })?;

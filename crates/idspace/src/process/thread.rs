@@ -19,8 +19,7 @@ use crate::table::Owner;
 /// use idspace::pid::ROOT;
 /// use idspace::process::Processes;
 ///
-/// let model = Processes::new(2)?;
-/// model.fork(ROOT, 0)?;
+/// let model = Processes::with_init(2)?;
 /// let ns = model.ns_new(ROOT)?;
 /// let leader = model.fork(ns, 0)?;
 /// let process = leader.process();
@@ -115,8 +114,7 @@ impl<C> fmt::Debug for Process<C> {
 /// use idspace::pid::ROOT;
 /// use idspace::process::Processes;
 ///
-/// let model = Processes::new(2)?;
-/// model.fork(ROOT, 0)?;
+/// let model = Processes::with_init(2)?;
 /// let ns = model.ns_new(ROOT)?;
 /// let leader = model.fork(ns, 0)?;
 /// let thread = model.clone_thread(leader.tid(), 1)?;

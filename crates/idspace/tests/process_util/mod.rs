@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use idspace::pid::ROOT;
 use idspace::process::ProcessHooks;
 use idspace::sched::{Builder, Policy, Runtime};
 
@@ -14,11 +13,10 @@ use idspace::sched::{Builder, Policy, Runtime};
 pub const WORKERS: usize = 3;
 
 /// A runtime of [`WORKERS`] workers with the default process designs, waking by `policy`, whose
-/// model already holds the root namespace's PID 1: it lives for the whole test, since its end
-/// would end every process.
+/// model holds the root namespace's init (PID 1, as [`ProcessHooks::for_workers`] makes it): it
+/// lives for the whole test, since its end would end every process.
 pub fn runtime(policy: Policy) -> Runtime<ProcessHooks> {
     let hooks = ProcessHooks::for_workers(WORKERS).unwrap();
-    hooks.model().fork(ROOT, 0).unwrap();
     Builder::new()
         .workers(WORKERS)
         .policy(policy)

@@ -98,16 +98,14 @@ pub struct Exited {
 /// use idspace::pid::ROOT;
 /// use idspace::process::Processes;
 ///
-/// let model = Processes::new(2)?;
-/// model.fork(ROOT, 0)?; // the root's init
+/// let model = Processes::with_init(2)?;
 /// let leader = model.fork(ROOT, 0)?;
 /// let thread = model.clone_thread(leader.tid(), 1)?;
 /// let timer = model.timer_create(leader.tid())?;
 /// let image = model.checkpoint(leader.tid())?;
 ///
 /// // Another model (another machine) restores it with the same IDs.
-/// let target = Processes::new(2)?;
-/// target.fork(ROOT, 0)?;
+/// let target = Processes::with_init(2)?;
 /// let restored = target.restore(ROOT, &image, 0)?;
 /// assert_eq!(restored.leader.tid(), leader.tid());
 /// assert!(!restored.zombie_leader);
@@ -187,8 +185,7 @@ impl<P, C, T> fmt::Debug for Processes<P, C, T> {
 /// use idspace::pid::ROOT;
 /// use idspace::process::{Processes, FREED_NS_BYTES};
 ///
-/// let model = Processes::new(1)?;
-/// model.fork(ROOT, 0)?;
+/// let model = Processes::with_init(1)?;
 /// let before = model.model_bytes();
 /// let ns = model.ns_new(ROOT)?;
 /// let init = model.fork(ns, 0)?;
@@ -210,18 +207,86 @@ fn all_cpus(cpus: usize) -> u64 {
 }
 
 impl Processes {
-    /// The default designs (PerCpu PIDs, Rework CIDs, ScaledHash timers) for `cpus` CPUs.
+    /// The default designs (PerCpu PIDs, Rework CIDs, ScaledHash timers) for `cpus` CPUs, with
+    /// only the root namespace and no process: not even the root's init. Most users want
+    /// [`with_init`](Self::with_init), which starts as every real system does.
+    ///
+    /// Without an init, the root's ID 1 goes to the first process forked anywhere, and the
+    /// root namespace dies when that ID is freed (the kernel's rule when a namespace's init
+    /// ends): if the first process is forked into a child namespace, it takes the root's ID 1
+    /// along with its own, and when it ends every process ends and the root refuses new ones
+    /// ([`ProcessError::NsDead`]). The replay protocol runs the model so, deciding every fork
+    /// itself.
     ///
     /// # Errors
     /// [`ProcessError::BadCpuCount`] outside `1..=64`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use idspace::pid::ROOT;
+    /// use idspace::process::{ProcessError, Processes};
+    ///
+    /// let model = Processes::new(1)?;
+    /// let ns = model.ns_new(ROOT)?;
+    /// // The first process, in a child namespace: its ID 1 there, and the root's ID 1 too.
+    /// let first = model.fork(ns, 0)?;
+    /// assert_eq!(first.ids(), [1, 1]);
+    /// model.exit(first.tid(), 0)?;
+    /// // The root's init ended: the root namespace is dead.
+    /// assert_eq!(model.fork(ROOT, 0).unwrap_err(), ProcessError::NsDead);
+    /// # Ok::<(), ProcessError>(())
+    /// ```
     pub fn new(cpus: usize) -> Result<Self, ProcessError> {
         Self::with_designs(cpus)
+    }
+
+    /// The default designs for `cpus` CPUs, with the root namespace's init (process 1 of the
+    /// root) already forked, as every real system starts: other processes' ends never end the
+    /// root namespace. The init has no task; it lives until killed. [`ProcessHooks::for_workers`]
+    /// builds its model so.
+    ///
+    /// [`ProcessHooks::for_workers`]: crate::process::ProcessHooks::for_workers
+    ///
+    /// # Errors
+    /// [`ProcessError::BadCpuCount`] outside `1..=64`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use idspace::pid::ROOT;
+    /// use idspace::process::Processes;
+    ///
+    /// let model = Processes::with_init(1)?;
+    /// assert_eq!(model.process_ids(), [1], "the root's init");
+    /// let ns = model.ns_new(ROOT)?;
+    /// let first = model.fork(ns, 0)?;
+    /// assert_eq!(first.ids(), [1, 2], "its namespace's init, the root's process 2");
+    /// model.exit(first.tid(), 0)?;
+    /// assert_eq!(model.fork(ROOT, 0)?.tid(), 3, "the root lives on");
+    /// # Ok::<(), idspace::process::ProcessError>(())
+    /// ```
+    pub fn with_init(cpus: usize) -> Result<Self, ProcessError> {
+        Self::with_designs_and_init(cpus)
     }
 }
 
 impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
+    /// [`with_designs`](Self::with_designs), with the root namespace's init already forked
+    /// (see [`with_init`](Processes::with_init)).
+    ///
+    /// # Errors
+    /// [`ProcessError::BadCpuCount`] outside `1..=64`.
+    pub fn with_designs_and_init(cpus: usize) -> Result<Self, ProcessError> {
+        let model = Self::with_designs(cpus)?;
+        model.fork(ROOT, 0)?;
+        Ok(model)
+    }
+
     /// The designs `P`, `C` and `T` for `cpus` CPUs (the runtime's workers; the `cpu` arguments
-    /// below are below it). Only the root namespace exists, without a process.
+    /// below are below it). Only the root namespace exists, without a process: see
+    /// [`new`](Processes::new) for what that means, and
+    /// [`with_designs_and_init`](Self::with_designs_and_init) for a model with the root's init.
     ///
     /// # Errors
     /// [`ProcessError::BadCpuCount`] outside `1..=64`.

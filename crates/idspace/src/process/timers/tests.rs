@@ -146,7 +146,6 @@ fn exits_and_deletes_cancel_every_wheel_entry() {
         .build()
         .unwrap();
     model.attach_wheel(runtime.handle()).unwrap();
-    model.fork(ROOT, 0).unwrap();
     let mut cells = Vec::new();
     let mut pids = Vec::new();
     let (processes, timers) = if cfg!(miri) { (2, 10) } else { (8, 50) };
