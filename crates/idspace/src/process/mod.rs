@@ -142,6 +142,7 @@ mod image;
 mod kill;
 mod posix_timer;
 mod processes;
+mod restore;
 mod runtime;
 mod thread;
 mod timers;
@@ -154,6 +155,7 @@ pub use posix_timer::{
     DELAYTIMER_MAX, FOREVER, NSEC_PER_SEC,
 };
 pub use processes::{Exited, Processes, Restored, FREED_NS_BYTES};
+pub use restore::RestoredTasks;
 pub use runtime::{current, spawn_thread, spawn_thread_in, Current, ProcessHooks, TaskIds};
 pub use thread::{Process, Thread};
 pub use timers::{clock_gettime, Notify, TimerEvent, TimerWait};

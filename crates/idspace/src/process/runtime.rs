@@ -367,7 +367,11 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Handle<ProcessHooks<P, C, T>> {
 
     /// Spawns `future` as the task of `thread`, a thread of the model made without a task.
     /// If it was killed meanwhile, the task stops at its first poll, running nothing.
-    fn spawn_attached<F>(&self, thread: Arc<Thread<C>>, future: F) -> JoinHandle<F::Output>
+    pub(super) fn spawn_attached<F>(
+        &self,
+        thread: Arc<Thread<C>>,
+        future: F,
+    ) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
