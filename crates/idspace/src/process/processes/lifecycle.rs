@@ -135,7 +135,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         exited
     }
 
-    fn exit_locked(
+    pub(super) fn exit_locked(
         &self,
         state: &mut State<C>,
         tid: u32,
@@ -231,82 +231,15 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         Ok(live)
     }
 
-    /// Makes `thread` one that a runtime task runs: from now on its IDs are freed when that
-    /// task stops ([`task_stopped`](Self::task_stopped)). Returns `false`, attaching nothing,
-    /// if it no longer runs (it exited, or its process was killed, since it was made).
-    pub(crate) fn attach_task(&self, thread: &Arc<Thread<C>>) -> bool {
-        let state = sync::lock(&self.state);
-        let live = state
-            .processes
-            .get(&thread.process().pid())
-            .filter(|record| !(record.zombie_leader && thread.is_leader()))
-            .and_then(|record| record.threads.get(&thread.tid()))
-            .is_some_and(|held| Arc::ptr_eq(held, thread));
-        if live {
-            thread.task().attach();
-        }
-        live
-    }
-
-    /// The runtime task that ran `thread` stopped (completed, panicked, cancelled or killed),
-    /// on `cpu`: a killed thread leaves the CID space and its IDs are freed now; a live one
-    /// exits ([`exit`](Self::exit)); a zombie leader leaves the CID space.
-    pub(crate) fn task_stopped(&self, thread: &Arc<Thread<C>>, cpu: usize) {
-        let mut state = sync::lock(&self.state);
-        let (attached, waker) = thread.task().detach();
-        let mut reap = Reaping::default();
-        let tid = thread.tid();
-        if !attached {
-            // Not ours to end: its task was never attached.
-        } else if state
-            .dying
-            .get(&tid)
-            .is_some_and(|dying| Arc::ptr_eq(dying, thread))
-        {
-            state.dying.remove(&tid);
-            let _ = thread.process().cids().exit(thread.cid_task());
-            self.release(&mut state, thread, cpu, &mut reap);
-        } else if let Some(record) = state.processes.get(&thread.process().pid()) {
-            if record.zombie_leader && thread.is_leader() {
-                let _ = record.process.cids().exit(thread.cid_task());
-            } else {
-                let _ = self.exit_locked(&mut state, tid, cpu, &mut reap);
-            }
-        }
-        self.zap_and_free(&mut state, &mut reap, cpu);
-        drop(state);
-        // The waker it left is a reference to its task: dropped outside the lock.
-        drop(waker);
-        reap.wake();
-    }
-
-    /// Ends a thread that left its record: one that a runtime task runs is killed, and holds
-    /// its IDs until its task stops; any other leaves the CID space (if `in_cids`) and its IDs
-    /// are freed.
-    fn retire(
+    /// Frees a thread's IDs and forgets it; notes the namespaces whose counts changed and
+    /// those whose ID 1 went (they die).
+    pub(super) fn release(
         &self,
         state: &mut State<C>,
-        thread: Arc<Thread<C>>,
-        in_cids: bool,
+        thread: &Thread<C>,
         cpu: usize,
         reap: &mut Reaping<C>,
     ) {
-        if thread.task().is_attached() {
-            if thread.task().kill() {
-                reap.killed.push(Arc::clone(&thread));
-            }
-            state.dying.insert(thread.tid(), thread);
-            return;
-        }
-        if in_cids {
-            let _ = thread.process().cids().exit(thread.cid_task());
-        }
-        self.release(state, &thread, cpu, reap);
-    }
-
-    /// Frees a thread's IDs and forgets it; notes the namespaces whose counts changed and
-    /// those whose ID 1 went (they die).
-    fn release(&self, state: &mut State<C>, thread: &Thread<C>, cpu: usize, reap: &mut Reaping<C>) {
         let pid = thread.pid();
         // Freeing by the innermost ID releases every level; the model holds the object, so the
         // design finds it.
@@ -326,21 +259,41 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
 
     /// Ends process `pid`: its timers go, and each of its threads is retired (a zombie leader
     /// has left the CID space already, unless its task still runs).
-    fn end_one(&self, state: &mut State<C>, pid: u32, cpu: usize, reap: &mut Reaping<C>) {
+    pub(super) fn end_one(
+        &self,
+        state: &mut State<C>,
+        pid: u32,
+        cpu: usize,
+        reap: &mut Reaping<C>,
+    ) {
         let Some(record) = state.processes.remove(&pid) else {
             return;
         };
         self.timers.remove_owner(record.process.owner());
         record.process.timers().delete_all();
+        // While a task runs one of its threads, the leader's IDs (the process's PID, which
+        // `current` reports in every thread) stay held: the kernel delays a group leader's
+        // release until its last thread is gone.
+        let tasks_run = record
+            .threads
+            .values()
+            .any(|thread| thread.task().is_attached());
         for (tid, thread) in record.threads {
             let in_cids = !(tid == pid && record.zombie_leader);
-            self.retire(state, thread, in_cids, cpu, reap);
+            if tid == pid && tasks_run && !thread.task().is_attached() {
+                if in_cids {
+                    let _ = thread.process().cids().exit(thread.cid_task());
+                }
+                state.dying.insert(tid, thread);
+            } else {
+                self.retire(state, thread, in_cids, cpu, reap);
+            }
         }
     }
 
     /// Ends every process with an ID in a namespace that died on the way
     /// (`zap_pid_ns_processes`), then frees the namespaces left dead and empty.
-    fn zap_and_free(&self, state: &mut State<C>, reap: &mut Reaping<C>, cpu: usize) {
+    pub(super) fn zap_and_free(&self, state: &mut State<C>, reap: &mut Reaping<C>, cpu: usize) {
         while let Some(ns) = reap.zap.pop() {
             let doomed: Vec<u32> = state
                 .processes
@@ -387,10 +340,10 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
 /// What ending threads left to do: namespaces whose counts changed (to free the dead and empty
 /// ones), namespaces whose ID 1 went (to zap), and killed tasks to wake once the model's lock
 /// is released.
-struct Reaping<C> {
+pub(super) struct Reaping<C> {
     touched: BTreeSet<NsId>,
     zap: Vec<NsId>,
-    killed: Vec<Arc<Thread<C>>>,
+    pub(super) killed: Vec<Arc<Thread<C>>>,
 }
 
 impl<C> Default for Reaping<C> {
@@ -405,7 +358,7 @@ impl<C> Default for Reaping<C> {
 
 impl<C> Reaping<C> {
     /// Wakes the killed threads' tasks, so that they stop. Call without the model's lock.
-    fn wake(self) {
+    pub(super) fn wake(self) {
         for thread in self.killed {
             thread.task().wake();
         }

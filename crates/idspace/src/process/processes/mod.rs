@@ -3,12 +3,14 @@
 //!
 //! Every method of [`Processes`] lives in this directory, by concept: this file has the type,
 //! its construction and its queries; `namespaces` creates and refuses namespaces; `lifecycle`
-//! forks, clones, exits and kills (and frees what dies with them); `checkpoint` makes and
-//! restores images; `timers` is the POSIX timer API.
+//! forks, clones, exits and kills (and frees what dies with them); `tasks` keeps the IDs of
+//! threads that runtime tasks run until those tasks stop; `checkpoint` makes and restores
+//! images; `timers` is the POSIX timer API.
 
 mod checkpoint;
 mod lifecycle;
 mod namespaces;
+mod tasks;
 mod timers;
 
 use std::collections::{BTreeMap, HashMap};
