@@ -68,7 +68,19 @@
 //!   running task's TID and PID in its own namespace and the root, and its CID. At each
 //!   switch-in the task takes a CID from its process's space with the worker as the CPU
 //!   (`mm_cid_switch_to`), and gives it back at switch-out; its exit, however it ended
-//!   (completed, panicked, cancelled), is the thread's exit.
+//!   (completed, panicked, cancelled, killed), is the thread's exit.
+//! * [`Processes::kill`], and the end of a namespace's init, kill a thread that a task runs as
+//!   SIGKILL does: its task stops at its next poll (a sleeping one is woken), its join handle
+//!   reports [`JoinError::Killed`](crate::sched::JoinError::Killed), and its IDs are freed only
+//!   when its task has stopped (the kernel's `release_task`), the leader's with the last
+//!   thread's; until then no one else can take them, so [`current`] never reports a freed or
+//!   foreign ID. A thread without a task (the model used alone) leaves at once.
+//! * [`Handle::restore_process`](crate::sched::Handle) restores an image into a runtime: the
+//!   process with its IDs, its timers firing on the runtime's wheel, and each thread running
+//!   the caller's code under its restored TID.
+//! * [`Processes::with_init`] starts with the root namespace's init, as a real system does
+//!   (and [`ProcessHooks::for_workers`] builds its model so); [`Processes::new`] starts
+//!   without one, and says what that means.
 //! * [`Processes::checkpoint`] gives an [`Image`] (serde-serialisable); [`Processes::restore`]
 //!   recreates it: leader first, then ascending by root-level ID, then the timers through
 //!   restore mode, then the timer cursor.
@@ -92,13 +104,15 @@
 //!
 //! * `design`: the design traits ([`PidDesign`], [`CidDesign`], [`TableDesign`]);
 //! * `thread`: the handles ([`Process`], [`Thread`]);
-//! * `processes/`: every method of [`Processes`], by concept (namespaces, lifecycle,
+//! * `processes/`: every method of [`Processes`], by concept (namespaces, lifecycle, tasks,
 //!   checkpoint, timers);
 //! * `image`: what a checkpoint keeps ([`Image`], [`TimerImage`]);
 //! * `posix_timer`: one timer as a state machine ([`PosixTimer`]);
 //! * `timers/`: a process's timers, their notifications and their expiry on the runtime's
 //!   wheel;
 //! * `runtime`: tasks as threads ([`ProcessHooks`], [`current`], [`spawn_thread`]);
+//! * `kill`: a thread's link to its task, and the task's stop at its next poll once killed;
+//! * `restore`: a restored process run by a runtime ([`RestoredTasks`]);
 //! * `error`: [`ProcessError`].
 //!
 //! # Where we differ from the kernel

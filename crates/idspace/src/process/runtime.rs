@@ -1,7 +1,8 @@
 //! Processes in the task runtime: every task of a process carries its [`Thread`] as its
 //! per-task data, gets a CID from its process's space at each switch-in (with the worker as the
-//! CPU) and gives it back at switch-out; its exit (completed, panicked or cancelled) is the
-//! thread's exit in the model.
+//! CPU) and gives it back at switch-out; its exit (completed, panicked, cancelled or killed)
+//! is the thread's exit in the model. Its future runs inside a `Killable` (`kill.rs`), which
+//! stops it at its next poll once its thread is killed.
 
 use std::cell::Cell;
 use std::future::Future;
