@@ -34,7 +34,6 @@ use crate::sched::JoinError;
 use crate::sync::{self, Arc, AtomicBool, Mutex, Ordering};
 
 /// A thread's link to the runtime task that runs it, if any.
-#[derive(Default)]
 pub(crate) struct TaskLink {
     /// A runtime task runs the thread: the model leaves its IDs to the task's exit hook.
     /// Read and written under the model's lock only: Relaxed.
@@ -44,6 +43,17 @@ pub(crate) struct TaskLink {
     killed: AtomicBool,
     /// The waker of the task's latest poll.
     waker: Mutex<Option<Waker>>,
+}
+
+impl Default for TaskLink {
+    /// No task: not attached, not killed.
+    fn default() -> Self {
+        TaskLink {
+            attached: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+            waker: Mutex::new(None),
+        }
+    }
 }
 
 impl TaskLink {
