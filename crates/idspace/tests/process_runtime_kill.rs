@@ -363,3 +363,46 @@ fn a_restored_process_runs_in_a_second_runtime_under_its_restored_tids() {
     }
     assert_eq!(bad.load(Ordering::SeqCst), 0);
 }
+
+#[test]
+fn a_leader_without_a_task_keeps_its_pid_while_an_exited_thread_s_task_runs() {
+    let runtime = runtime(Policy::Wakelist);
+    let model = Arc::clone(runtime.handle().hooks().model());
+    // A leader made in the model (no task), and a thread that a task runs, caught mid-poll.
+    let pid = model.fork(ROOT, 0).unwrap().tid();
+    let (gate, started) = (Arc::new(AtomicBool::new(false)), Bell::new());
+    let bad = Arc::new(AtomicUsize::new(0));
+    let (tell, told) = mpsc::channel();
+    let task = {
+        let (gate, started) = (Arc::clone(&gate), Arc::clone(&started));
+        let (model, bad) = (Arc::clone(&model), Arc::clone(&bad));
+        runtime
+            .handle()
+            .spawn_thread_of(pid, async move {
+                tell.send(process::current().unwrap().root_tid).unwrap();
+                started.ring();
+                while !gate.load(Ordering::SeqCst) {
+                    std::hint::spin_loop();
+                }
+                check_own_ids(&model, &bad);
+                yield_now().await;
+                bad.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap()
+    };
+    let tid = told.recv_timeout(LIMIT).unwrap();
+    let end_poll = EndPoll(Arc::clone(&gate));
+    // The thread exits, asked from outside: its task is killed, its IDs stay held.
+    assert!(!model.exit(tid, 0).unwrap().process_exited);
+    assert_eq!(model.threads(pid).unwrap(), [pid]);
+    // The process ends: the leader's PID, which the running task reports, stays held too.
+    assert_eq!(model.kill(pid, 0).unwrap(), 1);
+    assert_eq!(model.lookup(ROOT, pid).unwrap(), Some((pid, pid)));
+    assert_eq!(model.lookup(ROOT, tid).unwrap(), Some((pid, tid)));
+    drop(end_poll);
+    join_killed(task, "the exited thread");
+    assert_eq!(bad.load(Ordering::SeqCst), 0, "current() gave a freed ID");
+    wait_until_free(&model, tid);
+    wait_until_free(&model, pid);
+    assert_eq!(model.process_ids(), [1]);
+}

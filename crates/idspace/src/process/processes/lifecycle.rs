@@ -277,7 +277,8 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         let tasks_run = record
             .threads
             .values()
-            .any(|thread| thread.task().is_attached());
+            .any(|thread| thread.task().is_attached())
+            || Self::threads_dying(state, &record.process) > 0;
         for (tid, thread) in record.threads {
             let in_cids = !(tid == pid && record.zombie_leader);
             if tid == pid && tasks_run && !thread.task().is_attached() {

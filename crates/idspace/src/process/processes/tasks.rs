@@ -114,7 +114,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     }
 
     /// How many threads of `process` are dying, its held leader included.
-    fn threads_dying(state: &State<C>, process: &Arc<Process<C>>) -> usize {
+    pub(super) fn threads_dying(state: &State<C>, process: &Arc<Process<C>>) -> usize {
         state
             .dying
             .values()
