@@ -169,22 +169,23 @@ impl World {
         }
     }
 
-    /// A process in `ns`: a spinning leader, a spinning thread and a thread waiting on a
-    /// ticking timer, with a second timer notifying a channel and a third armed for an hour.
-    fn spawn_group(&self, ns: NsId) -> Group {
+    /// A process in `ns`: a spinning leader (or, without `leader_task`, a leader made in the
+    /// model that runs nothing), a spinning thread and a thread waiting on a ticking timer,
+    /// with a second timer notifying a channel and a third armed for an hour.
+    fn spawn_group(&self, ns: NsId, leader_task: bool) -> Group {
         let fate = Arc::new(Fate::default());
-        let (tell, told) = mpsc::channel();
-        let leader = self
-            .handle
-            .spawn_process(
-                ns,
-                self.watched(&fate, async move {
-                    let _ = tell.send(process::current().unwrap().root_pid);
-                    spin().await
-                }),
-            )
-            .unwrap();
-        let pid = told.recv_timeout(LIMIT).unwrap();
+        let mut tasks = Vec::new();
+        let pid = if leader_task {
+            let (tell, told) = mpsc::channel();
+            let leader = self.watched(&fate, async move {
+                let _ = tell.send(process::current().unwrap().root_pid);
+                spin().await
+            });
+            tasks.push(self.handle.spawn_process(ns, leader).unwrap());
+            told.recv_timeout(LIMIT).unwrap()
+        } else {
+            self.model.fork(ns, 0).unwrap().tid()
+        };
         let ms = TimeSpec::new(0, 1_000_000);
         let every_ms = ITimerSpec::every(ms, ms);
         let ticking = self
@@ -218,11 +219,8 @@ impl World {
             // The process is gone; its task is stopped at its next poll.
             std::future::pending::<()>().await
         });
-        let tasks = vec![
-            leader,
-            self.handle.spawn_thread_of(pid, spinning).unwrap(),
-            self.handle.spawn_thread_of(pid, waiting).unwrap(),
-        ];
+        tasks.push(self.handle.spawn_thread_of(pid, spinning).unwrap());
+        tasks.push(self.handle.spawn_thread_of(pid, waiting).unwrap());
         Group {
             pid,
             tasks,
@@ -233,10 +231,10 @@ impl World {
     }
 
     /// A namespace whose init is a group, with another group in it.
-    fn spawn_namespace(&self) -> Group {
+    fn spawn_namespace(&self, leader_task: bool) -> Group {
         let ns = self.model.ns_new(ROOT).unwrap();
-        let mut init = self.spawn_group(ns);
-        init.child = Some(Box::new(self.spawn_group(ns)));
+        let mut init = self.spawn_group(ns, leader_task);
+        init.child = Some(Box::new(self.spawn_group(ns, true)));
         init
     }
 
@@ -324,11 +322,14 @@ fn processes_killed_at_random_under_load_leave_no_task_and_no_id_behind() {
     let end = Instant::now() + RUN;
     while Instant::now() < end {
         while live.len() < LIVE {
+            // A quarter are namespaces killed through their init; a third of the leaders run
+            // no task.
+            let leader_task = rng.below(3) != 0;
             let group = if rng.below(4) == 0 {
                 namespaces += 1;
-                world.spawn_namespace()
+                world.spawn_namespace(leader_task)
             } else {
-                world.spawn_group(ROOT)
+                world.spawn_group(ROOT, leader_task)
             };
             live.push(group);
         }
@@ -342,6 +343,7 @@ fn processes_killed_at_random_under_load_leave_no_task_and_no_id_behind() {
     }
     let violations = world.watch.violations.lock().unwrap().clone();
     assert!(violations.is_empty(), "seed {seed}: {violations:#?}");
+    println!("{killed} kills, {namespaces} namespaces");
     assert!(killed > 5, "only {killed} kills");
     // Every task's claim is gone, and every ID and record with it (a freed namespace keeps
     // its number).
