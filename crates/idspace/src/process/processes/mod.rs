@@ -378,7 +378,9 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         sync::lock(&self.state).processes.keys().copied().collect()
     }
 
-    /// The process and thread (root-level IDs) that have `id` in `ns`.
+    /// The process and thread (root-level IDs) that have `id` in `ns`: a live thread, a zombie
+    /// leader, or a killed thread whose task has not stopped yet (it still holds its IDs; see
+    /// [`kill`](Self::kill)).
     ///
     /// # Errors
     /// [`ProcessError::UnknownNs`].

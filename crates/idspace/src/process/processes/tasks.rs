@@ -42,7 +42,11 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         {
             let _ = thread.process().cids().exit(thread.cid_task());
             self.stopped_dying(&mut state, thread, cpu, &mut reap);
-        } else if let Some(record) = state.processes.get(&thread.process().pid()) {
+        } else if let Some(record) = state
+            .processes
+            .get(&thread.process().pid())
+            .filter(|record| Arc::ptr_eq(&record.process, thread.process()))
+        {
             if record.zombie_leader && thread.is_leader() {
                 let _ = record.process.cids().exit(thread.cid_task());
             } else {
