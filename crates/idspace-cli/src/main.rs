@@ -60,7 +60,7 @@ struct BenchArgs {
     /// Reduced sizes that fit in a few minutes on 2 cores (the default).
     #[arg(long, conflicts_with = "full")]
     quick: bool,
-    /// The seeds' sizes where the machine allows.
+    /// The patch series' own sizes where the machine allows.
     #[arg(long)]
     full: bool,
     /// Where report.md, results.json and the plots go.

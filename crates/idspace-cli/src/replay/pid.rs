@@ -27,7 +27,7 @@ pub enum PidDesign {
     IdrOnce,
     /// Flat bitmaps under one lock, a striped hash for lookup (FreeBSD).
     BitmapHash,
-    /// Per-CPU ranges of IDs (the seed's sketch).
+    /// Per-CPU ranges of IDs (the design sketched on LKML with the single-lock alloc_pid series).
     Percpu,
 }
 

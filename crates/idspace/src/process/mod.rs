@@ -26,9 +26,11 @@
 //! # The kernel design
 //!
 //! A process is a thread group: a `signal_struct` (with the process's POSIX timers, an IDR keyed
-//! by the process since 6.19's rework, seed `001`) and an `mm` (with the CID space, seed `000`)
-//! shared by its threads (`task_struct`s). `copy_process` allocates a `struct pid` with an ID at
-//! every PID-namespace level (seed `004`); a thread's ID is its TID, its leader's ID is the
+//! by the process since 6.19's rework, "posix-timers: Rework the global hash table") and an
+//! `mm` (with the CID space, "sched: Rewrite MM CID management") shared by its threads
+//! (`task_struct`s). `copy_process` allocates a `struct pid` with an ID at every PID-namespace
+//! level (`alloc_pid`, relocked once since "further damage-control lack of clone
+//! scalability"); a thread's ID is its TID, its leader's ID is the
 //! process's (the tgid). A leader that exits before its threads stays a zombie holding its
 //! IDs until the group ends (`release_task` of the last thread). When the init of a namespace
 //! (ID 1 there) ends, `zap_pid_ns_processes` kills every process with an ID in that namespace
