@@ -9,6 +9,7 @@ use idspace::cid::{rseq, CidAllocator, CidError, Task};
 use thread_local::ThreadLocal;
 
 use crate::measure::timed;
+use crate::sys::thread::EmptyThread;
 
 /// Nanoseconds per switch pair (switch-in of one task and, with it, switch-out of the other) on
 /// one CPU: `tasks` tasks exist, two alternate on CPU 0.
@@ -50,7 +51,7 @@ pub fn rseq_read(reads: u32) -> Result<f64, String> {
 
 /// tglx's thread create/teardown shape on a CID space: `pools` threads each fork `threads`
 /// tasks; each task runs (is switched in on a CPU, preempting whatever ran there), then is woken
-/// once more on the next CPU (the seed's threads wait on a condition variable before they die),
+/// once more on the next CPU (the benchmark's threads wait on a condition variable before they die),
 /// then all exit; repeated. Returns tasks created and torn down per second.
 pub fn pools(
     space: &dyn CidAllocator,
@@ -107,40 +108,21 @@ pub fn pools(
     Ok(created as f64 / elapsed.as_secs_f64())
 }
 
-extern "C" fn thread_body(_: *mut libc::c_void) -> *mut libc::c_void {
-    core::ptr::null_mut()
-}
-
 /// The same shape with real threads: `pools` threads each create `threads` pthreads (which
 /// return at once) and join them, repeatedly. Returns threads per second.
 pub fn kernel_pools(pools: usize, threads: usize, duration: Duration) -> Result<f64, String> {
     let failed = AtomicBool::new(false);
     let (elapsed, created) = timed(pools, duration, &|_, stop| {
         let mut created = 0;
-        let mut handles: Vec<libc::pthread_t> = Vec::with_capacity(threads);
+        let mut handles = Vec::with_capacity(threads);
         while !stop.load(Ordering::Relaxed) {
             for _ in 0..threads {
-                let mut handle: libc::pthread_t = 0;
-                // Default attributes (null); the start routine touches no memory.
-                // SAFETY: `handle` is a live out-parameter, and the other arguments are as above.
-                let rc = unsafe {
-                    libc::pthread_create(
-                        &mut handle,
-                        core::ptr::null(),
-                        thread_body,
-                        core::ptr::null_mut(),
-                    )
-                };
-                if rc == 0 {
-                    handles.push(handle);
-                } else {
-                    failed.store(true, Ordering::Relaxed);
+                match EmptyThread::spawn() {
+                    Some(handle) => handles.push(handle),
+                    None => failed.store(true, Ordering::Relaxed),
                 }
             }
-            for handle in handles.drain(..) {
-                // SAFETY: each handle was created above and is joined once.
-                unsafe { libc::pthread_join(handle, core::ptr::null_mut()) };
-            }
+            handles.drain(..).for_each(EmptyThread::join);
             created += threads as u64;
         }
         created

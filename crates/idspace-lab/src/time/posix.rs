@@ -18,6 +18,7 @@ use idspace::sched::Builder;
 use super::{OURS, POSIX_TIMERS_TABLE, TOKIO};
 use crate::measure::{names, Candidate};
 use crate::model::{Row, Table};
+use crate::sys::timer;
 use crate::Context;
 
 /// The timer counts of the seed's tests.
@@ -117,7 +118,7 @@ fn tokio(n: usize) -> Result<Vec<f64>, String> {
 /// The kernel: `timer_create(CLOCK_MONOTONIC, SIGEV_NONE)` and `timer_settime` (relative),
 /// `n` times, then `timer_delete` of each.
 fn kernel(n: usize) -> Result<Vec<f64>, String> {
-    let limit = crate::timers::kernel::raise_sigpending(n as u64 + 64);
+    let limit = timer::raise_sigpending(n as u64 + 64);
     if limit < n as u64 {
         return Err(format!(
             "RLIMIT_SIGPENDING is {limit}, below the {n} timers (each is charged one)"
@@ -126,50 +127,17 @@ fn kernel(n: usize) -> Result<Vec<f64>, String> {
     let mut ids = Vec::with_capacity(n);
     let start = Instant::now();
     for i in 0..n {
-        let id = kernel_create()?;
-        let value = AHEAD + Duration::from_micros(i as u64);
-        let setting = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: value.as_secs() as libc::time_t,
-                tv_nsec: value.subsec_nanos() as libc::c_long,
-            },
-        };
-        // SAFETY: `setting` is a live itimerspec; the old value pointer is null (not wanted).
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_timer_settime,
-                id as libc::c_long,
-                0 as libc::c_long,
-                &setting as *const libc::itimerspec,
-                std::ptr::null_mut::<libc::itimerspec>(),
-            )
-        };
-        if rc != 0 {
-            return Err(format!(
-                "timer_settime: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
+        let id = timer::create(0).map_err(|e| format!("timer_create: {e}"))?;
+        timer::arm(id, AHEAD + Duration::from_micros(i as u64))
+            .map_err(|e| format!("timer_settime: {e}"))?;
         ids.push(id);
     }
     let arm = start.elapsed();
     let start = Instant::now();
     for id in ids {
-        // SAFETY: a plain syscall with an integer argument; no memory is passed.
-        if unsafe { libc::syscall(libc::SYS_timer_delete, id as libc::c_long) } != 0 {
-            return Err(format!("timer_delete: {}", std::io::Error::last_os_error()));
-        }
+        timer::delete(id).map_err(|e| format!("timer_delete: {e}"))?;
     }
     Ok(per_timer(n, arm, start.elapsed()))
-}
-
-/// One kernel timer (`timer_create(CLOCK_MONOTONIC, SIGEV_NONE)`), its error as text.
-fn kernel_create() -> Result<libc::c_int, String> {
-    crate::timers::kernel::timer_create(0).map_err(|e| format!("timer_create: {e}"))
 }
 
 /// The table: per-timer cost at each N (create and arm, delete, both), and the ratio of the

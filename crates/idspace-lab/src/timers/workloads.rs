@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::kernel::{self, KernelTimers};
 use super::subjects::{Candidate, Kind, Subject};
-use crate::forked::run_forked;
+use crate::sys::forked::run_forked;
 
 /// Two timed phases.
 #[derive(Debug, Clone, Copy)]

@@ -43,7 +43,7 @@ struct Slot<T> {
 }
 
 /// An anonymous shared mapping holding the header and `workers` slots; unmapped on drop.
-struct Shared<T> {
+struct ResultMapping<T> {
     memory: *mut libc::c_void,
     bytes: usize,
     slots_offset: usize,
@@ -51,8 +51,8 @@ struct Shared<T> {
     _slots: std::marker::PhantomData<T>,
 }
 
-impl<T> Shared<T> {
-    fn new(workers: usize) -> Result<Shared<T>, String> {
+impl<T> ResultMapping<T> {
+    fn new(workers: usize) -> Result<ResultMapping<T>, String> {
         let (layout, slots_offset) = std::alloc::Layout::new::<Header>()
             .extend(
                 std::alloc::Layout::array::<Slot<T>>(workers)
@@ -79,7 +79,7 @@ impl<T> Shared<T> {
         if memory == libc::MAP_FAILED {
             return Err(format!("mmap: {}", io::Error::last_os_error()));
         }
-        Ok(Shared {
+        Ok(ResultMapping {
             memory,
             bytes,
             slots_offset,
@@ -111,7 +111,7 @@ impl<T> Shared<T> {
     }
 }
 
-impl<T> Drop for Shared<T> {
+impl<T> Drop for ResultMapping<T> {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly the mapping made in `new`; no reference into it outlives
         // `self` (they all borrow it).
@@ -147,7 +147,7 @@ pub fn run_forked<S, T: Copy>(
     scratch: &mut S,
     work: &dyn Fn(usize, &mut S) -> Option<T>,
 ) -> Result<Vec<Option<T>>, String> {
-    let shared = Shared::<T>::new(workers)?;
+    let shared = ResultMapping::<T>::new(workers)?;
     let header = shared.header();
     let parent = std::process::id();
     let mut children: Vec<Child> = Vec::with_capacity(workers);
@@ -234,7 +234,7 @@ pub fn run_forked<S, T: Copy>(
 /// A child's life: wait for the start, work, wait for the siblings, leave the result, exit.
 /// Never returns.
 fn child_main<S, T: Copy>(
-    shared: &Shared<T>,
+    shared: &ResultMapping<T>,
     index: usize,
     parent: u32,
     scratch: &mut S,
