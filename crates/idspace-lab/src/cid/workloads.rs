@@ -193,6 +193,62 @@ pub enum Shards<'a> {
 
 const BATCH: u64 = 256;
 
+/// Increments `shard` in batches until `stop`; returns the increments.
+fn increment_until(shard: &AtomicU64, stop: &AtomicBool) -> u64 {
+    let mut done = 0;
+    while !stop.load(Ordering::Relaxed) {
+        for _ in 0..BATCH {
+            shard.fetch_add(1, Ordering::Relaxed);
+        }
+        done += BATCH;
+    }
+    done
+}
+
+/// Worker `worker` as a task of `space`: switches in on its slot every batch and increments
+/// the shard of the CID it got, until `stop`; returns the increments.
+fn increment_by_rework_cid(
+    space: &dyn CidAllocator,
+    worker: usize,
+    shards: &[CachePadded<AtomicU64>],
+    stop: &AtomicBool,
+) -> u64 {
+    let all = if space.cpus() >= 64 {
+        u64::MAX
+    } else {
+        (1 << space.cpus()) - 1
+    };
+    let Ok(task) = space.fork(all) else { return 0 };
+    let slot = worker % space.cpus();
+    let mut done = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(Some(cid)) = space.switch(slot, Some(&task)) else {
+            break;
+        };
+        let shard = &shards[cid as usize];
+        for _ in 0..BATCH {
+            shard.fetch_add(1, Ordering::Relaxed);
+        }
+        done += BATCH;
+    }
+    let _ = space.exit(&task);
+    done
+}
+
+/// Increments the shard of the kernel's mm_cid, read at every increment, until `stop`;
+/// returns the increments.
+fn increment_by_mm_cid(shards: &[CachePadded<AtomicU64>], stop: &AtomicBool) -> u64 {
+    let mut done = 0;
+    while !stop.load(Ordering::Relaxed) {
+        for _ in 0..BATCH {
+            let cid = rseq::current_mm_cid().unwrap_or(0) as usize;
+            shards[cid % shards.len()].fetch_add(1, Ordering::Relaxed);
+        }
+        done += BATCH;
+    }
+    done
+}
+
 /// A sharded counter incremented by `threads` threads for `duration`: nanoseconds per
 /// increment (per thread: elapsed × threads ÷ increments) and the bytes the shards take.
 pub fn counter(
@@ -214,57 +270,14 @@ pub fn counter(
     let array: Vec<CachePadded<AtomicU64>> = (0..slots)
         .map(|_| CachePadded::new(AtomicU64::new(0)))
         .collect();
-    let (elapsed, total) = timed(threads, duration, &|worker, stop| {
-        let mut done = 0u64;
-        match shards {
-            Shards::Shared => {
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..BATCH {
-                        shared.fetch_add(1, Ordering::Relaxed);
-                    }
-                    done += BATCH;
-                }
-            }
-            Shards::PerThread => {
-                let shard = per_thread.get_or(|| CachePadded::new(AtomicU64::new(0)));
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..BATCH {
-                        shard.fetch_add(1, Ordering::Relaxed);
-                    }
-                    done += BATCH;
-                }
-            }
-            Shards::Rework(space) => {
-                let all = if space.cpus() >= 64 {
-                    u64::MAX
-                } else {
-                    (1 << space.cpus()) - 1
-                };
-                let Ok(task) = space.fork(all) else { return 0 };
-                let slot = worker % space.cpus();
-                while !stop.load(Ordering::Relaxed) {
-                    let Ok(Some(cid)) = space.switch(slot, Some(&task)) else {
-                        break;
-                    };
-                    let shard = &array[cid as usize];
-                    for _ in 0..BATCH {
-                        shard.fetch_add(1, Ordering::Relaxed);
-                    }
-                    done += BATCH;
-                }
-                let _ = space.exit(&task);
-            }
-            Shards::Kernel => {
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..BATCH {
-                        let cid = rseq::current_mm_cid().unwrap_or(0) as usize;
-                        array[cid % slots].fetch_add(1, Ordering::Relaxed);
-                    }
-                    done += BATCH;
-                }
-            }
-        }
-        done
+    let (elapsed, total) = timed(threads, duration, &|worker, stop| match shards {
+        Shards::Shared => increment_until(&shared, stop),
+        Shards::PerThread => increment_until(
+            per_thread.get_or(|| CachePadded::new(AtomicU64::new(0))),
+            stop,
+        ),
+        Shards::Rework(space) => increment_by_rework_cid(space, worker, &array, stop),
+        Shards::Kernel => increment_by_mm_cid(&array, stop),
     });
     let counted: u64 = match shards {
         Shards::Shared => shared.load(Ordering::Relaxed),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use idspace::cid::{BitmapCids, LazyCids, Rework};
 use idspace::pid::{IdrOnce, PerCpu, ROOT};
-use idspace::process::{CidDesign, PidDesign, ProcessHooks, Processes, TableDesign};
+use idspace::process::{CidDesign, PidDesign, Processes, TableDesign};
 use idspace::sched::{Builder, Exit, Hooks, Policy, TaskId};
 use idspace::table::{Radix, ScaledHash};
 
@@ -94,15 +94,7 @@ fn timed(
 
 /// Ping-pong with each pair a process (its leader and one thread), CIDs from design `C`.
 fn ping_pong_ids<C: CidDesign>(pairs: usize, rounds: u64) -> Result<Duration, String> {
-    let hooks = ProcessHooks::<PerCpu, C, ScaledHash<()>>::for_workers(WORKERS)
-        .map_err(|e| e.to_string())?;
-    hooks.model().fork(ROOT, 0).map_err(|e| e.to_string())?;
-    let runtime = Builder::new()
-        .workers(WORKERS)
-        .policy(Policy::Wakelist)
-        .hooks(Arc::new(hooks))
-        .build()
-        .map_err(|e| e.to_string())?;
+    let runtime = pool::process_runtime::<C>(WORKERS)?;
     let handle = runtime.handle().clone();
     let last = std::cell::Cell::new(0u32);
     timed(ping_pong(pairs, rounds), |task, leader| {

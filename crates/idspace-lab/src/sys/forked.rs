@@ -174,39 +174,7 @@ pub fn run_forked<S, T: Copy>(
 
     let mut started = false;
     while !children.is_empty() {
-        // Reap every child that has exited; the first failure ends the others.
-        let mut position = 0;
-        while position < children.len() {
-            let child = &children[position];
-            let mut status = 0;
-            // SAFETY: `status` is a live int; `child.pid` is our unreaped child.
-            let reaped = unsafe { libc::waitpid(child.pid, &mut status, libc::WNOHANG) };
-            if reaped == 0 {
-                position += 1;
-                continue;
-            }
-            let child = children.swap_remove(position);
-            if reaped < 0 {
-                let error = io::Error::last_os_error();
-                stop(&mut children);
-                return Err(format!(
-                    "waiting for child process {} (pid {}): {error}",
-                    child.index, child.pid
-                ));
-            }
-            if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
-                let siblings = children.len();
-                stop(&mut children);
-                return Err(format!(
-                    "child process {} of {workers} (pid {}) {}; its {siblings} unfinished \
-                     sibling{} were killed",
-                    child.index,
-                    child.pid,
-                    describe(status),
-                    if siblings == 1 { "" } else { "s" }
-                ));
-            }
-        }
+        reap_exited(&mut children, workers)?;
         // Acquire pairs with each child's Release increment of `ready`.
         if !started && header.ready.load(Ordering::Acquire) == workers as u32 {
             // Release pairs with the children's Acquire loads of `go`.
@@ -217,8 +185,49 @@ pub fn run_forked<S, T: Copy>(
             wait_for_an_exit(&children, started);
         }
     }
+    Ok(results(&shared, workers))
+}
 
-    Ok((0..workers)
+/// Reaps every child that has exited; the first that failed ends the others and is the error.
+fn reap_exited(children: &mut Vec<Child>, workers: usize) -> Result<(), String> {
+    let mut position = 0;
+    while position < children.len() {
+        let child = &children[position];
+        let mut status = 0;
+        // SAFETY: `status` is a live int; `child.pid` is our unreaped child.
+        let reaped = unsafe { libc::waitpid(child.pid, &mut status, libc::WNOHANG) };
+        if reaped == 0 {
+            position += 1;
+            continue;
+        }
+        let child = children.swap_remove(position);
+        if reaped < 0 {
+            let error = io::Error::last_os_error();
+            stop(children);
+            return Err(format!(
+                "waiting for child process {} (pid {}): {error}",
+                child.index, child.pid
+            ));
+        }
+        if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+            let siblings = children.len();
+            stop(children);
+            return Err(format!(
+                "child process {} of {workers} (pid {}) {}; its {siblings} unfinished \
+                 sibling{} were killed",
+                child.index,
+                child.pid,
+                describe(status),
+                if siblings == 1 { "" } else { "s" }
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What each child left in its slot, once all have exited.
+fn results<T: Copy>(shared: &ResultMapping<T>, workers: usize) -> Vec<Option<T>> {
+    (0..workers)
         .map(|index| {
             let slot = shared.slot(index)?;
             // Acquire pairs with the child's Release store of `ok`.
@@ -228,7 +237,7 @@ pub fn run_forked<S, T: Copy>(
                 unsafe { (*slot.value.get()).assume_init() }
             })
         })
-        .collect())
+        .collect()
 }
 
 /// A child's life: wait for the start, work, wait for the siblings, leave the result, exit.
