@@ -58,7 +58,7 @@ pub use progress::Progress;
 pub enum Scale {
     /// A few minutes on 2 cores: reduced sizes, 3 repetitions.
     Quick,
-    /// The seeds' sizes where the machine allows, 5 repetitions.
+    /// The kernel benchmarks' sizes where the machine allows, 5 repetitions.
     Full,
 }
 

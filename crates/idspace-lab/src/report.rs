@@ -1,4 +1,4 @@
-//! Renders sections into `report.md`, with tables laid out like the seeds' (quantities as rows,
+//! Renders sections into `report.md`, with tables laid out like the kernel patches' benchmark tables (quantities as rows,
 //! designs as columns).
 
 use std::fmt::Write;

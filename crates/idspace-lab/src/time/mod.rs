@@ -160,13 +160,11 @@ impl Experiment for Time {
         let measurements = vec![
             churn(&plan, churn_points, &goals),
             lateness(&plan, cx.cpus(), &goals),
-            custom(posix::steps(cx), |cx| {
-                let (table, flat) = posix::table(cx);
+            posix::measurement(|flat| {
                 let label = "POSIX timers' cost per timer, 100k ÷ 20k, ours".into();
                 goals
                     .borrow_mut()
                     .push(Goal::at_most(label, flat, 1.3, "x"));
-                table.into()
             }),
             wake_latency(latency_points, cx.cpus(), &timer),
             custom(0, |_| goals_table(goals.take()).into()),

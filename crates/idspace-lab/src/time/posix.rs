@@ -1,5 +1,5 @@
-//! The seed's timer tests through the runtime: one process creates and arms N timers (20k,
-//! 50k, 100k), then deletes them. Our column is `idspace::process`'s POSIX timers on the
+//! The timer tests of the posix-timers hash-table rework (Linux 6.15) through the runtime: one
+//! process creates and arms N timers (20k, 50k, 100k), then deletes them. Our column is `idspace::process`'s POSIX timers on the
 //! runtime's wheel, from a task of the process; tokio's is `tokio::time::sleep` futures armed
 //! (polled once) and dropped; the kernel's is real `timer_create`, `timer_settime` and
 //! `timer_delete` system calls. Every timer is armed an hour ahead (1 µs apart, so that none
@@ -16,12 +16,12 @@ use idspace::process::{Clock, ITimerSpec, Notify, ProcessHooks, TimeSpec, When};
 use idspace::sched::Builder;
 
 use super::{OURS, POSIX_TIMERS_TABLE, TOKIO};
-use crate::measure::{names, Candidate};
-use crate::model::{Row, Table};
+use crate::declare::{Measurement, Sweep};
+use crate::measure::{Candidate, Values};
+use crate::model::Row;
 use crate::sys::timer;
-use crate::Context;
 
-/// The timer counts of the seed's tests.
+/// The timer counts of the rework's tests.
 const SIZES: [usize; 3] = [20_000, 50_000, 100_000];
 
 /// Where every timer's deadline lies: an hour ahead, plus a microsecond per timer.
@@ -141,71 +141,52 @@ fn kernel(n: usize) -> Result<Vec<f64>, String> {
 }
 
 /// The table: per-timer cost at each N (create and arm, delete, both), and the ratio of the
-/// largest N's total cost to the smallest's; with that ratio for our column (the issue's goal).
-pub(super) fn table(cx: &mut Context) -> (Table, Option<f64>) {
-    let columns = [Column::Ours, Column::Tokio, Column::Kernel];
-    let mut rows = Vec::new();
-    let mut totals = Vec::new();
-    for n in SIZES {
-        let result = cx.measure(
-            &columns,
-            &format!("posix timers, {n}"),
-            |column| match column {
-                Column::Ours => ours(n),
-                Column::Tokio => tokio(n),
-                Column::Kernel => kernel(n),
-            },
-        );
-        rows.push(Row::numbers(
-            format!("{n} timers: create and arm, per timer"),
-            result.metric(0).cells().to_vec(),
-            0,
-        ));
-        rows.push(Row::numbers(
-            format!("{n} timers: delete, per timer"),
-            result.metric(1).cells().to_vec(),
-            0,
-        ));
-        rows.push(Row::numbers(
-            format!("{n} timers: total, per timer"),
-            result.metric(2).cells().to_vec(),
-            0,
-        ));
-        totals.push(result.metric(2));
-    }
-    let mut ours = None;
-    if let (Some(small), Some(large)) = (totals.first(), totals.last()) {
-        let flat: Vec<Option<f64>> = large
-            .cells()
-            .iter()
-            .zip(small.cells())
-            .map(|(large, small)| large.zip(*small).map(|(l, s)| l / s))
-            .collect();
-        ours = flat.first().copied().flatten();
-        rows.push(Row::ratios(
-            format!(
-                "cost per timer, {} ÷ {} (goal ≤ 1.3x)",
-                SIZES[SIZES.len() - 1],
-                SIZES[0]
-            ),
-            flat,
-        ));
-    }
-    let table = Table {
-        id: POSIX_TIMERS_TABLE.into(),
-        title: format!(
-            "The seed's timer tests through the runtime: one process creates and arms N timers \
-             (an hour ahead), then deletes them (median of {})",
+/// largest N's total cost to the smallest's; that ratio for our column is the flatness goal,
+/// which `goal` receives.
+pub(super) fn measurement<'a>(goal: impl FnOnce(Option<f64>) + 'a) -> Box<dyn Measurement + 'a> {
+    let columns = vec![Column::Ours, Column::Tokio, Column::Kernel];
+    Sweep::new(
+        columns,
+        SIZES.to_vec(),
+        |n| format!("posix timers, {n}"),
+        |column, &n| match column {
+            Column::Ours => ours(n),
+            Column::Tokio => tokio(n),
+            Column::Kernel => kernel(n),
+        },
+    )
+    .tables(move |swept, cx| {
+        let mut rows = Vec::new();
+        for (n, result) in &swept.results {
+            for (metric, what) in ["create and arm", "delete", "total"]
+                .into_iter()
+                .enumerate()
+            {
+                let label = format!("{n} timers: {what}, per timer");
+                rows.push(Row::numbers(label, result.metric(metric), 0));
+            }
+        }
+        let totals: Vec<Values> = swept.values(2).map(|(_, v)| v).collect();
+        let mut ours = None;
+        if let (Some(small), Some(large)) = (totals.first(), totals.last()) {
+            let flat: Vec<Option<f64>> = large
+                .cells()
+                .iter()
+                .zip(small.cells())
+                .map(|(large, small)| large.zip(*small).map(|(l, s)| l / s))
+                .collect();
+            ours = flat.first().copied().flatten();
+            let (largest, smallest) = (SIZES[SIZES.len() - 1], SIZES[0]);
+            let label = format!("cost per timer, {largest} ÷ {smallest} (goal ≤ 1.3x)");
+            rows.push(Row::ratios(label, flat));
+        }
+        goal(ours);
+        let title = format!(
+            "The posix-timers hash-table rework's timer tests (Linux 6.15) through the runtime: \
+             one process creates and arms N timers (an hour ahead), then deletes them (median of \
+             {})",
             cx.repetitions()
-        ),
-        unit: "ns".into(),
-        columns: names(&columns),
-        rows,
-    };
-    (table, ours)
-}
-
-/// How many progress steps [`table`] takes.
-pub(super) fn steps(cx: &Context) -> usize {
-    SIZES.len() * 3 * cx.repetitions()
+        );
+        swept.table(POSIX_TIMERS_TABLE, title, "ns", rows).into()
+    })
 }

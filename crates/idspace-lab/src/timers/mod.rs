@@ -419,7 +419,7 @@ mod tests {
     use crate::measure::names;
 
     #[test]
-    fn quick_plan_sizes_match_the_seed_and_fit_the_limit() {
+    fn quick_plan_sizes_match_the_rework_tests_and_fit_the_limit() {
         let plan = Plan::new(Scale::Quick);
         assert_eq!(plan.sizes, vec![20_000, 50_000, 100_000]);
         assert!(

@@ -1,4 +1,5 @@
-//! Experiment `wake`: remote wakeups (seed 002). Ping-pong, hackbench-style messaging and
+//! Experiment `wake`: remote wakeups, after the wakelist patch ("sched: Remove the limitation
+//! of WF_ON_CPU on wakelist if wakee cpu is idle", Linux 6.0). Ping-pong, hackbench-style messaging and
 //! schbench-style wakeup latency, run on our runtime under each wakeup policy, on tokio's
 //! multi-thread runtime with the same futures, and on the kernel (OS threads and pipes), all in
 //! one run.
@@ -71,7 +72,7 @@ fn remote_name(policy: Policy) -> &'static str {
 }
 
 /// The forced-remote candidates: every wakeup crosses workers (`Placement::Remote`), the path
-/// on which the policies differ and which the seed changed.
+/// on which the policies differ and which the wakelist patch changed.
 fn remote_candidates() -> Vec<Candidate> {
     Policy::ALL
         .into_iter()
@@ -719,10 +720,10 @@ fn intro(cx: &Context, workers: usize) -> Vec<String> {
             cx.scale.name(),
             cx.repetitions()
         ),
-        "**Ping-pong** is `perf bench sched pipe` / UnixBench context1: two tasks pass a token back and forth; 8 pairs at once oversubscribe the CPUs. **Messaging** is hackbench: each group has 20 senders and 20 receivers, and every sender writes `-l` 100-byte messages to every receiver of its group through the receiver's 64 KiB pipe. **Latency** is schbench (old version): each message task sleeps on a timer, stamps the time and wakes its `-t` workers; each worker records the time from the stamp to when it runs, burns 20–30 µs of CPU and reports back. The seed ran `-m 2 -t 8` on 104 CPUs; here 18 tasks share 2 CPUs.".into(),
-        "Our runtime places wakees as the kernel does (`Placement::Kernel`, the default): a task woken by a running task runs next on the waker's worker (the next slot, `WF_SYNC` / tokio's LIFO slot), at most 3 in a row, and not for wakers that fan out (`wake_wide`); idle workers steal half the busiest queue (newidle balance). So in ping-pong most wakeups never leave their worker, and the policies differ only where wakeups still cross. The **forced-remote ping-pong** (`Placement::Remote`) sends every wakeup to another worker, as all wakeups went before the next slot: that is where wakelist and locked are compared (the seed's path).".into(),
+        "**Ping-pong** is `perf bench sched pipe` / UnixBench context1: two tasks pass a token back and forth; 8 pairs at once oversubscribe the CPUs. **Messaging** is hackbench: each group has 20 senders and 20 receivers, and every sender writes `-l` 100-byte messages to every receiver of its group through the receiver's 64 KiB pipe. **Latency** is schbench (old version): each message task sleeps on a timer, stamps the time and wakes its `-t` workers; each worker records the time from the stamp to when it runs, burns 20–30 µs of CPU and reports back. The wakelist patch ran `-m 2 -t 8` on 104 CPUs; here 18 tasks share 2 CPUs.".into(),
+        "Our runtime places wakees as the kernel does (`Placement::Kernel`, the default): a task woken by a running task runs next on the waker's worker (the next slot, `WF_SYNC` / tokio's LIFO slot), at most 3 in a row, and not for wakers that fan out (`wake_wide`); idle workers steal half the busiest queue (newidle balance). So in ping-pong most wakeups never leave their worker, and the policies differ only where wakeups still cross. The **forced-remote ping-pong** (`Placement::Remote`) sends every wakeup to another worker, as all wakeups went before the next slot: that is where wakelist and locked are compared (the path the wakelist patch changed).".into(),
         "**CPU time** is measured around every run with `getrusage(RUSAGE_SELF)`, user plus system time of every thread of the lab process (the runtimes' workers and the kernel workloads' threads are all in it), over the same interval as the run's wall time, and divided by the run's units of work: a round trip of ping-pong, a message of messaging, a worker's wakeup in the latency shapes (which includes the 20–30 µs it burns). It shows what idle polling costs: a worker that spins waiting for work is busy for the machine even when it runs nothing.".into(),
-        "The seed measured +11% on pipe context switching and hackbench 3.25 s → 2.25 s from queueing wakeups on an idle CPU's wakelist. In a user-space runtime the waker's saving is a run-queue lock and its cache line; the notification (a flag for a polling worker, a futex wake for a sleeping one) is the same under every policy.".into(),
+        "The wakelist patch (\"sched: Remove the limitation of WF_ON_CPU on wakelist if wakee cpu is idle\", Linux 6.0) measured +11% on pipe context switching and hackbench 3.25 s → 2.25 s from queueing wakeups on an idle CPU's wakelist. In a user-space runtime the waker's saving is a run-queue lock and its cache line; the notification (a flag for a polling worker, a futex wake for a sleeping one) is the same under every policy.".into(),
     ]
 }
 
