@@ -8,8 +8,9 @@
 //! [`CountingAlloc`], and the `idspace` binary installs it (`idspace bench` needs it), which
 //! means that `idspace replay` runs on it too. Counting is therefore off unless a lab
 //! measurement has switched it on ([`measure`]): [`CountingAlloc`] forwards every call to
-//! [`System`] and counts only while a measurement runs. `replay` never starts one, so each of
-//! its allocations pays one relaxed load of a counter that stays zero, and nothing else.
+//! [`System`](std::alloc::System) and counts only while a measurement runs. `replay` never
+//! starts one, so each of its allocations pays one relaxed load of a counter that stays zero,
+//! and nothing else.
 //!
 //! The alternatives keep the allocator out of `replay` entirely, at a price we did not want to
 //! pay: a second binary for the lab (`cargo run --release -- bench` from the root would no

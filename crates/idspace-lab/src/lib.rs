@@ -3,9 +3,13 @@
 //! `report.md`, `results.json` and SVG plots. The `idspace bench` command is its front end.
 //!
 //! An experiment is an [`Experiment`]: it receives a [`Context`] (the machine, the [`Scale`],
-//! a [`Progress`] display, the notes, and [`Context::measure`], the one way to measure its
-//! candidates) and returns a [`Section`] of tables, plots and notes. Adding an experiment means
-//! adding a module and a line to [`experiments`].
+//! a [`Progress`] display, the notes) and returns a [`Section`] of tables, plots and notes. It
+//! does so by declaring what it measures: its subjects (the columns), the points it varies, a
+//! closure measuring one subject at one point, and how the medians become rows of numbers and
+//! ratios over a named reference column; one runner (the crate's `declare` module) counts the
+//! progress steps, measures (repetitions interleaved, medians) and assembles the section.
+//! Adding an experiment means adding a module and a line to [`experiments`]. Every call into
+//! the C library and the kernel is in the crate's `sys` module, the only one with `unsafe` code.
 //!
 //! Memory figures come from [`alloc::CountingAlloc`], which the binary running the lab installs
 //! as its global allocator.
