@@ -49,10 +49,10 @@ pub fn rseq_read(reads: u32) -> Result<f64, String> {
     Ok(start.elapsed().as_nanos() as f64 / f64::from(reads))
 }
 
-/// tglx's thread create/teardown shape on a CID space: `pools` threads each fork `threads`
-/// tasks; each task runs (is switched in on a CPU, preempting whatever ran there), then is woken
-/// once more on the next CPU (the benchmark's threads wait on a condition variable before they die),
-/// then all exit; repeated. Returns tasks created and torn down per second.
+/// tglx's thread create/teardown shape on a CID space: `pools` threads each fork `threads` tasks;
+/// each task runs (is switched in on a CPU, preempting whatever ran there), then is woken once more
+/// on the next CPU (the benchmark's threads wait on a condition variable before they die), then all
+/// exit; repeated. Returns tasks created and torn down per second.
 pub fn pools(
     space: &dyn CidAllocator,
     pools: usize,

@@ -1,6 +1,7 @@
-//! tglx's thread create/teardown pool (from the MM CID rework, Linux 6.19), through the runtime and on the kernel: `pools`
-//! pool tasks each create `threads` threads; each thread signals its pool and waits until told
-//! to die; the pool then releases them, waits for their ends, and starts again.
+//! tglx's thread create/teardown pool (from the MM CID rework, Linux 6.19), through the runtime and
+//! on the kernel: `pools` pool tasks each create `threads` threads; each thread signals its pool
+//! and waits until told to die; the pool then releases them, waits for their ends, and starts
+//! again.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};

@@ -9,9 +9,9 @@
 //!   sleeping on the runtime's own timers instead of the lab's timer thread, beside the lab's
 //!   timer thread on our runtime and `tokio::time` on tokio's.
 //!
-//! * The posix-timers rework's timer tests through the runtime ([`POSIX_TIMERS_TABLE`], `posix.rs`): one
-//!   process creates and arms N POSIX timers (20k, 50k, 100k), then deletes them, beside
-//!   tokio's sleeps and the kernel's own timers.
+//! * The posix-timers rework's timer tests through the runtime ([`POSIX_TIMERS_TABLE`],
+//!   `posix.rs`): one process creates and arms N POSIX timers (20k, 50k, 100k), then deletes them,
+//!   beside tokio's sleeps and the kernel's own timers.
 
 mod posix;
 mod workloads;
@@ -229,7 +229,12 @@ fn churn<'a>(
         for ((_, label), result) in &swept.results {
             let (rates, bare) = (result.metric(0), result.metric(1));
             let speedup = ratio(rates.get(OURS), rates.get(TOKIO));
-            goals.borrow_mut().push(Goal::at_least(format!("churn, {label}: ours ÷ tokio"), speedup, 1.0, "x"));
+            goals.borrow_mut().push(Goal::at_least(
+                format!("churn, {label}: ours ÷ tokio"),
+                speedup,
+                1.0,
+                "x",
+            ));
             // The wall time a timeout adds to a request, over the bare request.
             let added: Vec<Option<f64>> = rates
                 .cells()
@@ -238,8 +243,14 @@ fn churn<'a>(
                 .map(|(with, without)| Some(1e9 / (*with)? - 1e9 / (*without)?))
                 .collect();
             let bare_label = format!("{label}, no timeouts (the runtimes alone)");
-            ratio_rows.push(Row::ratios(format!("{label}: ÷ {TOKIO}"), rates.over(TOKIO)));
-            ratio_rows.push(Row::ratios(format!("{bare_label}: ÷ {TOKIO}"), bare.over(TOKIO)));
+            ratio_rows.push(Row::ratios(
+                format!("{label}: ÷ {TOKIO}"),
+                rates.over(TOKIO),
+            ));
+            ratio_rows.push(Row::ratios(
+                format!("{bare_label}: ÷ {TOKIO}"),
+                bare.over(TOKIO),
+            ));
             let added_label = format!("{label}: ns of wall time a timeout adds to a request");
             ratio_rows.push(Row::numbers(added_label, added, 0));
             rows.push(Row::numbers(label.clone(), rates, 0));
@@ -247,7 +258,9 @@ fn churn<'a>(
         }
         rows.extend(ratio_rows);
         let title = format!(
-            "Timeout churn: {timeouts} timeouts of 60 s armed and cancelled before they fire, requests per second, higher is better (the same requests without timeouts show the runtimes' own share)"
+            "Timeout churn: {timeouts} timeouts of 60 s armed and cancelled before they fire, \
+             requests per second, higher is better (the same requests without timeouts show the \
+             runtimes' own share)"
         );
         swept.table("churn", title, "requests/s", rows).into()
     })
@@ -262,28 +275,54 @@ fn lateness<'a>(
     let lengths = workloads::sleep_lengths(plan.sleeps);
     let label = format!("{} sleeps of 1–50 ms on {cpus} workers", plan.sleeps);
     let step = format!("lateness, {label}");
-    Sweep::new(vec![Candidate::Ours, Candidate::Tokio], vec![()], move |_| step.clone(), move |c, _| {
-        let late: Arc<Vec<AtomicU64>> = Arc::new((0..lengths.len()).map(|_| AtomicU64::new(0)).collect());
-        match c {
-            Candidate::Ours => workloads::run_ours(cpus, workloads::lateness(Ours, &lengths, &late))?,
-            Candidate::Tokio => workloads::run_tokio(cpus, workloads::lateness(Tokio, &lengths, &late))?,
-        };
-        Ok(percentiles_us(late.iter().map(|l| l.load(Ordering::Relaxed)).collect()))
-    })
+    Sweep::new(
+        vec![Candidate::Ours, Candidate::Tokio],
+        vec![()],
+        move |_| step.clone(),
+        move |c, _| {
+            let late: Arc<Vec<AtomicU64>> =
+                Arc::new((0..lengths.len()).map(|_| AtomicU64::new(0)).collect());
+            match c {
+                Candidate::Ours => {
+                    workloads::run_ours(cpus, workloads::lateness(Ours, &lengths, &late))?
+                }
+                Candidate::Tokio => {
+                    workloads::run_tokio(cpus, workloads::lateness(Tokio, &lengths, &late))?
+                }
+            };
+            Ok(percentiles_us(
+                late.iter().map(|l| l.load(Ordering::Relaxed)).collect(),
+            ))
+        },
+    )
     .tables(move |swept, _| {
         let result = swept.only();
         let metrics: Vec<Values> = (0..PERCENTILES.len()).map(|m| result.metric(m)).collect();
-        let mut rows: Vec<Row> =
-            metrics.iter().zip(&PERCENTILES).map(|(values, &(_, name))| Row::numbers(name, values, 1)).collect();
+        let mut rows: Vec<Row> = metrics
+            .iter()
+            .zip(&PERCENTILES)
+            .map(|(values, &(_, name))| Row::numbers(name, values, 1))
+            .collect();
         rows.push(Row::numbers("max", result.metric(PERCENTILES.len()), 1));
         let p99 = &metrics[2];
         rows.push(Row::ratios(format!("p99 ÷ {TOKIO}"), p99.over(TOKIO)));
         let mut goals = goals.borrow_mut();
-        goals.push(Goal::at_most("lateness p99, ours".into(), p99.get(OURS), 1_000.0, "µs"));
+        goals.push(Goal::at_most(
+            "lateness p99, ours".into(),
+            p99.get(OURS),
+            1_000.0,
+            "µs",
+        ));
         let speedup = ratio(p99.get(OURS), p99.get(TOKIO));
-        goals.push(Goal::at_most("lateness p99: ours ÷ tokio".into(), speedup, 1.0, "x"));
+        goals.push(Goal::at_most(
+            "lateness p99: ours ÷ tokio".into(),
+            speedup,
+            1.0,
+            "x",
+        ));
         let title = format!(
-            "Lateness: {label}, all started together; how late each woke past its deadline, lower is better"
+            "Lateness: {label}, all started together; how late each woke past its deadline, lower \
+             is better"
         );
         let plot = percentile_plot(
             "time-lateness.svg".into(),
@@ -292,7 +331,10 @@ fn lateness<'a>(
             &swept.columns,
             &metrics,
         );
-        Produced { tables: vec![swept.table("lateness", title, "µs", rows)], plots: vec![plot] }
+        Produced {
+            tables: vec![swept.table("lateness", title, "µs", rows)],
+            plots: vec![plot],
+        }
     })
 }
 
@@ -331,16 +373,22 @@ fn wake_latency(
     timer: &Timer,
 ) -> Box<dyn Measurement + '_> {
     let sleepers = vec![Sleeper::OursRuntime, Sleeper::OursLabThread, Sleeper::Tokio];
-    Sweep::new(sleepers, points, |(_, label)| format!("wake latency, {label}"), move |&s, (shape, _)| {
-        wake_latency_run(s, *shape, cpus, timer)
-    })
+    Sweep::new(
+        sleepers,
+        points,
+        |(_, label)| format!("wake latency, {label}"),
+        move |&s, (shape, _)| wake_latency_run(s, *shape, cpus, timer),
+    )
     .tables(|swept, _| {
         let (mut rows, mut ratio_rows, mut plots) = (Vec::new(), Vec::new(), Vec::new());
         for ((shape, label), result) in &swept.results {
             let metrics: Vec<Values> = (0..PERCENTILES.len()).map(|m| result.metric(m)).collect();
             for (values, &(_, name)) in metrics.iter().zip(&PERCENTILES) {
                 if name == "p99" {
-                    for (reference, what) in [(Sleeper::Tokio, "tokio"), (Sleeper::OursLabThread, "lab timer thread")] {
+                    for (reference, what) in [
+                        (Sleeper::Tokio, "tokio"),
+                        (Sleeper::OursLabThread, "lab timer thread"),
+                    ] {
                         let label = format!("{label}, p99: ÷ {what}");
                         ratio_rows.push(Row::ratios(label, values.over(reference.name_str())));
                     }
@@ -348,7 +396,10 @@ fn wake_latency(
                 rows.push(Row::numbers(format!("{label}: {name}"), values, 1));
             }
             plots.push(percentile_plot(
-                format!("time-wake-latency-m{}-t{}.svg", shape.messengers, shape.workers),
+                format!(
+                    "time-wake-latency-m{}-t{}.svg",
+                    shape.messengers, shape.workers
+                ),
                 format!("Wakeup latency on runtime timers, schbench {label}"),
                 "wake-to-run latency (µs)",
                 &swept.columns,
@@ -356,8 +407,13 @@ fn wake_latency(
             ));
         }
         rows.extend(ratio_rows);
-        let title = "The wake experiment's latency workload (schbench shape) with the message tasks sleeping on runtime timers: time from the waker's stamp until the woken task runs, lower is better";
-        Produced { tables: vec![swept.table("wake_latency", title.into(), "µs", rows)], plots }
+        let title = "The wake experiment's latency workload (schbench shape) with the message \
+                     tasks sleeping on runtime timers: time from the waker's stamp until the \
+                     woken task runs, lower is better";
+        Produced {
+            tables: vec![swept.table("wake_latency", title.into(), "µs", rows)],
+            plots,
+        }
     })
 }
 

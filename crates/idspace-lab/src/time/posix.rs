@@ -1,9 +1,10 @@
 //! The timer tests of the posix-timers hash-table rework (Linux 6.15) through the runtime: one
-//! process creates and arms N timers (20k, 50k, 100k), then deletes them. Our column is `idspace::process`'s POSIX timers on the
-//! runtime's wheel, from a task of the process; tokio's is `tokio::time::sleep` futures armed
-//! (polled once) and dropped; the kernel's is real `timer_create`, `timer_settime` and
-//! `timer_delete` system calls. Every timer is armed an hour ahead (1 µs apart, so that none
-//! shares a deadline), so none fires: the figures are the cost of arming and cancelling.
+//! process creates and arms N timers (20k, 50k, 100k), then deletes them. Our column is
+//! `idspace::process`'s POSIX timers on the runtime's wheel, from a task of the process; tokio's is
+//! `tokio::time::sleep` futures armed (polled once) and dropped; the kernel's is real
+//! `timer_create`, `timer_settime` and `timer_delete` system calls. Every timer is armed an hour
+//! ahead (1 µs apart, so that none shares a deadline), so none fires: the figures are the cost of
+//! arming and cancelling.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,8 +1,8 @@
-//! Experiment `wake`: remote wakeups, after the wakelist patch ("sched: Remove the limitation
-//! of WF_ON_CPU on wakelist if wakee cpu is idle", Linux 6.0). Ping-pong, hackbench-style messaging and
-//! schbench-style wakeup latency, run on our runtime under each wakeup policy, on tokio's
-//! multi-thread runtime with the same futures, and on the kernel (OS threads and pipes), all in
-//! one run.
+//! Experiment `wake`: remote wakeups, after the wakelist patch ("sched: Remove the limitation of
+//! WF_ON_CPU on wakelist if wakee cpu is idle", Linux 6.0). Ping-pong, hackbench-style messaging
+//! and schbench-style wakeup latency, run on our runtime under each wakeup policy, on tokio's
+//! multi-thread runtime with the same futures, and on the kernel (OS threads and pipes), all in one
+//! run.
 
 mod kernel;
 pub(crate) mod primitives;
@@ -407,18 +407,23 @@ fn messaging<'a>(
     workers: usize,
     collected: &'a RefCell<Collected>,
 ) -> Box<dyn Measurement + 'a> {
-    Sweep::new(candidates(), points, |p| format!("messaging, {}", p.2), move |c, &(groups, loops, _)| {
-        // Every sender writes `loops` messages to each of its group's 20 receivers.
-        let messages = (groups * 20 * 20 * loops) as u64;
-        timed_run(
-            c,
-            workers,
-            || workloads::messaging(groups, loops),
-            || kernel::messaging(groups, loops),
-            |elapsed| elapsed.as_secs_f64() * 1e3,
-            messages,
-        )
-    })
+    Sweep::new(
+        candidates(),
+        points,
+        |p| format!("messaging, {}", p.2),
+        move |c, &(groups, loops, _)| {
+            // Every sender writes `loops` messages to each of its group's 20 receivers.
+            let messages = (groups * 20 * 20 * loops) as u64;
+            timed_run(
+                c,
+                workers,
+                || workloads::messaging(groups, loops),
+                || kernel::messaging(groups, loops),
+                |elapsed| elapsed.as_secs_f64() * 1e3,
+                messages,
+            )
+        },
+    )
     .tables(move |swept, _| {
         let mut collected = collected.borrow_mut();
         for ((_, _, label), result) in &swept.results {
@@ -426,7 +431,8 @@ fn messaging<'a>(
             collected.add(format!("messaging, {label}"), speed, result, 1, "message");
         }
         let rows = with_reference_ratios(swept, 1, |p| p.2.clone());
-        let title = "Messaging (hackbench shape, 100-byte messages through pipes): total time, lower is better";
+        let title = "Messaging (hackbench shape, 100-byte messages through pipes): total time, \
+                     lower is better";
         swept.table("messaging", title.into(), "ms", rows).into()
     })
 }
