@@ -98,13 +98,13 @@ type Measure<'a, S, P> = Box<dyn FnMut(&S, &P) -> Result<Vec<f64>, String> + 'a>
 /// How a sweep's medians become tables and plots.
 type Tabulate<'a, P> = Box<dyn FnOnce(&Swept<P>, &Context) -> Produced + 'a>;
 
-/// Every subject measured at every point, each run repeated and the medians kept.
+/// Every subject measured at every point, each run repeated and the medians kept; it becomes a
+/// [`Measurement`] once [`Sweep::tables`] says how its results are laid out.
 pub(crate) struct Sweep<'a, S, P> {
     subjects: Vec<S>,
     points: Vec<P>,
     label: Box<dyn Fn(&P) -> String + 'a>,
     measure: Measure<'a, S, P>,
-    tabulate: Tabulate<'a, P>,
 }
 
 impl<'a, S: Candidate + 'a, P: 'a> Sweep<'a, S, P> {
@@ -121,26 +121,22 @@ impl<'a, S: Candidate + 'a, P: 'a> Sweep<'a, S, P> {
             points,
             label: Box::new(label),
             measure: Box::new(measure),
-            tabulate: Box::new(|_, _| Produced::default()),
         }
     }
 
-    /// The sweep with its results laid out by `tabulate`; boxed, ready for a declaration.
+    /// The sweep with its results laid out by `tabulate`, ready for a declaration.
     pub fn tables(
-        mut self,
+        self,
         tabulate: impl FnOnce(&Swept<P>, &Context) -> Produced + 'a,
     ) -> Box<dyn Measurement + 'a> {
-        self.tabulate = Box::new(tabulate);
-        Box::new(self)
-    }
-}
-
-impl<S: Candidate, P> Measurement for Sweep<'_, S, P> {
-    fn steps(&self, repetitions: usize) -> usize {
-        repetitions * self.subjects.len() * self.points.len()
+        Box::new(Tabulated {
+            sweep: self,
+            tabulate: Box::new(tabulate),
+        })
     }
 
-    fn run(mut self: Box<Self>, cx: &mut Context) -> Produced {
+    /// Measures every subject at every point.
+    fn measure(mut self, cx: &mut Context) -> Swept<P> {
         let mut results = Vec::with_capacity(self.points.len());
         for point in self.points {
             let label = (self.label)(&point);
@@ -148,10 +144,26 @@ impl<S: Candidate, P> Measurement for Sweep<'_, S, P> {
             let medians = cx.measure(&self.subjects, &label, |s| measure(s, &point));
             results.push((point, medians));
         }
-        let swept = Swept {
+        Swept {
             columns: names(&self.subjects),
             results,
-        };
+        }
+    }
+}
+
+/// A sweep and how its results are laid out.
+struct Tabulated<'a, S, P> {
+    sweep: Sweep<'a, S, P>,
+    tabulate: Tabulate<'a, P>,
+}
+
+impl<S: Candidate, P> Measurement for Tabulated<'_, S, P> {
+    fn steps(&self, repetitions: usize) -> usize {
+        repetitions * self.sweep.subjects.len() * self.sweep.points.len()
+    }
+
+    fn run(self: Box<Self>, cx: &mut Context) -> Produced {
+        let swept = self.sweep.measure(cx);
         (self.tabulate)(&swept, cx)
     }
 }
