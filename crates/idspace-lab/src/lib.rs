@@ -9,7 +9,8 @@
 //! ratios over a named reference column; one runner (the crate's `declare` module) counts the
 //! progress steps, measures (repetitions interleaved, medians) and assembles the section.
 //! Adding an experiment means adding a module and a line to [`experiments`]. Every call into
-//! the C library and the kernel is in the crate's `sys` module, the only one with `unsafe` code.
+//! the C library and the kernel is in the crate's `sys` module, the only one whose soundness
+//! rests on `SAFETY` arguments rather than on the compiler.
 //!
 //! Memory figures come from [`alloc::CountingAlloc`], which the binary running the lab installs
 //! as its global allocator.

@@ -150,6 +150,8 @@ impl Experiment for Time {
     fn run(&self, cx: &mut Context) -> Result<Section, String> {
         let plan = Plan::new(cx.scale, cx.cpus());
         let goals = RefCell::new(Vec::new());
+        // The lab's timer thread for the latency runs, started up front: until a run arms a
+        // deadline it waits on a condition variable, so the other workloads do not pay for it.
         let timer = Timer::start()?;
         let latency_points = crate::wake::latency_points(&plan.latency, cx);
         let churn_points = plan

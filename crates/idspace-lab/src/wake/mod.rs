@@ -214,6 +214,8 @@ impl Experiment for Wake {
         // Workers of our runtime and of tokio's: one per CPU of the machine.
         let workers = cx.cpus();
         let collected = RefCell::new(Collected::default());
+        // The lab's timer thread for the latency runs, started up front: until a run arms a
+        // deadline it waits on a condition variable, so the other workloads do not pay for it.
         let timer = Timer::start()?;
         let pairs = ping_pong_points(&plan, cx);
         let measurements = vec![
