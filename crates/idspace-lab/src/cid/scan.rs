@@ -1,6 +1,6 @@
-//! Where the lazy design's periodic CID scan runs, and what that adds to switches (seed 003):
-//! the same switches, each timed, with the scan at a tick on the switch path (6.4 to 6.18), in
-//! a worker thread (the seed's `delayed_work`), or never (the reference).
+//! Where the lazy design's periodic CID scan runs, and what that adds to switches (the lazy design
+//! of Linux 6.4–6.18): the same switches, each timed, with the scan at a tick on the switch path
+//! (6.4 to 6.18), in a worker thread (a `delayed_work`), or never (the reference).
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};

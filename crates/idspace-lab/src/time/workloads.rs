@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use idspace::sched::{Policy, Runtime};
 
-/// A task of a workload.
-pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+pub use crate::wake::workloads::Task;
 
 /// A runtime's timer futures: ours (`idspace::sched::time`) or tokio's (`tokio::time`). Every
 /// future is created inside the task that awaits it, where tokio requires its runtime.
@@ -84,13 +83,7 @@ pub fn run_tokio(workers: usize, tasks: Vec<Task>) -> Result<Duration, String> {
         .build()
         .map_err(|e| format!("tokio: {e}"))?;
     let start = Instant::now();
-    let handles: Vec<_> = tasks.into_iter().map(|t| runtime.spawn(t)).collect();
-    runtime.block_on(async {
-        for handle in handles {
-            handle.await.map_err(|e| format!("tokio task: {e}"))?;
-        }
-        Ok::<(), String>(())
-    })?;
+    crate::wake::workloads::tokio_run_all(&runtime, tasks)?;
     Ok(start.elapsed())
 }
 

@@ -73,13 +73,7 @@ impl Runner {
                     .map_err(|e| format!("tokio: {e}"))?;
                 let cpu = CpuClock::start()?;
                 let start = Instant::now();
-                let handles: Vec<_> = tasks.into_iter().map(|t| runtime.spawn(t)).collect();
-                runtime.block_on(async {
-                    for handle in handles {
-                        handle.await.map_err(|e| format!("tokio task: {e}"))?;
-                    }
-                    Ok::<(), String>(())
-                })?;
+                tokio_run_all(&runtime, tasks)?;
                 let elapsed = start.elapsed();
                 Ok(Ran {
                     elapsed,
@@ -89,6 +83,20 @@ impl Runner {
             }
         }
     }
+}
+
+/// Spawns `tasks` on the tokio `runtime` and waits until all have finished.
+pub(crate) fn tokio_run_all(
+    runtime: &tokio::runtime::Runtime,
+    tasks: Vec<Task>,
+) -> Result<(), String> {
+    let handles: Vec<_> = tasks.into_iter().map(|t| runtime.spawn(t)).collect();
+    runtime.block_on(async {
+        for handle in handles {
+            handle.await.map_err(|e| format!("tokio task: {e}"))?;
+        }
+        Ok(())
+    })
 }
 
 /// Ping-pong (`perf bench sched pipe`, UnixBench context1): `pairs` pairs of tasks pass a token
