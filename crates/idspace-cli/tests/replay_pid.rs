@@ -93,6 +93,74 @@ fn sequential_designs_give_the_kernel_ids() {
     }
 }
 
+/// A space whose first allocation fails is left at its start: its next object is ID 1, its
+/// init (the kernel's `alloc_pid` resets the cursor of a namespace with no PID yet). The root is
+/// full (IDs 1..300 under a `pid_max` of 301) when space 1's first allocation is tried.
+#[test]
+fn a_failed_first_allocation_leaves_the_space_at_its_start() {
+    let script = "{\"op\":\"pid_max\",\"ns\":0,\"max\":301}\n".to_string()
+        + &"{\"op\":\"alloc\",\"ns\":0}\n".repeat(300)
+        + "{\"op\":\"ns_new\",\"parent\":0}\n\
+           {\"op\":\"alloc\",\"ns\":1}\n\
+           {\"op\":\"free\",\"ns\":0,\"id\":300}\n\
+           {\"op\":\"alloc\",\"ns\":1}\n\
+           {\"op\":\"alloc\",\"ns\":1,\"set_tid\":[2]}\n";
+    for design in ["idr-relock", "idr-once", "bitmap-hash", "percpu"] {
+        let (answers, status) = replay(design, &script);
+        assert_eq!(answers.len(), 306, "{design}");
+        assert_eq!(answers[300], json!({"ids": [300]}), "{design}");
+        let tail = [
+            json!({"ns": 1}),
+            json!({"error": "full"}),
+            json!({"ok": true}),
+            json!({"ids": [1, 300]}),
+            // The space has its init, so an exact ID other than 1 may be asked for; the root
+            // is full again.
+            json!({"error": "full"}),
+        ];
+        assert_eq!(answers[301..], tail, "{design}");
+        assert_eq!(status, 0, "{design}");
+    }
+}
+
+/// Only the target space is reset: the cursors the failed allocation moved at the outer levels
+/// stay moved, and a space that holds an object keeps its cursor.
+#[test]
+fn the_reset_is_the_target_space_s_alone() {
+    let script = "{\"op\":\"pid_max\",\"ns\":0,\"max\":303}\n\
+                  {\"op\":\"ns_new\",\"parent\":0}\n\
+                  {\"op\":\"alloc\",\"ns\":1}\n"
+        .to_string()
+        + &"{\"op\":\"alloc\",\"ns\":0}\n".repeat(301)
+        + "{\"op\":\"ns_new\",\"parent\":0}\n\
+           {\"op\":\"ns_new\",\"parent\":2}\n\
+           {\"op\":\"alloc\",\"ns\":3}\n\
+           {\"op\":\"alloc\",\"ns\":1}\n\
+           {\"op\":\"free\",\"ns\":0,\"id\":301}\n\
+           {\"op\":\"free\",\"ns\":0,\"id\":302}\n\
+           {\"op\":\"alloc\",\"ns\":3}\n\
+           {\"op\":\"alloc\",\"ns\":1}\n";
+    for design in ["idr-relock", "idr-once", "bitmap-hash"] {
+        let (answers, status) = replay(design, &script);
+        assert_eq!(answers[2], json!({"ids": [1, 1]}), "{design}");
+        assert_eq!(answers[303], json!({"ids": [302]}), "{design}");
+        let tail = [
+            json!({"ns": 2}),
+            json!({"ns": 3}),
+            json!({"error": "full"}),
+            json!({"error": "full"}),
+            json!({"ok": true}),
+            json!({"ok": true}),
+            // Space 3 starts again at 1; space 2 goes on from the 2 the failure took.
+            json!({"ids": [1, 2, 301]}),
+            // Space 1 holds its init: its cursor went past the 2 its failure took.
+            json!({"ids": [3, 302]}),
+        ];
+        assert_eq!(answers[304..], tail, "{design}");
+        assert_eq!(status, 0, "{design}");
+    }
+}
+
 #[test]
 fn bad_lines_are_answered_and_processing_goes_on() {
     let input = "{\"op\":\"alloc\"}\n\

@@ -182,12 +182,112 @@ fn failures_at_an_outer_level_release_inner_ids() {
             "{name}"
         );
         d.free(ROOT, 300, 0).unwrap();
-        // The child's cursor moved past 1 twice and stays moved: its first object gets 3.
+        // The child holds no object, so each failure put its cursor back at the start: its
+        // first object is its init.
         assert_eq!(
             d.alloc(child, &[], 0).unwrap().ids(),
-            vec![3, 300],
+            vec![1, 300],
             "{name}"
         );
+    });
+}
+
+/// A space whose first allocation fails is left at its start (`alloc_pid` resets the cursor
+/// of a namespace with no PID allocated yet): its next object takes ID 1 and becomes its
+/// init, whichever worker slot allocates it.
+#[test]
+fn a_failed_first_allocation_leaves_the_space_at_its_start() {
+    each(|d, name| {
+        d.set_pid_max(ROOT, 301).unwrap();
+        for _ in 1..301 {
+            d.alloc(ROOT, &[], 0).unwrap();
+        }
+        let child = d.new_ns(ROOT).unwrap();
+        assert_eq!(
+            d.alloc(child, &[], 1).unwrap_err(),
+            PidError::Full,
+            "{name}"
+        );
+        d.free(ROOT, 300, 2).unwrap();
+        let init = d.alloc(child, &[], 3).unwrap();
+        assert_eq!(init.ids(), vec![1, 300], "{name}");
+        // It is the space's init: exact IDs other than 1 are accepted now, and freeing it
+        // ends the space.
+        d.free(ROOT, 300, 0).unwrap();
+        assert_eq!(
+            d.alloc(child, &[], 0).unwrap_err(),
+            PidError::NamespaceDead,
+            "{name}"
+        );
+    });
+}
+
+/// The reset is the target space's alone: the outer levels' cursors, moved by the failed
+/// allocation, stay moved, as they do in the kernel.
+#[test]
+fn only_the_target_space_is_reset() {
+    sequential(|d, name| {
+        d.set_pid_max(ROOT, 303).unwrap();
+        for _ in 1..303 {
+            d.alloc(ROOT, &[], 0).unwrap();
+        }
+        let middle = d.new_ns(ROOT).unwrap();
+        let inner = d.new_ns(middle).unwrap();
+        // Takes 1 in `inner` and 1 in `middle`, then finds the root full.
+        assert_eq!(
+            d.alloc(inner, &[], 0).unwrap_err(),
+            PidError::Full,
+            "{name}"
+        );
+        d.free(ROOT, 301, 0).unwrap();
+        d.free(ROOT, 302, 0).unwrap();
+        assert_eq!(
+            d.alloc(inner, &[], 0).unwrap().ids(),
+            vec![1, 2, 301],
+            "{name}: the middle level's cursor stayed moved"
+        );
+        assert_eq!(
+            d.alloc(middle, &[], 0).unwrap().ids(),
+            vec![3, 302],
+            "{name}"
+        );
+    });
+}
+
+/// Every failure of an allocation into a space without an object resets it, one that moved no
+/// cursor (an invalid `set_tid`) included; a space that holds an object keeps its cursor.
+#[test]
+fn the_reset_needs_a_live_space_without_objects() {
+    sequential(|d, name| {
+        d.set_pid_max(ROOT, 303).unwrap();
+        let kept = d.new_ns(ROOT).unwrap();
+        assert_eq!(d.alloc(kept, &[], 0).unwrap().ids(), vec![1, 1], "{name}");
+        for _ in 2..303 {
+            d.alloc(ROOT, &[], 0).unwrap();
+        }
+        let middle = d.new_ns(ROOT).unwrap();
+        let inner = d.new_ns(middle).unwrap();
+        assert_eq!(
+            d.alloc(inner, &[], 0).unwrap_err(),
+            PidError::Full,
+            "{name}"
+        );
+        // `middle`'s cursor is at 2 now; a refused exact ID puts it back at the start.
+        assert_eq!(
+            d.alloc(middle, &[7], 0).unwrap_err(),
+            PidError::Invalid,
+            "{name}"
+        );
+        // `kept` holds its init: its failure leaves its cursor past the 2 it took.
+        assert_eq!(d.alloc(kept, &[], 0).unwrap_err(), PidError::Full, "{name}");
+        d.free(ROOT, 301, 0).unwrap();
+        d.free(ROOT, 302, 0).unwrap();
+        assert_eq!(
+            d.alloc(middle, &[], 0).unwrap().ids(),
+            vec![1, 301],
+            "{name}"
+        );
+        assert_eq!(d.alloc(kept, &[], 0).unwrap().ids(), vec![3, 302], "{name}");
     });
 }
 

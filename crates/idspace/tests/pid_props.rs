@@ -1,7 +1,9 @@
 //! Model-based property test of the PID designs against the reference model of the kernel's
 //! semantics: the sequential designs must match it ID for ID and error for error; `PerCpu`
-//! must give valid, unique IDs and exactly the model's errors (the model adopts its IDs).
-//! Spaces are small (`pid_max` down to 301) so that wrap, the 300 floor and `Full` happen.
+//! must give valid, unique IDs, the `set_tid` it was asked for, ID 1 to a space's first object,
+//! and exactly the model's errors (the model adopts its IDs). Spaces are small (`pid_max` down
+//! to 301, and `Fill` fills a space to its end) so that wrap, the 300 floor, `Full` and failed
+//! first allocations happen; `KillInit` makes dead spaces, which allocations keep targeting.
 
 #![cfg(not(loom))]
 
@@ -9,7 +11,7 @@ mod common;
 mod pid_model;
 
 use common::pid_designs;
-use idspace::pid::PidError;
+use idspace::pid::PidAllocator;
 use pid_model::Model;
 use proptest::prelude::*;
 
@@ -18,6 +20,10 @@ enum Op {
     NewNs(usize),
     PidMax(usize, u32),
     Alloc(usize, Vec<u32>, usize),
+    /// Lower a space's `pid_max` to the least and allocate in it until an allocation fails.
+    Fill(usize, usize),
+    /// Free a space's ID 1 (its init) if it is taken: the space dies.
+    KillInit(usize, usize),
     Free(usize, u32, usize),
     FreeLive(usize, usize),
     Lookup(usize, u32),
@@ -26,6 +32,7 @@ enum Op {
 fn id() -> impl Strategy<Value = u32> {
     prop_oneof![
         3 => 0..12u32,
+        2 => 1..4u32,
         2 => 295..310u32,
         1 => prop_oneof![Just(32767u32), Just(32768), Just(40000)],
     ]
@@ -33,15 +40,32 @@ fn id() -> impl Strategy<Value = u32> {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        2 => (0..8usize).prop_map(Op::NewNs),
+        3 => (0..8usize).prop_map(Op::NewNs),
         2 => (0..8usize, prop_oneof![Just(301u32), Just(302), Just(320), Just(600), Just(32768), Just(300), Just(5_000_000)])
             .prop_map(|(ns, max)| Op::PidMax(ns, max)),
-        10 => (0..8usize, proptest::collection::vec(id(), 0..3), 0..4usize)
+        10 => (0..8usize, proptest::collection::vec(id(), 0..4), 0..4usize)
             .prop_map(|(ns, tid, cpu)| Op::Alloc(ns, tid, cpu)),
+        1 => (0..8usize, 0..4usize).prop_map(|(ns, cpu)| Op::Fill(ns, cpu)),
+        1 => (0..8usize, 0..4usize).prop_map(|(ns, cpu)| Op::KillInit(ns, cpu)),
         3 => (0..8usize, id(), 0..4usize).prop_map(|(ns, id, cpu)| Op::Free(ns, id, cpu)),
         4 => (0..64usize, 0..4usize).prop_map(|(pick, cpu)| Op::FreeLive(pick, cpu)),
         2 => (0..8usize, id()).prop_map(|(ns, id)| Op::Lookup(ns, id)),
     ]
+}
+
+/// One allocation on the design and the model, compared; whether it succeeded.
+fn alloc_both(
+    design: &dyn PidAllocator,
+    model: &mut Model,
+    ns: u32,
+    set_tid: &[u32],
+    cpu: usize,
+    at: &str,
+) -> bool {
+    let got = design.alloc(ns, set_tid, cpu).map(|pid| pid.ids());
+    let want = model.alloc(ns, set_tid, got.as_ref().ok().map(Vec::as_slice));
+    assert_eq!(got, want, "{at}");
+    got.is_ok()
 }
 
 fn check(ops: &[Op]) {
@@ -68,9 +92,25 @@ fn check(ops: &[Op]) {
                 }
                 Op::Alloc(ns, set_tid, cpu) => {
                     let ns = ns_of(*ns, &model);
-                    let got = design.alloc(ns, set_tid, *cpu).map(|pid| pid.ids());
-                    let want = model.alloc(ns, set_tid, got.as_ref().ok().map(Vec::as_slice));
-                    assert_eq!(got, want, "{at}");
+                    alloc_both(design.as_ref(), &mut model, ns, set_tid, *cpu, &at);
+                }
+                Op::Fill(ns, cpu) => {
+                    let ns = ns_of(*ns, &model);
+                    let max = idspace::pid::PID_MAX_MIN;
+                    assert_eq!(
+                        design.set_pid_max(ns, max),
+                        model.set_pid_max(ns, max),
+                        "{at}"
+                    );
+                    for _ in 0..max {
+                        if !alloc_both(design.as_ref(), &mut model, ns, &[], *cpu, &at) {
+                            break;
+                        }
+                    }
+                }
+                Op::KillInit(ns, cpu) => {
+                    let ns = ns_of(*ns, &model);
+                    assert_eq!(design.free(ns, 1, *cpu), model.free(ns, 1), "{at}");
                 }
                 Op::Free(ns, id, cpu) => {
                     let ns = ns_of(*ns, &model);
@@ -105,7 +145,6 @@ fn check(ops: &[Op]) {
                 );
             }
         }
-        let _ = PidError::Full;
     }
 }
 
@@ -155,5 +194,37 @@ fn deep_chains_and_outer_failures_match_the_model() {
     ops.push(Op::Lookup(32, 3));
     ops.push(Op::FreeLive(5, 3));
     ops.push(Op::Alloc(32, vec![], 0));
+    check(&ops);
+}
+
+/// Failed first allocations, deterministic: a full root, then spaces whose first allocations
+/// fail (at the root, or on an exact ID refused before any cursor moved), one and two levels
+/// deep, their first objects, their deaths, and allocations into them once dead.
+#[test]
+fn failed_first_allocations_match_the_model() {
+    let ops = vec![
+        Op::Fill(0, 0),
+        Op::NewNs(0),
+        Op::NewNs(1),
+        Op::Alloc(2, vec![], 1),
+        Op::Alloc(1, vec![5], 2),
+        Op::Alloc(1, vec![], 3),
+        Op::Alloc(2, vec![1, 1], 0),
+        Op::Free(0, 300, 0),
+        Op::Alloc(2, vec![], 1),
+        Op::Alloc(1, vec![], 2),
+        Op::Lookup(1, 1),
+        Op::NewNs(2),
+        Op::Alloc(3, vec![], 3),
+        Op::KillInit(2, 0),
+        Op::Alloc(2, vec![], 1),
+        Op::Alloc(1, vec![], 2),
+        Op::Alloc(3, vec![1], 2),
+        Op::NewNs(1),
+        Op::Fill(4, 1),
+        Op::FreeLive(3, 0),
+        Op::Alloc(4, vec![], 3),
+        Op::Fill(0, 2),
+    ];
     check(&ops);
 }

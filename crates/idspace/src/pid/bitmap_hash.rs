@@ -50,6 +50,11 @@ impl IdSpace for Bitmap {
             *word &= !(1 << (id % 64));
         }
     }
+    /// Reservations are made and published (or released) in one hold of the allocation lock,
+    /// so a holder of the lock sees only the bits of published objects.
+    fn holds_objects(&self) -> bool {
+        !self.is_empty()
+    }
 }
 
 impl Bitmap {
@@ -145,7 +150,7 @@ impl PidAllocator for BitmapHash {
             let mut taken = Taken::new();
             for index in 0..chain.len() {
                 if let Err(error) = spaces.alloc_at(&chain, index, set_tid, &mut taken) {
-                    spaces.release(&taken);
+                    spaces.fail(ns, &taken);
                     return Err(error);
                 }
             }

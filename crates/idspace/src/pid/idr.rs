@@ -14,6 +14,19 @@ use crate::util::radix::RadixTree;
 #[derive(Default)]
 pub(crate) struct Idr {
     tree: RadixTree<Option<Pid>>,
+    /// Entries reserved and not published yet (`None`): the tree's other entries are the
+    /// objects the kernel counts in `pid_allocated`.
+    reserved: usize,
+}
+
+impl Idr {
+    /// Publishes `pid` at `id`, which this allocation reserved (`idr_replace`).
+    fn publish(&mut self, id: u32, pid: &Pid) {
+        if let Some(slot) = self.tree.get_mut(u64::from(id)) {
+            *slot = Some(pid.clone());
+            self.reserved -= 1;
+        }
+    }
 }
 
 impl IdSpace for Idr {
@@ -29,9 +42,16 @@ impl IdSpace for Idr {
     fn reserve(&mut self, id: u32) {
         // The caller checked that `id` is free.
         let _ = self.tree.insert(u64::from(id), None);
+        self.reserved += 1;
     }
+    /// Only reservations are released this way; a free removes a published object.
     fn release(&mut self, id: u32) {
-        self.tree.remove(u64::from(id));
+        if self.tree.remove(u64::from(id)).is_some() {
+            self.reserved -= 1;
+        }
+    }
+    fn holds_objects(&self) -> bool {
+        self.tree.len() > self.reserved
     }
 }
 
@@ -60,7 +80,7 @@ impl IdrAllocator {
                 spaces = write(&self.spaces);
             }
             if let Err(error) = spaces.alloc_at(&chain, index, set_tid, &mut taken) {
-                spaces.release(&taken);
+                spaces.fail(ns, &taken);
                 return Err(error);
             }
         }
@@ -72,9 +92,7 @@ impl IdrAllocator {
         spaces.finish(&taken)?;
         let pid = Pid::new(&taken);
         for &(ns, id) in &taken {
-            if let Some(slot) = spaces.at(ns).ids.tree.get_mut(u64::from(id)) {
-                *slot = Some(pid.clone());
-            }
+            spaces.at(ns).ids.publish(id, &pid);
         }
         Ok(pid)
     }

@@ -17,6 +17,18 @@ pub(crate) struct SpaceCore {
     pub(crate) dead: bool,
 }
 
+impl SpaceCore {
+    /// The last step of a failed allocation into this space, after its IDs were released
+    /// (`alloc_pid`'s `out_free`): a space that is alive and holds no object (the kernel's
+    /// `pid_allocated == PIDNS_ADDING`) gets its cursor back at 0, so that its next object
+    /// takes ID 1 and becomes its init. Every other cursor stays where the allocation moved it.
+    pub(crate) fn after_failed_alloc(&mut self, holds_objects: bool) {
+        if !self.dead && !holds_objects {
+            self.cursor = 0;
+        }
+    }
+}
+
 impl Default for SpaceCore {
     fn default() -> Self {
         SpaceCore {
@@ -37,6 +49,9 @@ pub(crate) trait IdSpace {
     fn reserve(&mut self, id: u32);
     /// Marks `id` free again.
     fn release(&mut self, id: u32);
+    /// Whether a published object has an ID here (the kernel's `pid_allocated` count is not
+    /// 0); IDs reserved by an allocation still in flight do not count.
+    fn holds_objects(&self) -> bool;
 }
 
 /// Chooses and reserves the ID at one level, as `alloc_pid` does: `exact` is this level's

@@ -454,6 +454,24 @@ impl PerCpu {
         }
     }
 
+    /// Undoes the fast path's bumps (`taken`, one ID per level of `chain` so far) when an outer
+    /// level has no range left: the IDs were never published, so each range's bump cursor
+    /// goes back to them and the rare path, which allocates once more, hands out the same
+    /// ones. Otherwise the retry would move the inner levels twice: a new space's init would
+    /// get 2 instead of 1.
+    fn unbump(&self, state: &mut CpuRanges, taken: &Taken, chain: &[(NsId, &Space)]) {
+        for (&(ns, id), &(_, space)) in taken.iter().zip(chain) {
+            self.release_one(state, ns, id, space);
+            // Bumped just now under the lock we hold, in the CPU's current range of `ns`,
+            // which `release_one` keeps.
+            if let Some(range) = state.ranges.get_mut(&(ns, id / RANGE)) {
+                if range.next == id + 1 {
+                    range.next = id;
+                }
+            }
+        }
+    }
+
     /// Frees `id` in range `id / RANGE` of `ns`, held in `state`, and gives the range back
     /// to its space if it is empty and not the CPU's current range.
     fn release_one(&self, state: &mut CpuRanges, ns: NsId, id: u32, space: &Space) {
@@ -573,6 +591,7 @@ impl PerCpu {
                     for (level, (&(ns, id), &holder)) in taken.iter().zip(&holders).enumerate() {
                         self.release_one(states[holder], ns, id, chain[level].1);
                     }
+                    self.restart_if_unused(&mut states, chain[0].0, chain[0].1);
                     return Err(error);
                 }
             }
@@ -589,6 +608,43 @@ impl PerCpu {
             Self::publish_one(states[holder], ns, id, chain[level].1, &pid);
         }
         Ok(pid)
+    }
+
+    /// The end of an allocation into `ns` that failed at some level (the kernel's reset of a
+    /// space with no object yet): if `ns` is alive and holds no ID, its next object must take
+    /// ID 1 and become its init. Every CPU gives its ranges of `ns` (none with a live ID) back
+    /// and carving starts again at range 0, whose first ID is 1. The other levels' ranges stay
+    /// as the allocation left them. The caller holds every CPU's lock (`states`), so no
+    /// allocation is between taking an ID and publishing it: the ranges' counts are every ID
+    /// the space holds.
+    fn restart_if_unused(&self, states: &mut [&mut CpuRanges], ns: NsId, space: &Space) {
+        // Acquire pairs with the Release store in `free`.
+        if space.dead.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        let holds_ids = states.iter().any(|state| {
+            state
+                .ranges
+                .iter()
+                .any(|(&(range_ns, _), range)| range_ns == ns && range.live != 0)
+        });
+        if holds_ids {
+            return;
+        }
+        for (cpu, state) in states.iter_mut().enumerate() {
+            let held: Vec<u32> = state
+                .ranges
+                .keys()
+                .filter(|&&(range_ns, _)| range_ns == ns)
+                .map(|&(_, index)| index)
+                .collect();
+            for index in held {
+                state.ranges.remove(&(ns, index));
+                self.give_back(state, cpu, index, space);
+            }
+            state.current.remove(&ns);
+        }
+        write(&space.directory).cursor = 0;
     }
 
     /// Locks the CPU holding range `index` of `ns`, once the directory and the CPU agree.
@@ -743,9 +799,7 @@ impl PidAllocator for PerCpu {
                 Some(id) => taken.push((level_ns, id)),
                 None => {
                     // No range left to carve: undo, and take the rare path.
-                    for (level, &(ns, id)) in taken.iter().enumerate() {
-                        self.release_one(state, ns, id, chain[level].1);
-                    }
+                    self.unbump(state, &taken, &chain);
                     drop(guard);
                     return self.alloc_slow(&chain, set_tid, cpu);
                 }

@@ -149,10 +149,19 @@ impl<S: IdSpace + Default> Spaces<S> {
         Ok(())
     }
 
-    /// Releases what a failed allocation reserved.
-    pub(crate) fn release(&mut self, taken: &Taken) {
+    /// The failure path of an allocation into `target` (`alloc_pid`'s `out_free`): releases
+    /// what it reserved, then resets the target's cursor if the target is alive and holds no
+    /// object (see [`SpaceCore::after_failed_alloc`]). The cursors the allocation moved stay
+    /// moved otherwise.
+    pub(crate) fn fail(&mut self, target: NsId, taken: &Taken) {
         for &(ns, id) in taken {
             self.at(ns).ids.release(id);
+        }
+        // A design that drops its lock between levels (`IdrRelock`) may find the target freed
+        // before it reserved anything there: nothing is left to reset.
+        if let Some(space) = self.live.get_mut(&target) {
+            let holds_objects = space.ids.holds_objects();
+            space.core.after_failed_alloc(holds_objects);
         }
     }
 
@@ -161,7 +170,7 @@ impl<S: IdSpace + Default> Spaces<S> {
     pub(crate) fn finish(&mut self, taken: &Taken) -> Result<(), PidError> {
         let target = taken[0].0;
         if self.at(target).core.dead {
-            self.release(taken);
+            self.fail(target, taken);
             return Err(PidError::NamespaceDead);
         }
         for &(ns, id) in taken {

@@ -20,7 +20,9 @@ pub struct Space {
 }
 
 /// The model. In `kernel` mode it chooses IDs as the kernel does; otherwise (for `PerCpu`) it
-/// accepts the ID the design chose if that ID is valid and free, and has no 300 floor.
+/// accepts the ID the design chose if that ID is valid and free, and has no 300 floor, but
+/// requires ID 1 wherever the kernel's cursor is at the start of an empty space (the space's
+/// first object is its init, also after a failed first allocation).
 pub struct Model {
     pub spaces: Vec<Space>,
     pub objects: HashMap<usize, Vec<(u32, u32)>>,
@@ -129,7 +131,7 @@ impl Model {
             } else if Self::first_free(space, 1, space.pid_max).is_none() {
                 Err(PidError::Full)
             } else {
-                match chosen.and_then(|ids| ids.get(level)) {
+                let id = match chosen.and_then(|ids| ids.get(level)) {
                     Some(&id) => {
                         assert!(
                             id >= 1 && id < space.pid_max,
@@ -139,12 +141,21 @@ impl Model {
                             !space.ids.contains_key(&id),
                             "ID {id} handed out twice in space {space_ns}"
                         );
-                        Ok(id)
+                        // Where the kernel's cursor is at the start (a new space, or one reset
+                        // by a failed first allocation), the first object is the init.
+                        assert!(
+                            id == 1 || space.cursor != 0 || !space.ids.is_empty(),
+                            "ID {id} where the kernel gives 1 (the init) in space {space_ns}"
+                        );
+                        id
                     }
                     // The design failed where the model has a free ID: report the model's
                     // view (success) with a placeholder the comparison will reject.
-                    None => Ok(0),
-                }
+                    None => 0,
+                };
+                // The cursor is followed only as far as "at the start or not".
+                space.cursor = id + 1;
+                Ok(id)
             };
             match outcome {
                 Ok(id) => {
@@ -163,6 +174,13 @@ impl Model {
         if let Some(error) = failure {
             for (space_ns, id) in taken {
                 self.spaces[space_ns as usize].ids.remove(&id);
+            }
+            // `alloc_pid`'s `out_free`: a target that is alive and holds no object
+            // (`pid_allocated == PIDNS_ADDING`) gets its cursor back at 0, so its next object
+            // is its init; the cursors moved at the other levels stay moved.
+            let target = &mut self.spaces[ns as usize];
+            if !target.dead && target.ids.is_empty() {
+                target.cursor = 0;
             }
             return Err(error);
         }
