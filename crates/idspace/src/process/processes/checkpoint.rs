@@ -100,17 +100,17 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         image.check()?;
         let targets = timer_targets(image, notify)?;
         let mut state = sync::lock(&self.state);
-        if state.freed.contains_key(&ns) {
-            // Only the leader's allocation is tried: it cannot succeed.
-            let depth = Self::freed_depth(&state, ns);
-            let leader = &image.threads[0].ids;
-            let set_tid = &leader[..leader.len().min(depth)];
-            return Err(self.refuse_freed(&state, ns, set_tid, cpu));
-        }
-        let Some(target) = state.namespaces.get(&ns) else {
-            return Err(ProcessError::UnknownNs);
+        let depth = match state.namespaces.get(&ns) {
+            Some(target) => target.level as usize + 1,
+            None if state.freed.contains_key(&ns) => {
+                // Only the leader's allocation is tried: it cannot succeed.
+                let depth = Self::freed_depth(&state, ns);
+                let leader = &image.threads[0].ids;
+                let set_tid = &leader[..leader.len().min(depth)];
+                return Err(self.refuse_freed(&state, ns, set_tid, cpu));
+            }
+            None => return Err(ProcessError::UnknownNs),
         };
-        let depth = target.level as usize + 1;
         let mut order: Vec<&ThreadImage> = image.threads.iter().skip(1).collect();
         order.sort_by_key(|thread| thread.root());
         order.insert(0, &image.threads[0]);
