@@ -23,11 +23,12 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// nothing else; the living ancestors then take their IDs (moving their cursors, refusing a
     /// taken entry or a full space) before the dead target is seen. An allocation in the
     /// nearest living ancestor with the rest of `set_tid`, given back at once, has exactly
-    /// those effects but one: were it to take a living level's ID 1, freeing it would kill
-    /// that level, which the kernel's failed allocation leaves alive. A level with a freed
-    /// descendant has allocated before, so that needs a level whose first allocation took
-    /// ID 2 or more (a failed first allocation of a namespace below it moves its cursor) and
-    /// whose cursor a failed first allocation of its own then put back at 0.
+    /// those effects, but in one corner: a living ancestor that never had an init (its first
+    /// ID went to a process below it: a failed first allocation of a namespace below it had
+    /// moved its cursor past 1). If that ancestor holds no process, a refusal of the
+    /// allocation puts its cursor back at 0, and once it is at 0 the allocation takes its
+    /// ID 1, and giving that back kills it; the kernel's allocation, refused for the dead
+    /// target, does neither.
     pub(super) fn refuse_freed(
         &self,
         state: &State<C>,
