@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{all_cpus, Exited, Processes, Record, State};
+use super::{all_cpus, Exited, Freed, Processes, Record, State};
 use crate::pid::{NsId, Pid, ROOT};
 use crate::process::design::{CidDesign, PidDesign, TableDesign};
 use crate::process::error::ProcessError;
@@ -20,7 +20,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     pub fn fork(&self, ns: NsId, cpu: usize) -> Result<Arc<Thread<C>>, ProcessError> {
         let mut state = sync::lock(&self.state);
         if state.freed.contains_key(&ns) {
-            return Err(self.refuse_freed(&state, ns, cpu));
+            return Err(self.refuse_freed(&state, ns, &[], cpu));
         }
         let pid = self
             .pids
@@ -190,15 +190,31 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         touched: &mut BTreeSet<NsId>,
         zap: &mut Vec<NsId>,
     ) {
-        let pid = thread.pid();
-        // Freeing by the innermost ID releases every level; the model holds the object, so the
-        // design finds it.
-        let _ = self.pids.free(pid.ns(), pid.ids()[0], cpu);
         state.threads.remove(&thread.tid());
-        for &(ns, id) in pid.levels() {
+        for &(ns, _) in thread.pid().levels() {
             if let Some(space) = state.namespaces.get_mut(&ns) {
                 space.held -= 1;
-                if id == 1 {
+            }
+        }
+        self.free_ids(state, thread.pid(), cpu, touched, zap);
+    }
+
+    /// Frees `pid`'s IDs at every level; notes the namespaces it had an ID in, and marks dead
+    /// (to be zapped) those where that ID was 1.
+    pub(super) fn free_ids(
+        &self,
+        state: &mut State<C>,
+        pid: &Pid,
+        cpu: usize,
+        touched: &mut BTreeSet<NsId>,
+        zap: &mut Vec<NsId>,
+    ) {
+        // Freeing by the innermost ID releases every level; the caller holds the object, so
+        // the design finds it.
+        let _ = self.pids.free(pid.ns(), pid.ids()[0], cpu);
+        for &(ns, id) in pid.levels() {
+            if id == 1 {
+                if let Some(space) = state.namespaces.get_mut(&ns) {
                     space.dead = true;
                     zap.push(ns);
                 }
@@ -239,7 +255,10 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         }
     }
 
-    fn zap_and_free(
+    /// Ends every process with an ID in a namespace of `zap` (those dying, and those that die
+    /// on the way), then frees the namespaces of `touched` left dead and empty, and their
+    /// parents left so.
+    pub(super) fn zap_and_free(
         &self,
         state: &mut State<C>,
         mut zap: Vec<NsId>,
@@ -266,7 +285,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             if ns == ROOT || !space.dead || space.held != 0 || space.children != 0 {
                 continue;
             }
-            let parent = space.parent;
+            let (parent, pid_max) = (space.parent, space.pid_max);
             // Dead, with no IDs and no children in the model, so none in the design either:
             // the design gives the space's memory back; its number answers as dead from now on.
             let freed = self.pids.free_ns(ns);
@@ -277,7 +296,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             );
             state.namespaces.remove(&ns);
             if let Some(parent) = parent {
-                state.freed.insert(ns, parent);
+                state.freed.insert(ns, Freed { parent, pid_max });
             }
             if let Some(parent) = parent {
                 if let Some(up) = state.namespaces.get_mut(&parent) {

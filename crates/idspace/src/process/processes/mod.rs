@@ -20,7 +20,7 @@ use super::error::ProcessError;
 use super::thread::{Process, Thread};
 use super::timers::WheelLink;
 use crate::cid::{CidAllocator, MAX_CPUS};
-use crate::pid::{NsId, PerCpu, ROOT};
+use crate::pid::{NsId, PerCpu, PID_MAX_DEFAULT, ROOT};
 use crate::sync::{self, Arc, Mutex};
 use crate::table::{Owner, ScaledHash};
 
@@ -34,6 +34,18 @@ struct Namespace {
     held: usize,
     /// Its ID 1 was freed: nothing new enters it.
     dead: bool,
+    /// The `pid_max` last set through [`Processes::set_pid_max`]: a freed namespace keeps it
+    /// for the range check of a restore's `set_tid`.
+    pid_max: u32,
+}
+
+/// What the model keeps of a freed namespace: enough for its number to answer as a dead
+/// namespace does.
+#[derive(Debug, Clone, Copy)]
+struct Freed {
+    parent: NsId,
+    /// Its `pid_max`: a restore's `set_tid` entry at its level is still checked against it.
+    pid_max: u32,
 }
 
 /// A live process: every thread whose IDs are held, by root-level TID.
@@ -52,9 +64,9 @@ impl<C> Record<C> {
 
 struct State<C> {
     namespaces: HashMap<NsId, Namespace>,
-    /// Freed namespaces, by number, with their parents: a fork into one answers as into a dead
-    /// namespace, which takes (and gives back) an ID at each living ancestor first.
-    freed: HashMap<NsId, NsId>,
+    /// Freed namespaces, by number, with their parents and `pid_max`: a fork or restore into
+    /// one answers as into a dead namespace, which checks and takes an ID at each level first.
+    freed: HashMap<NsId, Freed>,
     processes: BTreeMap<u32, Record<C>>,
     /// Root-level TID -> root-level PID, for every thread whose IDs are held.
     threads: HashMap<u32, u32>,
@@ -175,8 +187,8 @@ impl<P, C, T> fmt::Debug for Processes<P, C, T> {
     }
 }
 
-/// Bytes the model keeps for each freed namespace: its number and its parent's, so that the
-/// number goes on answering as a dead namespace (see [`Processes::model_bytes`]).
+/// Bytes the model keeps for each freed namespace: its number, its parent's and its `pid_max`,
+/// so that the number goes on answering as a dead namespace (see [`Processes::model_bytes`]).
 ///
 /// # Examples
 ///
@@ -195,7 +207,7 @@ impl<P, C, T> fmt::Debug for Processes<P, C, T> {
 /// assert_eq!(model.model_bytes(), before + FREED_NS_BYTES);
 /// # Ok::<(), idspace::process::ProcessError>(())
 /// ```
-pub const FREED_NS_BYTES: usize = 2 * size_of::<NsId>();
+pub const FREED_NS_BYTES: usize = 2 * size_of::<NsId>() + size_of::<u32>();
 
 /// The affinity that allows every CPU of a space of `cpus` CPUs.
 fn all_cpus(cpus: usize) -> u64 {
@@ -235,6 +247,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
                 children: 0,
                 held: 0,
                 dead: false,
+                pid_max: PID_MAX_DEFAULT,
             },
         );
         Ok(Processes {
@@ -335,9 +348,9 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
 
     /// Bytes of the model's own records: namespaces, processes with their CID spaces, threads
     /// with their IDs, and the TID index. Ended processes hold none; a freed namespace holds
-    /// [`FREED_NS_BYTES`] (its number and its parent's: its number answers as a dead
-    /// namespace for good, and a fork into it moves its living ancestors' cursors as one into
-    /// a dead namespace does).
+    /// [`FREED_NS_BYTES`] (its number, its parent's and its `pid_max`: its number answers as a
+    /// dead namespace for good, and a fork or restore into it checks its `set_tid` and moves
+    /// its living ancestors' cursors as one into a dead namespace does).
     pub fn model_bytes(&self) -> usize {
         let state = sync::lock(&self.state);
         let threads: usize = state
