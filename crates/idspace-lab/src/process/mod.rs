@@ -18,7 +18,7 @@ mod pool;
 
 use crate::declare::{self, Declared, Measurement, Sweep};
 use crate::model::{Row, Section, Table};
-use crate::wake::workloads::{ping_pong, Task};
+use crate::wake::workloads::{ping_pong, BoxedTask};
 use crate::{Context, Experiment, Scale};
 
 /// The experiment.
@@ -77,8 +77,8 @@ impl crate::measure::Candidate for Switch {
 /// Runs `tasks` (pairs) on a runtime built by `builder`, spawning each with `spawn`; returns
 /// the wall time.
 fn timed(
-    tasks: Vec<Task>,
-    spawn: impl Fn(Task, bool) -> Result<Box<dyn FnOnce() -> Result<(), String>>, String>,
+    tasks: Vec<BoxedTask>,
+    spawn: impl Fn(BoxedTask, bool) -> Result<Box<dyn FnOnce() -> Result<(), String>>, String>,
 ) -> Result<Duration, String> {
     let start = Instant::now();
     let joins: Vec<_> = tasks

@@ -138,7 +138,7 @@ fn reciprocals(values: &Values) -> Values {
 fn timed_run(
     candidate: &Candidate,
     workers: usize,
-    tasks: impl Fn() -> Vec<workloads::Task>,
+    tasks: impl Fn() -> Vec<workloads::BoxedTask>,
     kernel: impl Fn() -> Result<Ran, String>,
     metric: impl Fn(Duration) -> f64,
     units: u64,
