@@ -377,7 +377,15 @@ fn restore_both<P: PidDesign, C: CidDesign, T: TableDesign>(
         Err(_) => reference.stand_ins(ns, image),
     };
     let got = got.map(|r| (r.leader.tid(), r.leader.ids()));
-    assert_eq!(got, reference.restore(ns, image, &chosen), "{at}");
+    let want = reference.restore(ns, image, &chosen);
+    if !reference.pids.is_kernel() && got.is_err() && want.is_err() {
+        // `PerCpu`: which IDs a refused restore's earlier threads took (and so which spaces
+        // saw an ID 1, and where cursors went) is the design's choice, which the reference
+        // only guesses (`stand_ins`); a later refusal may then be of another kind. It must be
+        // a refusal all the same, and the state after it is compared from here on.
+        return;
+    }
+    assert_eq!(got, want, "{at}");
     if let Ok((pid, _)) = got {
         for (&tid, ids) in &reference.procs[&pid].threads {
             assert_eq!(
@@ -754,4 +762,33 @@ proptest! {
     fn percpu_lazy_radix_follow_the_reference(ops in proptest::collection::vec(op(), 1..120)) {
         check::<PerCpu, LazyCids, Radix<()>>(&ops, false);
     }
+}
+
+/// A random run's shortest failing sequence: a kept image restored into a namespace without
+/// an init below a dead root, after a refused restore whose IDs the reference could only
+/// guess for `PerCpu` (the exact designs must give the kernel's answer, `invalid`).
+#[test]
+fn restore_into_a_space_without_init_below_a_dead_root() {
+    use Op::*;
+    let ops = [
+        PidMax(6, 0),
+        NsNew(2),
+        NsNew(7),
+        Fill(0),
+        Fork(6),
+        NsNew(6),
+        Exit(58),
+        Fork(2),
+        Exit(1),
+        Keep(1),
+        Fork(3),
+        Exit(0),
+        NsNew(2),
+        NsCycle(6, 0),
+        RestoreKept(0, 8),
+        Fork(2),
+        RestoreKept(0, 8),
+    ];
+    check::<IdrOnce, Rework, ScaledHash<()>>(&ops, true);
+    check::<PerCpu, LazyCids, Radix<()>>(&ops, false);
 }
