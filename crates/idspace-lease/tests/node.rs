@@ -171,7 +171,7 @@ fn named_errors_and_an_idempotent_schema() {
     // A server that is not there.
     let gone = Node::builder("host=/nonexistent-dir port=5432 user=postgres", "x").start();
     assert!(
-        matches!(gone, Err(LeaseError::StoreUnreachable(_))),
+        matches!(gone, Err(LeaseError::Connection(_))),
         "{:?}",
         gone.err()
     );
