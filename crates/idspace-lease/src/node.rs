@@ -87,6 +87,12 @@ impl NodeBuilder {
 
     /// Connects, migrates the schema, takes the first lease and starts the background thread
     /// that prefetches and renews leases.
+    ///
+    /// # Errors
+    /// [`LeaseError::BadUrl`], [`LeaseError::Authentication`] or [`LeaseError::Connection`]
+    /// from connecting (see [`Store::connect`]), [`LeaseError::UnknownSpace`] or
+    /// [`LeaseError::Exhausted`] for the space. Once started, a lost store shows as
+    /// [`LeaseError::StoreUnreachable`] when the leases held run out.
     pub fn start(self) -> Result<Node, LeaseError> {
         Node::start(self)
     }
@@ -613,7 +619,16 @@ fn round(
         Some(store) => Ok(store),
         None => {
             shared.round_trips.fetch_add(2, Ordering::Relaxed);
-            Store::connect_with(config).map(|connected| store.insert(connected))
+            // Once started, a node that cannot connect is one cut off from its store, whatever
+            // the reason: its callers see that when the leases held run out.
+            Store::connect_with(config)
+                .map(|connected| store.insert(connected))
+                .map_err(|error| match error {
+                    LeaseError::Authentication(why) | LeaseError::Connection(why) => {
+                        LeaseError::StoreUnreachable(why)
+                    }
+                    other => other,
+                })
         }
     };
     let replies = match connected {

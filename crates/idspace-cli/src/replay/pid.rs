@@ -89,7 +89,9 @@ impl PidReplay {
             PidDesign::IdrRelock => Box::new(IdrRelock::new()),
             PidDesign::IdrOnce => Box::new(IdrOnce::new()),
             PidDesign::BitmapHash => Box::new(BitmapHash::new()),
-            PidDesign::Percpu => Box::new(PerCpu::new(SLOTS)),
+            PidDesign::Percpu => {
+                Box::new(PerCpu::new(SLOTS).expect("SLOTS is within PerCpu::MAX_CPUS"))
+            }
         };
         PidReplay { pids }
     }

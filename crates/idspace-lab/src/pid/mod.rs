@@ -48,7 +48,7 @@ fn candidates() -> Vec<Candidate> {
         },
         Candidate {
             name: "percpu",
-            make: Some(|| Box::new(PerCpu::new(SLOTS))),
+            make: Some(|| Box::new(PerCpu::new(SLOTS).expect("SLOTS is within PerCpu::MAX_CPUS"))),
         },
         Candidate {
             name: "kernel",

@@ -238,6 +238,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         if !(1..=MAX_CPUS).contains(&cpus) || C::with_cpus(cpus).is_err() {
             return Err(ProcessError::BadCpuCount(cpus));
         }
+        let pids = P::with_cpus(cpus).map_err(|_| ProcessError::BadCpuCount(cpus))?;
         let mut namespaces = HashMap::new();
         namespaces.insert(
             ROOT,
@@ -251,7 +252,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             },
         );
         Ok(Processes {
-            pids: P::with_cpus(cpus),
+            pids,
             timers: T::empty(),
             cpus,
             state: Mutex::new(State {
