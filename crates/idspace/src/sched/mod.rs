@@ -141,7 +141,9 @@ pub mod protocol {
 
 pub use bell::{Bell, Until};
 pub use hooks::{Exit, Hooks, NoHooks, TaskId};
-pub use join::{JoinError, JoinHandle};
+pub use join::{JoinError, JoinHandle, Panic};
 pub use placement::Placement;
-pub use runtime::{spawn, BuildError, Builder, Handle, NoRuntime, Policy, Runtime, MAX_WORKERS};
+pub use runtime::{
+    spawn, BuildError, Builder, Handle, NoRuntime, Policy, Runtime, MAX_POLL, MAX_WORKERS,
+};
 pub use stats::Stats;

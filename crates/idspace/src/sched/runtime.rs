@@ -27,6 +27,11 @@ use crossbeam_utils::CachePadded;
 /// The most workers a runtime can have.
 pub const MAX_WORKERS: usize = 1024;
 
+/// The longest idle poll a runtime accepts ([`Builder::poll`]). An idle worker that polled
+/// longer would burn a CPU for a whole scheduler time slice and more; the kernel's idle
+/// polling lasts tens of microseconds.
+pub const MAX_POLL: Duration = Duration::from_secs(1);
+
 /// How a wakeup reaches a task's target worker.
 ///
 /// ```
@@ -88,11 +93,16 @@ impl FromStr for Policy {
 /// Why a runtime could not be built.
 ///
 /// ```
+/// use std::time::Duration;
 /// use idspace::sched::{BuildError, Builder, Placement, MAX_WORKERS};
 ///
 /// assert_eq!(Builder::new().workers(0).build().err(), Some(BuildError::Workers(0)));
 /// let too_many = Builder::new().workers(MAX_WORKERS + 1).build().err();
 /// assert_eq!(too_many, Some(BuildError::Workers(MAX_WORKERS + 1)));
+/// // Every value is checked before a thread starts, and the error names the field.
+/// let poll = Builder::new().poll(Duration::MAX).build().unwrap_err();
+/// assert_eq!(poll, BuildError::Poll(Duration::MAX));
+/// assert!(poll.to_string().starts_with("poll: "));
 /// let unknown = "nearest".parse::<Placement>().unwrap_err();
 /// assert_eq!(unknown, BuildError::UnknownPlacement("nearest".into()));
 /// assert_eq!(unknown.to_string(), "unknown wakee placement \"nearest\" (known: kernel, remote)");
@@ -100,8 +110,10 @@ impl FromStr for Policy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BuildError {
-    /// The worker count is 0 or above [`MAX_WORKERS`].
+    /// The worker count ([`Builder::workers`]) is 0 or above [`MAX_WORKERS`].
     Workers(usize),
+    /// The idle poll ([`Builder::poll`]) is longer than [`MAX_POLL`].
+    Poll(Duration),
     /// A policy name that is none of `locked`, `wakelist`, `wakelist-always`.
     UnknownPolicy(String),
     /// A placement name that is neither `kernel` nor `remote`.
@@ -114,7 +126,10 @@ impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BuildError::Workers(n) => {
-                write!(f, "a runtime needs 1 to {MAX_WORKERS} workers, not {n}")
+                write!(f, "workers: a runtime needs 1 to {MAX_WORKERS} workers, not {n}")
+            }
+            BuildError::Poll(poll) => {
+                write!(f, "poll: an idle poll lasts at most {MAX_POLL:?}, not {poll:?}")
             }
             BuildError::UnknownPolicy(name) => write!(
                 f,
@@ -210,7 +225,7 @@ impl Builder {
 }
 
 impl<H: Hooks> Builder<H> {
-    /// The number of workers (1 to [`MAX_WORKERS`]).
+    /// The number of workers (1 to [`MAX_WORKERS`], checked by [`build`](Self::build)).
     pub fn workers(mut self, workers: usize) -> Self {
         self.workers = workers;
         self
@@ -234,7 +249,8 @@ impl<H: Hooks> Builder<H> {
 
     /// The longest an idle worker polls its queues before it parks. The kernel's idle polling
     /// lasts roughly 10–60 µs; zero parks at once. Within it, each worker adapts its poll to
-    /// its recent idle periods, and polls only while another worker runs (see `idle.rs`).
+    /// its recent idle periods, and polls only while another worker runs (see `idle.rs`). At
+    /// most [`MAX_POLL`], checked by [`build`](Self::build).
     pub fn poll(mut self, poll: Duration) -> Self {
         self.poll = poll;
         self
@@ -252,11 +268,13 @@ impl<H: Hooks> Builder<H> {
         }
     }
 
-    /// Starts the workers.
+    /// Checks every setting, then starts the workers.
+    ///
+    /// # Errors
+    /// [`BuildError::Workers`] or [`BuildError::Poll`] for a setting out of its range (before
+    /// any thread starts), [`BuildError::Spawn`] if the system refuses a worker thread.
     pub fn build(self) -> Result<Runtime<H>, BuildError> {
-        if self.workers == 0 || self.workers > MAX_WORKERS {
-            return Err(BuildError::Workers(self.workers));
-        }
+        self.check()?;
         let workers = self.workers;
         let shared = self.shared();
         let mut runtime = Runtime {
@@ -279,6 +297,18 @@ impl<H: Hooks> Builder<H> {
 }
 
 impl<H: Hooks> Builder<H> {
+    /// Every setting in its range. The policy, the placement and the hooks are valid by their
+    /// types.
+    fn check(&self) -> Result<(), BuildError> {
+        if self.workers == 0 || self.workers > MAX_WORKERS {
+            return Err(BuildError::Workers(self.workers));
+        }
+        if self.poll > MAX_POLL {
+            return Err(BuildError::Poll(self.poll));
+        }
+        Ok(())
+    }
+
     /// The shared state of a runtime with this configuration, without its worker threads.
     fn shared(self) -> Arc<RuntimeState<H>> {
         Arc::new(RuntimeState {
@@ -291,6 +321,7 @@ impl<H: Hooks> Builder<H> {
             registry: Registry::new(),
             timers: Timers::new(self.workers),
             shutdown: AtomicBool::new(false),
+            detached: AtomicUsize::new(NOT_DETACHED),
             next_id: AtomicU64::new(1),
             next_worker: AtomicUsize::new(0),
         })
@@ -320,6 +351,9 @@ fn spawn_worker<H: Hooks>(
 /// shared state.
 pub(crate) type TaskRef<H> = sync::Arc<TaskCell<Arc<RuntimeState<H>>>>;
 
+/// `RuntimeState::detached` when no worker shut its own runtime down.
+const NOT_DETACHED: usize = usize::MAX;
+
 /// What the workers, the tasks and the handles share.
 pub(crate) struct RuntimeState<H: Hooks> {
     workers: Box<[Worker<H>]>,
@@ -334,6 +368,9 @@ pub(crate) struct RuntimeState<H: Hooks> {
     /// Each worker's timer wheel.
     timers: Timers,
     shutdown: AtomicBool,
+    /// The worker that shut the runtime down from one of its own polls, which shutdown could
+    /// not wait for ([`NOT_DETACHED`] if none).
+    detached: AtomicUsize,
     next_id: AtomicU64,
     /// Round-robin start for tasks spawned from outside the runtime.
     next_worker: AtomicUsize,
@@ -369,6 +406,13 @@ impl<H: Hooks> RuntimeState<H> {
         self.poll
     }
 
+    /// Whether worker `index` shut the runtime down from one of its own polls, so that what
+    /// it still holds after that poll is its to cancel. Relaxed: written and read on that
+    /// worker's thread.
+    pub(crate) fn is_detached(&self, index: usize) -> bool {
+        self.detached.load(Ordering::Relaxed) == index
+    }
+
     /// Relaxed: the flag is published like any work (store, then `notify`'s fence) and read
     /// in the worker's fenced recheck.
     pub(crate) fn is_shutting_down(&self) -> bool {
@@ -390,9 +434,13 @@ impl<H: Hooks> RuntimeState<H> {
     }
 
     /// A task ended: it leaves the registry and the exit hook runs.
+    /// A panic of the exit hook is caught: the task's outcome is already delivered, the panic
+    /// hook has printed the message, and the thread (a worker, or whoever dropped the task's
+    /// last waker) goes on.
     pub(crate) fn exited(&self, task: &TaskCell<Arc<Self>>, here: Option<usize>, how: Exit) {
         self.registry.remove(task.id());
-        self.hooks.exited(task.id(), task.data(), here, how);
+        let exited = || self.hooks.exited(task.id(), task.data(), here, how);
+        let _ = panic::catch_unwind(AssertUnwindSafe(exited));
     }
 
     /// `try_to_wake_up` after the task's state was claimed (it is `QUEUED` and ours): choose a
@@ -639,6 +687,12 @@ where
     Handle::<NoHooks>::current().map(|handle| handle.spawn(future))
 }
 
+/// The message of the panic of [`Runtime::block_on`] called on a worker thread.
+const BLOCK_ON_IN_WORKER: &str = "Runtime::block_on was called from inside a runtime (a task, \
+     hook or timer callback running on a worker thread): blocking that worker would stop the \
+     tasks and timers the future waits for, a deadlock. Await the future instead, or spawn it \
+     and await its JoinHandle";
+
 /// Wakes the thread blocked in [`Runtime::block_on`].
 struct Unpark(std::thread::Thread);
 
@@ -883,11 +937,18 @@ impl<H: Hooks> Runtime<H> {
     /// Runs `future` on the calling thread, parking it while the future waits, until it
     /// finishes; the future may borrow from the caller and need not be `Send`. Inside it,
     /// [`Handle::current`] and [`spawn`] reach this runtime, and awaiting the runtime's tasks
-    /// works as anywhere. The future is not one of the runtime's tasks (no hooks see it). Call
-    /// it from outside the runtime: a worker blocked here cannot run the tasks it waits for.
+    /// works as anywhere. The future is not one of the runtime's tasks (no hooks see it).
+    ///
+    /// Nested inside another runtime's `block_on` it works (the thread is not a worker), but
+    /// not from a task or a timer callback of any runtime: a worker blocked here could not run
+    /// the tasks and fire the timers its future waits for.
     ///
     /// # Errors
     /// [`JoinError::Panicked`](super::JoinError::Panicked) if the future panicked.
+    ///
+    /// # Panics
+    /// When called on a runtime's worker thread (from a task, a hook or a timer callback), with
+    /// a message saying so: await the future there instead.
     ///
     /// ```
     /// use idspace::sched::{Policy, Runtime};
@@ -909,6 +970,9 @@ impl<H: Hooks> Runtime<H> {
     /// # }
     /// ```
     pub fn block_on<F: Future>(&self, future: F) -> Result<F::Output, super::JoinError> {
+        if worker::on_worker() {
+            panic!("{BLOCK_ON_IN_WORKER}");
+        }
         let _entered = enter(Arc::clone(&self.handle.shared));
         let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
         let mut cx = Context::from_waker(&waker);
@@ -918,7 +982,7 @@ impl<H: Hooks> Runtime<H> {
                 Ok(Poll::Ready(output)) => return Ok(output),
                 // A wakeup before the park leaves its token: the park returns at once.
                 Ok(Poll::Pending) => std::thread::park(),
-                Err(payload) => return Err(super::JoinError::Panicked(payload)),
+                Err(payload) => return Err(super::JoinError::panicked(payload)),
             }
         }
     }
@@ -934,6 +998,17 @@ impl<H: Hooks> Runtime<H> {
     /// their wakers); wakeups and spawns from then on cancel their task instead of queueing it.
     /// Returns how many tasks shutting down cancelled (a later call cancels nothing more and
     /// returns the same count). Idempotent; dropping the runtime does it too.
+    ///
+    /// Sleeps and timeouts of this runtime that are pending elsewhere (made by
+    /// [`Handle::sleep`] or [`Handle::timeout`] and polled on another thread or runtime) are
+    /// woken: a sleep then panics at its next poll, saying that its runtime shut down, and a
+    /// timeout fails with an [`Elapsed`](super::time::Elapsed) that
+    /// [`is_shut_down`](super::time::Elapsed::is_shut_down); neither waits forever.
+    ///
+    /// Called (or the runtime dropped) from one of the runtime's own tasks or timer callbacks,
+    /// it cannot wait for the worker it runs on: that worker is detached and stops as soon as
+    /// the current poll returns, and the calling task is cancelled then unless it completes in
+    /// that poll. Everything else happens as from outside, before the call returns.
     ///
     /// ```
     /// use std::time::Duration;
@@ -958,9 +1033,19 @@ impl<H: Hooks> Runtime<H> {
         for worker in shared.workers.iter() {
             worker.notify(&shared.external);
         }
-        for thread in self.threads.drain(..) {
-            // A worker thread ends only by returning; a panic there would come from a hook,
-            // and the other workers and the queues are still shut down below.
+        // Called from one of this runtime's own tasks (or timer callbacks), the calling worker
+        // cannot wait for itself: it is detached instead, and stops once the current poll
+        // returns (see `worker::run`).
+        let here = worker::current(shared);
+        if let Some(index) = here {
+            shared.detached.store(index, Ordering::Relaxed);
+        }
+        for (index, thread) in self.threads.drain(..).enumerate() {
+            if here == Some(index) {
+                continue;
+            }
+            // A worker thread ends only by returning (hooks' panics are caught); if it did
+            // panic, the other workers and the queues are still shut down below.
             let _ = thread.join();
         }
         for worker in shared.workers.iter() {
@@ -979,8 +1064,8 @@ impl<H: Hooks> Runtime<H> {
         }
         // Armed timers are dropped, outside the wheels' locks: their wakers and targets may
         // hold the runtime (a cycle through the wheel that this breaks), and arms from now on
-        // are refused.
-        drop(shared.timers.close());
+        // are refused. Sleeping futures polled outside the runtime are woken, to find it gone.
+        shared.timers.close();
         self.cancelled
     }
 }

@@ -69,20 +69,25 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
 
 /// A spawned future with its result slot, type-erased.
 pub(crate) trait Body: Send {
-    /// Polls the future; on completion, delivers its output to the join handle.
+    /// Polls the future; on completion, keeps its output for the join handle (delivered when
+    /// the body is dropped).
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()>;
-    /// Delivers `error` to the join handle instead of an output.
+    /// Drops the future and makes `error` the outcome, instead of any output it produced.
     fn fail(self: Pin<&mut Self>, error: JoinError);
 }
 
-/// The future of a task and the slot its join handle reads. The future is dropped before the
-/// slot is filled, so a joiner never sees the outcome while the future's resources still live;
-/// if `Spawned` itself is dropped unfinished (cancellation), the slot learns so.
+/// The future of a task and the slot its join handle reads. The outcome is delivered when
+/// `Spawned` is dropped, once the task is `DONE` and its `switched_out` hook has run (so a
+/// panic there can still be reported), and always after the future itself is dropped, so a
+/// joiner never sees the outcome while the future's resources still live. Dropped unfinished
+/// (cancellation), it tells the slot so.
 struct Spawned<F: Future> {
     future: ManuallyDrop<F>,
     /// Whether `future` has not been dropped yet.
     live: bool,
-    slot: Option<Arc<JoinSlot<F::Output>>>,
+    /// The outcome, from the poll that ended the future (or from [`Body::fail`]).
+    outcome: Option<Result<F::Output, JoinError>>,
+    slot: Arc<JoinSlot<F::Output>>,
 }
 
 impl<F: Future> Spawned<F> {
@@ -103,7 +108,7 @@ where
 {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         // `future` is structurally pinned: never moved out of a pinned `Spawned`, only dropped in
-        // place; `live` and `slot` are not pinned.
+        // place; `live`, `outcome` and `slot` are not pinned.
         // SAFETY: nothing below moves `future` out of `this`.
         let this = unsafe { self.get_unchecked_mut() };
         if !this.live {
@@ -114,9 +119,7 @@ where
         match future.poll(cx) {
             Poll::Ready(output) => {
                 this.drop_future();
-                if let Some(slot) = this.slot.take() {
-                    slot.finish(Ok(output));
-                }
+                this.outcome = Some(Ok(output));
                 Poll::Ready(())
             }
             Poll::Pending => Poll::Pending,
@@ -126,19 +129,19 @@ where
     fn fail(self: Pin<&mut Self>, error: JoinError) {
         // SAFETY: the future is only dropped in place, never moved.
         let this = unsafe { self.get_unchecked_mut() };
+        // An output already produced gives way to the error: a hook failed at this task. Set
+        // first, so that it stands even if dropping the future panics.
+        this.outcome = Some(Err(error));
         this.drop_future();
-        if let Some(slot) = this.slot.take() {
-            slot.finish(Err(error));
-        }
     }
 }
 
 impl<F: Future> Drop for Spawned<F> {
     fn drop(&mut self) {
-        self.drop_future();
-        if let Some(slot) = self.slot.take() {
-            slot.finish(Err(JoinError::Cancelled));
-        }
+        // A future whose destructor panics still gets its handle an answer.
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| self.drop_future()));
+        let outcome = self.outcome.take().unwrap_or(Err(JoinError::Cancelled));
+        self.slot.finish(outcome);
     }
 }
 
@@ -176,8 +179,8 @@ impl<S: Schedule> Linked for TaskCell<S> {
 
 /// What became of a task after one poll.
 pub(crate) enum Polled<S: Schedule> {
-    /// It is waiting; nothing more to do.
-    Sleeping,
+    /// It is waiting: nothing more to do, unless the runtime is shutting down.
+    Sleeping(Arc<TaskCell<S>>),
     /// It was woken while running: the caller must queue it again.
     Requeue(Arc<TaskCell<S>>),
     /// It finished; the caller holds the last worker's reference for the exit hooks.
@@ -209,7 +212,8 @@ impl<S: Schedule> TaskCell<S> {
         let body: Pin<Box<dyn Body>> = Box::pin(Spawned {
             future: ManuallyDrop::new(future),
             live: true,
-            slot: Some(slot),
+            outcome: None,
+            slot,
         });
         Arc::new(TaskCell {
             state: AtomicU32::new(QUEUED),
@@ -254,10 +258,12 @@ impl<S: Schedule> TaskCell<S> {
     /// worker can switch the task in until it returns, so switch-in and switch-out hooks of one
     /// task never overlap, and what `switched_out` writes into the task's data reaches the
     /// next switch-in through the state word (Release below, Acquire at the next `run`).
+    /// When `switched_out` returns an error (its hook panicked), the task ends there with that
+    /// error, whatever its poll returned.
     pub(crate) fn run(
         task: Arc<Self>,
         worker: usize,
-        switched_out: impl FnOnce(&Self),
+        switched_out: impl FnOnce(&Self) -> Option<JoinError>,
     ) -> Polled<S> {
         // Acquire pairs with the Release of whoever last changed the state (the previous poll's
         // `RUNNING -> SLEEPING`, then a waker's CAS): the body's last writes are visible.
@@ -284,15 +290,18 @@ impl<S: Schedule> TaskCell<S> {
                 Ok(Poll::Ready(())) => Outcome::Finished(body.take(), Exit::Completed),
                 Err(payload) => {
                     // Dropping a future that just panicked may panic again; the worker survives
-                    // that too (the join handle then reports a cancellation).
+                    // that too (the join handle still reports the first panic).
                     let _ = panic::catch_unwind(AssertUnwindSafe(|| {
-                        future.as_mut().fail(JoinError::Panicked(payload))
+                        future.as_mut().fail(JoinError::panicked(payload))
                     }));
                     Outcome::Finished(body.take(), Exit::Panicked)
                 }
             }
         });
-        switched_out(&task);
+        let outcome = match switched_out(&task) {
+            None => outcome,
+            Some(error) => task.fail_running(outcome, error),
+        };
         match outcome {
             Outcome::Pending => {
                 // Release pairs with the next waker's Acquire CAS: the body's writes from this
@@ -303,7 +312,7 @@ impl<S: Schedule> TaskCell<S> {
                     Ordering::Release,
                     Ordering::Acquire,
                 ) {
-                    Ok(_) => Polled::Sleeping,
+                    Ok(_) => Polled::Sleeping(task),
                     Err(_) => {
                         // RUNNING_WOKEN: a wakeup came during the poll and left the queueing to us.
                         task.state.store(QUEUED, Ordering::Relaxed);
@@ -316,6 +325,40 @@ impl<S: Schedule> TaskCell<S> {
                 Polled::Exited(task, how)
             }
         }
+    }
+
+    /// Ends a task still `RUNNING` on this thread with `error` instead of the poll's `outcome`.
+    fn fail_running(&self, outcome: Outcome, error: JoinError) -> Outcome {
+        let body = match outcome {
+            Outcome::Pending => self.body.with_mut(|body| {
+                // SAFETY: the caller moved the task to RUNNING and it is still there: no one
+                // else enters the body.
+                unsafe { (*body).take() }
+            }),
+            Outcome::Finished(body, _) => body,
+        };
+        let Some(mut body) = body else {
+            return Outcome::Finished(None, Exit::Cancelled);
+        };
+        // Dropping the future may panic; the error stays the outcome all the same.
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| body.as_mut().fail(error)));
+        Outcome::Finished(Some(body), Exit::Panicked)
+    }
+
+    /// Ends a task the caller took off a queue, without polling it, with `error` (its
+    /// `switched_in` hook panicked).
+    pub(crate) fn fail(task: &Self, error: JoinError) {
+        debug_assert_eq!(task.state.load(Ordering::Relaxed), QUEUED);
+        let body = task.body.with_mut(|body| {
+            // SAFETY: the caller owns the task's QUEUED state: it is on no list and not running,
+            // so no one else enters the body.
+            unsafe { (*body).take() }
+        });
+        let body = body.map(|mut body| {
+            let _ = panic::catch_unwind(AssertUnwindSafe(|| body.as_mut().fail(error)));
+            body
+        });
+        task.finish(body);
     }
 
     /// Marks the task `DONE`, then drops the body taken out of it (outside any lock).
