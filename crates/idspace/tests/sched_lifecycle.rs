@@ -76,7 +76,10 @@ fn park_on<F: Future>(future: F, first_poll: mpsc::Sender<()>) -> F::Output {
 }
 
 /// Wraps `future` so that `first_poll` hears when it has been polled once.
-fn announced<F: Future>(future: F, first_poll: mpsc::Sender<()>) -> impl Future<Output = F::Output> {
+fn announced<F: Future>(
+    future: F,
+    first_poll: mpsc::Sender<()>,
+) -> impl Future<Output = F::Output> {
     let mut future = Box::pin(future);
     let mut first_poll = Some(first_poll);
     poll_fn(move |cx| {
@@ -97,7 +100,9 @@ fn a_pending_sleep_on_a_plain_thread_panics_when_its_runtime_is_dropped() {
         let sleeper = std::thread::spawn(move || park_on(nap, polled));
         first_poll.recv().unwrap();
         drop(runtime);
-        let payload = sleeper.join().expect_err("the sleep cannot complete normally");
+        let payload = sleeper
+            .join()
+            .expect_err("the sleep cannot complete normally");
         let message = message(&*payload);
         assert!(message.contains("after its runtime shut down"), "{message}");
     });
@@ -126,17 +131,13 @@ fn a_pending_timeout_fails_when_its_runtime_is_dropped() {
     within("a timeout outliving its runtime", || {
         let timers = Runtime::new(2, Policy::Wakelist).unwrap();
         // Two of them: one polled by another runtime's block_on, one by a plain thread.
-        let guarded = timers
-            .handle()
-            .timeout(HOUR, std::future::pending::<()>());
+        let guarded = timers.handle().timeout(HOUR, std::future::pending::<()>());
         let (polled, first_poll) = mpsc::channel();
         let in_runtime = std::thread::spawn(move || {
             let other = Runtime::new(1, Policy::Locked).unwrap();
             other.block_on(announced(guarded, polled)).unwrap()
         });
-        let guarded = timers
-            .handle()
-            .timeout(HOUR, std::future::pending::<()>());
+        let guarded = timers.handle().timeout(HOUR, std::future::pending::<()>());
         let (polled, second_poll) = mpsc::channel();
         let on_thread = std::thread::spawn(move || park_on(guarded, polled));
         first_poll.recv().unwrap();
@@ -168,7 +169,9 @@ fn every_builder_value_is_range_checked_before_a_worker_starts() {
         .unwrap_err();
     assert_eq!(error, BuildError::Poll(Duration::MAX));
     assert!(error.to_string().starts_with("poll: "), "{error}");
-    let error = Builder::new().poll(MAX_POLL + Duration::from_nanos(1)).build();
+    let error = Builder::new()
+        .poll(MAX_POLL + Duration::from_nanos(1))
+        .build();
     assert!(matches!(error, Err(BuildError::Poll(_))));
     let error = Builder::new().workers(0).build().unwrap_err();
     assert!(error.to_string().starts_with("workers: "), "{error}");
@@ -198,7 +201,10 @@ fn block_on_inside_a_task_is_refused_with_a_panic() {
             let _ = other.block_on(async {});
         });
         let error = join_within(task, LIMIT, "another block_on in a task").unwrap_err();
-        assert!(error.panic_message().unwrap_or_default().contains("block_on"));
+        assert!(error
+            .panic_message()
+            .unwrap_or_default()
+            .contains("block_on"));
     }
 }
 
@@ -219,7 +225,12 @@ fn a_blocking_join_inside_a_task_is_refused_with_a_panic() {
     // Awaiting the handle is the way, and it works.
     let handle = runtime.handle().clone();
     let task = runtime.spawn(async move { handle.spawn(async { 3 }).await });
-    assert_eq!(join_within(task, LIMIT, "await in a task").unwrap().unwrap(), 3);
+    assert_eq!(
+        join_within(task, LIMIT, "await in a task")
+            .unwrap()
+            .unwrap(),
+        3
+    );
 }
 
 /// Hooks that panic at the switch points of tasks whose data names that point, and record
@@ -297,7 +308,10 @@ fn a_panicking_hook_is_reported_as_the_hooks_panic_and_the_worker_goes_on() {
     let ended = handle.spawn_with(Some("exited"), async { 2 });
     assert_eq!(join_within(ended, LIMIT, "exited").unwrap(), 2);
     // The single worker still runs tasks.
-    assert_eq!(join_within(runtime.spawn(async { 3 }), LIMIT, "after").unwrap(), 3);
+    assert_eq!(
+        join_within(runtime.spawn(async { 3 }), LIMIT, "after").unwrap(),
+        3
+    );
     drop(runtime);
     let exits = hooks.exits.lock().unwrap().clone();
     let panicked = exits.iter().filter(|&&how| how == Exit::Panicked).count();
@@ -352,7 +366,10 @@ fn a_task_that_drops_its_runtime_and_then_waits_is_cancelled() {
         });
         assert!(matches!(task.join(), Err(JoinError::Cancelled)));
         // Spawning on the dead runtime cancels at once.
-        assert!(matches!(handle.spawn(async {}).join(), Err(JoinError::Cancelled)));
+        assert!(matches!(
+            handle.spawn(async {}).join(),
+            Err(JoinError::Cancelled)
+        ));
     });
 }
 
@@ -374,6 +391,12 @@ fn join_errors_convert_into_boxed_send_sync_errors() {
     let error = error.downcast::<JoinError>().unwrap();
     let payload = error.try_into_panic().unwrap();
     assert_eq!(message(&*payload), "inside");
-    let cancelled = runtime.spawn(std::future::pending::<()>()).join().unwrap_err();
-    assert!(matches!(cancelled.try_into_panic(), Err(JoinError::Cancelled)));
+    let cancelled = runtime
+        .spawn(std::future::pending::<()>())
+        .join()
+        .unwrap_err();
+    assert!(matches!(
+        cancelled.try_into_panic(),
+        Err(JoinError::Cancelled)
+    ));
 }

@@ -101,7 +101,10 @@ impl fmt::Display for JoinError {
         match self {
             JoinError::Panicked(panic) => write!(f, "task panicked: {panic}"),
             JoinError::HookPanicked { hook, panic } => {
-                write!(f, "the runtime's {hook} hook panicked at this task: {panic}")
+                write!(
+                    f,
+                    "the runtime's {hook} hook panicked at this task: {panic}"
+                )
             }
             JoinError::Cancelled => write!(
                 f,

@@ -126,10 +126,16 @@ impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BuildError::Workers(n) => {
-                write!(f, "workers: a runtime needs 1 to {MAX_WORKERS} workers, not {n}")
+                write!(
+                    f,
+                    "workers: a runtime needs 1 to {MAX_WORKERS} workers, not {n}"
+                )
             }
             BuildError::Poll(poll) => {
-                write!(f, "poll: an idle poll lasts at most {MAX_POLL:?}, not {poll:?}")
+                write!(
+                    f,
+                    "poll: an idle poll lasts at most {MAX_POLL:?}, not {poll:?}"
+                )
             }
             BuildError::UnknownPolicy(name) => write!(
                 f,

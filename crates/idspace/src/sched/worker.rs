@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use super::balance;
 use super::hooks::{Exit, Hooks};
-use super::join::JoinError;
 use super::idle::{self, Idle, Notice, PollGovernor};
+use super::join::JoinError;
 use super::placement::{Local, Placement, MAX_NEXT_POLLS};
 use super::runtime::{RuntimeState, TaskRef};
 use super::stats::Counters;
