@@ -72,7 +72,8 @@
 //! * A wakeup is never lost: a task whose waker returned will be polled, or cancelled at shutdown.
 //! * Every spawned task ends exactly once: completed, panicked, or cancelled (at shutdown, or when
 //!   its last waker is dropped), and its [`JoinHandle`] reports which.
-//! * A panic inside a task is caught; the worker and the runtime go on.
+//! * A panic inside a task or a hook is caught; the worker and the runtime go on.
+//! * No blocking call waits on a worker: `block_on` and a blocking `join` there panic.
 //!
 //! # Where we differ from the kernel
 //!

@@ -878,7 +878,9 @@ impl<H: Hooks> Handle<H> {
     }
 }
 
-/// A running runtime: its workers and a [`Handle`]. Dropping it shuts it down.
+/// A running runtime: its workers and a [`Handle`]. Dropping it shuts it down, as
+/// [`Runtime::shutdown`] describes (also for a runtime dropped by one of its own tasks, and for
+/// its timers still pending elsewhere).
 ///
 /// ```
 /// use idspace::sched::{Policy, Runtime};

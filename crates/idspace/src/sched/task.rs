@@ -254,30 +254,65 @@ impl<S: Schedule> TaskCell<S> {
 
     /// Polls `task` once on `worker`. The caller took it off a queue, so it is `QUEUED`.
     ///
-    /// `switched_out` runs after the poll and before the task leaves `RUNNING`: no other
-    /// worker can switch the task in until it returns, so switch-in and switch-out hooks of one
-    /// task never overlap, and what `switched_out` writes into the task's data reaches the
-    /// next switch-in through the state word (Release below, Acquire at the next `run`).
-    /// When `switched_out` returns an error (its hook panicked), the task ends there with that
-    /// error, whatever its poll returned.
+    /// After the poll, `switched_out` runs the switch-out hook: when it returns an error (the
+    /// hook panicked), the task ends there with that error, whatever its poll returned. Then a
+    /// task that ended is marked `DONE` and its outcome delivered, and only then does `leave`
+    /// close the poll (the worker's waker record goes back into the task): a joiner woken by
+    /// the delivery is woken from inside the poll, a sync wakeup like any made by the future.
+    ///
+    /// Both run before a task that goes on leaves `RUNNING`: no other worker can switch the
+    /// task in until they return, so switch-in and switch-out hooks of one task never overlap,
+    /// and what they write into the task reaches the next switch-in through the state word
+    /// (Release below, Acquire at the next `run`).
     pub(crate) fn run(
         task: Arc<Self>,
         worker: usize,
         switched_out: impl FnOnce(&Self) -> Option<JoinError>,
+        leave: impl FnOnce(&Self),
     ) -> Polled<S> {
         // Acquire pairs with the Release of whoever last changed the state (the previous poll's
         // `RUNNING -> SLEEPING`, then a waker's CAS): the body's last writes are visible.
         let previous = task.state.swap(RUNNING, Ordering::Acquire);
         debug_assert_eq!(previous, QUEUED, "a task ran without being queued");
         task.last_worker.store(worker, Ordering::Relaxed);
-        // The poll borrows `task`'s reference for its waker: a waker the future keeps is a
+        let outcome = task.poll_body();
+        let outcome = match switched_out(&task) {
+            None => outcome,
+            Some(error) => task.fail_running(outcome, error),
+        };
+        let Outcome::Finished(body, how) = outcome else {
+            leave(&task);
+            // Release pairs with the next waker's Acquire CAS: the body's writes from this
+            // poll reach whoever runs it next.
+            return match task.state.compare_exchange(
+                RUNNING,
+                SLEEPING,
+                Ordering::Release,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => Polled::Sleeping(task),
+                Err(_) => {
+                    // RUNNING_WOKEN: a wakeup came during the poll and left the queueing to us.
+                    task.state.store(QUEUED, Ordering::Relaxed);
+                    Polled::Requeue(task)
+                }
+            };
+        };
+        task.finish(body);
+        leave(&task);
+        Polled::Exited(task, how)
+    }
+
+    /// Polls the body of a task this thread moved to `RUNNING`.
+    fn poll_body(self: &Arc<Self>) -> Outcome {
+        // The poll borrows the caller's reference for its waker: a waker the future keeps is a
         // clone, which takes a reference of its own.
         // SAFETY: the data is this live task's pointer from `Arc::as_ptr`, the vtable's
-        // contract; `task` outlives the waker, and `ManuallyDrop` keeps the waker from giving
+        // contract; the task outlives the waker, and `ManuallyDrop` keeps the waker from giving
         // back a reference it never took.
-        let waker = ManuallyDrop::new(unsafe { Waker::from_raw(Self::raw_waker(&task)) });
+        let waker = ManuallyDrop::new(unsafe { Waker::from_raw(Self::raw_waker(self)) });
         let mut cx = Context::from_waker(&waker);
-        let outcome = task.body.with_mut(|body| {
+        self.body.with_mut(|body| {
             // This thread moved the task to RUNNING: no one else enters the body until the
             // state leaves RUNNING / RUNNING_WOKEN, which happens after this access ends.
             // SAFETY: so this is the only reference to the body while it lives.
@@ -297,34 +332,7 @@ impl<S: Schedule> TaskCell<S> {
                     Outcome::Finished(body.take(), Exit::Panicked)
                 }
             }
-        });
-        let outcome = match switched_out(&task) {
-            None => outcome,
-            Some(error) => task.fail_running(outcome, error),
-        };
-        match outcome {
-            Outcome::Pending => {
-                // Release pairs with the next waker's Acquire CAS: the body's writes from this
-                // poll reach whoever runs it next.
-                match task.state.compare_exchange(
-                    RUNNING,
-                    SLEEPING,
-                    Ordering::Release,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => Polled::Sleeping(task),
-                    Err(_) => {
-                        // RUNNING_WOKEN: a wakeup came during the poll and left the queueing to us.
-                        task.state.store(QUEUED, Ordering::Relaxed);
-                        Polled::Requeue(task)
-                    }
-                }
-            }
-            Outcome::Finished(body, how) => {
-                task.finish(body);
-                Polled::Exited(task, how)
-            }
-        }
+        })
     }
 
     /// Ends a task still `RUNNING` on this thread with `error` instead of the poll's `outcome`.

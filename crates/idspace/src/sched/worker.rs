@@ -340,13 +340,14 @@ fn run_task<H: Hooks>(
         return;
     }
     worker.local.switch_in(task.wakees());
-    let polled = TaskCell::run(task, index, |task| {
-        task.set_wakees(worker.local.switch_out());
-        let switched_out = || hooks.switched_out(task.id(), task.data(), index);
-        panic::catch_unwind(AssertUnwindSafe(switched_out))
+    let switched_out = |task: &TaskCell<_>| {
+        let hook = || hooks.switched_out(task.id(), task.data(), index);
+        panic::catch_unwind(AssertUnwindSafe(hook))
             .err()
             .map(|payload| JoinError::hook_panicked("switched_out", payload))
-    });
+    };
+    let leave = |task: &TaskCell<_>| task.set_wakees(worker.local.switch_out());
+    let polled = TaskCell::run(task, index, switched_out, leave);
     match polled {
         // A task that shut its own runtime down (dropped it) is asleep now, after the shutdown
         // drained the registry of sleepers: it is cancelled here, as the drain would have (the
