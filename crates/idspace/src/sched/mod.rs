@@ -124,6 +124,7 @@
 
 mod balance;
 mod bell;
+mod builder;
 mod hooks;
 mod idle;
 mod join;
@@ -141,10 +142,9 @@ pub mod protocol {
 }
 
 pub use bell::{Bell, Until};
+pub use builder::{BuildError, Builder, Policy, MAX_POLL, MAX_WORKERS};
 pub use hooks::{Exit, Hooks, NoHooks, TaskId};
 pub use join::{JoinError, JoinHandle, Panic};
 pub use placement::Placement;
-pub use runtime::{
-    spawn, BuildError, Builder, Handle, NoRuntime, Policy, Runtime, MAX_POLL, MAX_WORKERS,
-};
+pub use runtime::{spawn, Handle, NoRuntime, Runtime};
 pub use stats::Stats;

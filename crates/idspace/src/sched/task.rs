@@ -275,7 +275,7 @@ impl<S: Schedule> TaskCell<S> {
         let previous = task.state.swap(RUNNING, Ordering::Acquire);
         debug_assert_eq!(previous, QUEUED, "a task ran without being queued");
         task.last_worker.store(worker, Ordering::Relaxed);
-        let outcome = task.poll_body();
+        let outcome = Self::poll_body(&task);
         let outcome = match switched_out(&task) {
             None => outcome,
             Some(error) => task.fail_running(outcome, error),
@@ -304,15 +304,15 @@ impl<S: Schedule> TaskCell<S> {
     }
 
     /// Polls the body of a task this thread moved to `RUNNING`.
-    fn poll_body(self: &Arc<Self>) -> Outcome {
+    fn poll_body(task: &Arc<Self>) -> Outcome {
         // The poll borrows the caller's reference for its waker: a waker the future keeps is a
         // clone, which takes a reference of its own.
         // SAFETY: the data is this live task's pointer from `Arc::as_ptr`, the vtable's
         // contract; the task outlives the waker, and `ManuallyDrop` keeps the waker from giving
         // back a reference it never took.
-        let waker = ManuallyDrop::new(unsafe { Waker::from_raw(Self::raw_waker(self)) });
+        let waker = ManuallyDrop::new(unsafe { Waker::from_raw(Self::raw_waker(task)) });
         let mut cx = Context::from_waker(&waker);
-        self.body.with_mut(|body| {
+        task.body.with_mut(|body| {
             // This thread moved the task to RUNNING: no one else enters the body until the
             // state leaves RUNNING / RUNNING_WOKEN, which happens after this access ends.
             // SAFETY: so this is the only reference to the body while it lives.
