@@ -109,6 +109,28 @@ fn a_pending_sleep_on_a_plain_thread_panics_when_its_runtime_is_dropped() {
 }
 
 #[test]
+fn a_pending_interval_tick_on_a_plain_thread_panics_when_its_runtime_is_dropped() {
+    within(
+        "an interval outliving its runtime on a plain thread",
+        || {
+            let runtime = Runtime::new(1, Policy::Wakelist).unwrap();
+            let mut ticks = runtime.handle().interval(HOUR).unwrap();
+            let (polled, first_poll) = mpsc::channel();
+            let ticker = std::thread::spawn(move || {
+                // The first tick is due at once; the second an hour later.
+                park_on(poll_fn(|cx| ticks.poll_tick(cx)), mpsc::channel().0);
+                park_on(poll_fn(|cx| ticks.poll_tick(cx)), polled)
+            });
+            first_poll.recv().unwrap();
+            drop(runtime);
+            let payload = ticker.join().expect_err("the tick cannot come");
+            let message = message(&*payload);
+            assert!(message.contains("after its runtime shut down"), "{message}");
+        },
+    );
+}
+
+#[test]
 fn a_pending_sleep_inside_another_runtimes_block_on_fails_when_its_runtime_is_dropped() {
     within("a sleep outliving its runtime in another block_on", || {
         let timers = Runtime::new(1, Policy::Wakelist).unwrap();
