@@ -60,7 +60,7 @@ struct BenchArgs {
     /// Reduced sizes that fit in a few minutes on 2 cores (the default).
     #[arg(long, conflicts_with = "full")]
     quick: bool,
-    /// The seeds' sizes where the machine allows.
+    /// The patch series' own sizes where the machine allows.
     #[arg(long)]
     full: bool,
     /// Where report.md, results.json and the plots go.
@@ -102,11 +102,12 @@ struct IdsArgs {
     /// The new space leases ranges freed by every ID again (default: monotonic).
     #[arg(long)]
     cyclic: bool,
-    /// How long a lease lasts without renewal, in milliseconds.
-    #[arg(long, default_value_t = 10_000)]
+    /// How long a lease lasts without renewal, in milliseconds (100, a tenth of a second, to
+    /// 86400000, a day).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
     ttl_ms: u64,
-    /// The smallest lease, in IDs.
-    #[arg(long, default_value_t = 1000)]
+    /// The smallest lease, in IDs (1 to 2^63-1).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=i64::MAX as u64))]
     step: u64,
 }
 
@@ -159,10 +160,30 @@ enum Family {
 }
 
 fn main() -> ExitCode {
-    match Cli::parse().command {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage(&error),
+    };
+    match cli.command {
         Command::Bench(args) => bench(args),
         Command::Replay { family } => replay(family),
         Command::Ids(args) => ids(args),
+    }
+}
+
+/// Prints a usage error (or the help or version asked for) and says how to exit: `idspace ids`
+/// exits with status 1 on every error, as its interface promises; the other commands with
+/// clap's status (2 for a usage error).
+fn usage(error: &clap::Error) -> ExitCode {
+    // Printing can fail only if stderr or stdout is gone, and then there is no one to tell.
+    let _ = error.print();
+    let ids = std::env::args_os()
+        .nth(1)
+        .is_some_and(|command| command == "ids");
+    if ids && error.use_stderr() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2))
     }
 }
 

@@ -1,4 +1,5 @@
-//! `idspace ids` against a throwaway PostgreSQL: the interface other programs depend on.
+//! `idspace ids` against a throwaway PostgreSQL: the interface other programs depend on (IDs on
+//! stdout; every error named on stderr, with exit status 1).
 //! A build without the `ids` feature has no lease client: `features.rs` tests that one.
 #![cfg(feature = "ids")]
 
@@ -149,4 +150,143 @@ fn named_errors_for_bad_urls_unknown_and_exhausted_spaces() {
     // part of a sub-range behind on the other one).
     assert!(!got.is_empty() && got.len() <= 100, "{}", got.len());
     assert!(got.iter().all(|&id| (1..=100).contains(&id)));
+}
+
+/// The server's URL as `role`, with `password` if any.
+fn as_role(url: &str, role: &str, password: Option<&str>) -> String {
+    let login = match password {
+        Some(password) => format!("user={role} password={password}"),
+        None => format!("user={role}"),
+    };
+    url.replace("user=postgres", &login)
+}
+
+#[test]
+fn authentication_and_connection_failures_are_told_apart_from_a_lost_store() {
+    let server = Throwaway::start(Durability { fsync: false }).expect("PostgreSQL starts");
+    server
+        .add_role("app", "secret", "scram-sha-256")
+        .expect("a role with a password");
+    server
+        .add_role("elsewhere", "unused", "peer")
+        .expect("a role under peer authentication");
+    let url = server.url();
+    let created = ids(&[
+        "--url",
+        &url,
+        "--create-space",
+        "s",
+        "--min",
+        "1",
+        "--max",
+        "9",
+    ]);
+    assert!(created.status.success(), "{}", stderr(&created));
+    // The right password, but no rights on the schema: named as such, not as a lost store.
+    let good = as_role(&url, "app", Some("secret"));
+    let output = ids(&["--url", &good, "--space", "s", "--count", "1"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).starts_with("idspace ids: permission denied: ")
+            && stderr(&output).contains("42501"),
+        "{}",
+        stderr(&output)
+    );
+
+    let wrong = as_role(&url, "app", Some("wrong"));
+    let missing = as_role(&url, "app", None);
+    let peer = as_role(&url, "elsewhere", None);
+    for (url, code) in [(&wrong, "28P01"), (&missing, ""), (&peer, "28000")] {
+        for args in [
+            &["--space", "s", "--count", "1"][..],
+            &["--create-space", "t", "--min", "1", "--max", "9"][..],
+        ] {
+            let output = ids(&[&["--url", url.as_str()][..], args].concat());
+            let message = stderr(&output);
+            assert_eq!(output.status.code(), Some(1), "{url}: {message}");
+            assert!(
+                message.starts_with("idspace ids: authentication failed: ")
+                    && message.contains(code),
+                "{url}: {message}"
+            );
+            assert!(output.stdout.is_empty());
+        }
+    }
+
+    // No server at all: a connection error, not a store lost with no ID left.
+    let nowhere = "host=/nonexistent-idspace-dir port=5432 user=postgres dbname=postgres";
+    let output = ids(&["--url", nowhere, "--space", "s", "--count", "1"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).starts_with("idspace ids: cannot connect to the store: "),
+        "{}",
+        stderr(&output)
+    );
+    // A database that does not exist is a connection error too, with the server's words.
+    let no_db = url.replace("dbname=postgres", "dbname=nope");
+    let output = ids(&["--url", &no_db, "--space", "s", "--count", "1"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("cannot connect to the store") && stderr(&output).contains("nope"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn usage_errors_and_out_of_range_values_exit_1_as_every_error_does() {
+    let url = "host=/nonexistent-idspace-dir user=postgres";
+    let cases: [&[&str]; 7] = [
+        &["--space", "s", "--count", "1"],
+        &["--url", url, "--space", "s", "--count", "1", "--step", "0"],
+        &[
+            "--url", url, "--space", "s", "--count", "1", "--ttl-ms", "0",
+        ],
+        &[
+            "--url", url, "--space", "s", "--count", "1", "--ttl-ms", "99",
+        ],
+        &[
+            "--url", url, "--space", "s", "--count", "1", "--ttl-ms", "86400001",
+        ],
+        &[
+            "--url",
+            url,
+            "--space",
+            "s",
+            "--count",
+            "1",
+            "--step",
+            "9223372036854775808",
+        ],
+        &["--url", url, "--create-space", "s", "--min", "1"],
+    ];
+    for args in cases {
+        let output = ids(args);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains("error"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(output.stdout.is_empty());
+    }
+    let zero_step = ids(cases[1]);
+    assert!(
+        stderr(&zero_step).contains("--step"),
+        "{}",
+        stderr(&zero_step)
+    );
+    let zero_ttl = ids(cases[2]);
+    assert!(
+        stderr(&zero_ttl).contains("--ttl-ms"),
+        "{}",
+        stderr(&zero_ttl)
+    );
+    // Asking for help is no error.
+    assert_eq!(ids(&["--help"]).status.code(), Some(0));
 }

@@ -344,3 +344,191 @@ fn help_prints_the_protocol() {
     );
     assert!(text.contains("--pid-design"), "{text}");
 }
+
+// The kernel's `alloc_pid`, line for line: each case below is a sequence of input lines with
+// the answers the kernel's rules give. A restore is the leader's `clone3` and then each
+// thread's; each goes level by level, innermost first (a `set_tid` entry checked for range and
+// init, then taken; other levels from the cursor), tests for a dead namespace after every
+// level, and on failure frees what it took, leaving the cursors moved, except that a namespace
+// with no process yet gets its cursor back at 0.
+
+/// The image of a process whose threads have `ids` (leader first), with no timers.
+fn image(ids: &[&[u32]]) -> Value {
+    let threads: Vec<Value> = ids
+        .iter()
+        .map(|ids| json!({"ids": ids, "zombie": false}))
+        .collect();
+    json!({"threads": threads, "timers": [], "timer_cursor": 0})
+}
+
+fn restore(ns: u32, image: &Value) -> Value {
+    json!({"op":"restore","ns":ns,"image":image})
+}
+
+/// Replays `script` with every design pair: the sequential PID designs must give every answer;
+/// `percpu` must give the same errors and shapes, and every answer when `percpu_exact` (no
+/// line depends on which free IDs it picks).
+fn kernel_case(name: &str, script: &[(Value, Value)], percpu_exact: bool) {
+    for pid in PID_DESIGNS {
+        for table in TABLE_DESIGNS {
+            let (answers, status) = replay(pid, table, &lines(script));
+            assert_eq!(answers.len(), script.len(), "{name}: {pid}/{table}");
+            for (n, ((line, want), got)) in script.iter().zip(&answers).enumerate() {
+                let at = format!("{name}: {pid}/{table} line {}: {line}", n + 1);
+                if pid != "percpu" || percpu_exact {
+                    assert_eq!(got, want, "{at}");
+                } else {
+                    assert_eq!(got.get("error"), want.get("error"), "{at}: {got}");
+                    let keys =
+                        |v: &Value| v.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>());
+                    assert_eq!(keys(got), keys(want), "{at}: {got}");
+                }
+            }
+            assert_eq!(status, 0, "{name}: {pid}/{table}");
+        }
+    }
+}
+
+#[test]
+fn a_restore_into_a_freed_namespace_is_checked_level_by_level_before_it_is_dead() {
+    let img = image(&[&[1, 3]]);
+    let script = [
+        (json!({"op":"fork","ns":0}), json!({"pid":1,"ids":[1]})),
+        (json!({"op":"ns_new","parent":0}), json!({"ns":1})),
+        (json!({"op":"ns_new","parent":0}), json!({"ns":2})),
+        (json!({"op":"fork","ns":1}), json!({"pid":2,"ids":[1,2]})),
+        (json!({"op":"fork","ns":2}), json!({"pid":3,"ids":[1,3]})),
+        (json!({"op":"checkpoint","pid":3}), json!({"image":img})),
+        (json!({"op":"kill","pid":2}), json!({"exited":1})),
+        // Namespace 1 is freed; its level takes ID 1, the root's 3 is taken: exists, before
+        // the dead namespace is seen.
+        (restore(1, &img), json!({"error":"exists"})),
+    ];
+    kernel_case("freed, exists first", &script, true);
+}
+
+#[test]
+fn a_pid_max_set_on_a_freed_namespace_bounds_a_restores_set_tid() {
+    let img = image(&[&[302]]);
+    let mut script: Vec<(Value, Value)> = (1..=302)
+        .map(|pid| (json!({"op":"fork","ns":0}), json!({"pid":pid,"ids":[pid]})))
+        .collect();
+    script.extend([
+        (json!({"op":"checkpoint","pid":302}), json!({"image":img})),
+        (json!({"op":"ns_new","parent":0}), json!({"ns":1})),
+        (
+            json!({"op":"fork","ns":1}),
+            json!({"pid":303,"ids":[1,303]}),
+        ),
+        (json!({"op":"kill","pid":303}), json!({"exited":1})),
+        (json!({"op":"pid_max","ns":1,"max":301}), json!({"ok":true})),
+        // 302 is not below namespace 1's pid_max: invalid at its level, before anything else.
+        (restore(1, &img), json!({"error":"invalid"})),
+    ]);
+    kernel_case("freed, pid_max", &script, true);
+}
+
+#[test]
+fn a_restore_answers_an_inner_levels_invalid_set_tid_before_an_outer_taken_one() {
+    let img = image(&[&[2, 2]]);
+    let script = [
+        (json!({"op":"ns_new","parent":0}), json!({"ns":1})),
+        (json!({"op":"fork","ns":1}), json!({"pid":1,"ids":[1,1]})),
+        (json!({"op":"fork","ns":1}), json!({"pid":2,"ids":[2,2]})),
+        (json!({"op":"checkpoint","pid":2}), json!({"image":img})),
+        (json!({"op":"ns_new","parent":0}), json!({"ns":2})),
+        // Namespace 2 has no init: its 2 is invalid before the root's taken 2 is looked at.
+        (restore(2, &img), json!({"error":"invalid"})),
+    ];
+    kernel_case("invalid before exists", &script, true);
+}
+
+#[test]
+fn a_restore_answers_the_leaders_dead_namespace_before_a_later_threads_taken_id() {
+    let img = image(&[&[1], &[2]]);
+    let script = [
+        (json!({"op":"fork","ns":0}), json!({"pid":1,"ids":[1]})),
+        (json!({"op":"clone","pid":1}), json!({"tid":2,"ids":[2]})),
+        (json!({"op":"checkpoint","pid":1}), json!({"image":img})),
+        (json!({"op":"ns_new","parent":0}), json!({"ns":1})),
+        (json!({"op":"fork","ns":1}), json!({"pid":3,"ids":[1,3]})),
+        (json!({"op":"ns_new","parent":1}), json!({"ns":2})),
+        (json!({"op":"kill","pid":3}), json!({"exited":1})),
+        // Namespace 1 is dead, not freed: a living child namespace still allocates there.
+        (json!({"op":"fork","ns":2}), json!({"pid":4,"ids":[1,2,4]})),
+        (restore(1, &img), json!({"error":"ns_dead"})),
+    ];
+    kernel_case("ns_dead before exists", &script, true);
+}
+
+#[test]
+fn a_refused_restore_into_a_freed_namespace_moves_the_outer_cursors() {
+    let img = image(&[&[3]]);
+    let script = [
+        (json!({"op":"fork","ns":0}), json!({"pid":1,"ids":[1]})),
+        (json!({"op":"ns_new","parent":0}), json!({"ns":1})),
+        (json!({"op":"fork","ns":1}), json!({"pid":2,"ids":[1,2]})),
+        (json!({"op":"fork","ns":0}), json!({"pid":3,"ids":[3]})),
+        (json!({"op":"checkpoint","pid":3}), json!({"image":img})),
+        (json!({"op":"kill","pid":2}), json!({"exited":1})),
+        // The root level took 4 before the dead namespace was seen.
+        (restore(1, &img), json!({"error":"ns_dead"})),
+        (json!({"op":"fork","ns":0}), json!({"pid":5,"ids":[5]})),
+    ];
+    kernel_case("freed, cursor", &script, false);
+}
+
+#[test]
+fn a_restore_refused_for_a_later_thread_keeps_the_leaders_cursor_moves() {
+    let img = image(&[&[2], &[3]]);
+    let script = [
+        (json!({"op":"fork","ns":0}), json!({"pid":1,"ids":[1]})),
+        (json!({"op":"ns_new","parent":0}), json!({"ns":1})),
+        (json!({"op":"fork","ns":0}), json!({"pid":2,"ids":[2]})),
+        (json!({"op":"clone","pid":2}), json!({"tid":3,"ids":[3]})),
+        (json!({"op":"checkpoint","pid":2}), json!({"image":img})),
+        (json!({"op":"fork","ns":1}), json!({"pid":4,"ids":[1,4]})),
+        (json!({"op":"fork","ns":1}), json!({"pid":5,"ids":[2,5]})),
+        (json!({"op":"fork","ns":1}), json!({"pid":6,"ids":[3,6]})),
+        (json!({"op":"kill","pid":5}), json!({"exited":1})),
+        // The leader takes 2 and root 7; the thread's 3 is taken.
+        (restore(1, &img), json!({"error":"exists"})),
+        (json!({"op":"fork","ns":0}), json!({"pid":8,"ids":[8]})),
+    ];
+    kernel_case("later thread, cursor", &script, false);
+}
+
+#[test]
+fn a_namespaces_failed_first_fork_resets_its_cursor_so_the_next_is_its_init() {
+    let mut script = vec![(json!({"op":"pid_max","ns":0,"max":301}), json!({"ok":true}))];
+    script
+        .extend((1..=300).map(|pid| (json!({"op":"fork","ns":0}), json!({"pid":pid,"ids":[pid]}))));
+    script.extend([
+        (json!({"op":"ns_new","parent":0}), json!({"ns":1})),
+        (json!({"op":"fork","ns":1}), json!({"error":"full"})),
+        (json!({"op":"kill","pid":300}), json!({"exited":1})),
+        (
+            json!({"op":"fork","ns":1}),
+            json!({"pid":300,"ids":[1,300]}),
+        ),
+    ]);
+    // `percpu` too: the root has one free ID, and a namespace's first process is ID 1.
+    kernel_case("first fork reset", &script, true);
+}
+
+#[test]
+fn a_refused_restore_into_a_dead_namespace_leaves_the_cursor_it_moved() {
+    let img = image(&[&[3]]);
+    let script = [
+        (json!({"op":"fork","ns":0}), json!({"pid":1,"ids":[1]})),
+        (json!({"op":"ns_new","parent":0}), json!({"ns":1})),
+        (json!({"op":"ns_new","parent":1}), json!({"ns":2})),
+        (json!({"op":"fork","ns":1}), json!({"pid":2,"ids":[1,2]})),
+        (json!({"op":"fork","ns":0}), json!({"pid":3,"ids":[3]})),
+        (json!({"op":"checkpoint","pid":3}), json!({"image":img})),
+        (json!({"op":"kill","pid":2}), json!({"exited":1})),
+        (restore(1, &img), json!({"error":"ns_dead"})),
+        (json!({"op":"fork","ns":0}), json!({"pid":5,"ids":[5]})),
+    ];
+    kernel_case("dead, cursor", &script, false);
+}

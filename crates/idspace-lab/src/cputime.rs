@@ -27,18 +27,12 @@ pub enum Scope {
 
 /// User plus system CPU time used so far by the threads of `scope`.
 pub fn used(scope: Scope) -> Result<Duration, String> {
-    let who = match scope {
-        Scope::Process => libc::RUSAGE_SELF,
-        Scope::Thread => libc::RUSAGE_THREAD,
-    };
-    // SAFETY: `rusage` is plain old data; all-zero bytes are a valid value for getrusage to
-    // overwrite.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `usage` is a live, writable `rusage` for the call to fill.
-    if unsafe { libc::getrusage(who, &mut usage) } != 0 {
-        return Err(format!("getrusage: {}", std::io::Error::last_os_error()));
+    let rusage = match scope {
+        Scope::Process => crate::sys::rusage_self(),
+        Scope::Thread => crate::sys::rusage_thread(),
     }
-    Ok(timeval(usage.ru_utime) + timeval(usage.ru_stime))
+    .map_err(|e| format!("getrusage: {e}"))?;
+    Ok(timeval(rusage.ru_utime) + timeval(rusage.ru_stime))
 }
 
 fn timeval(tv: libc::timeval) -> Duration {

@@ -3,9 +3,14 @@
 //! `report.md`, `results.json` and SVG plots. The `idspace bench` command is its front end.
 //!
 //! An experiment is an [`Experiment`]: it receives a [`Context`] (the machine, the [`Scale`],
-//! a [`Progress`] display, the notes, and [`Context::measure`], the one way to measure its
-//! candidates) and returns a [`Section`] of tables, plots and notes. Adding an experiment means
-//! adding a module and a line to [`experiments`].
+//! a [`Progress`] display, the notes) and returns a [`Section`] of tables, plots and notes. It
+//! does so by declaring what it measures: its subjects (the columns), the points it varies, a
+//! closure measuring one subject at one point, and how the medians become rows of numbers and
+//! ratios over a named reference column; one runner (the crate's `declare` module) counts the
+//! progress steps, measures (repetitions interleaved, medians) and assembles the section.
+//! Adding an experiment means adding a module and a line to [`experiments`]. Every call into
+//! the C library and the kernel is in the crate's `sys` module, the only one whose soundness
+//! rests on `SAFETY` arguments rather than on the compiler.
 //!
 //! Memory figures come from [`alloc::CountingAlloc`], which the binary running the lab installs
 //! as its global allocator.
@@ -17,7 +22,7 @@ mod cid;
 mod compare;
 mod context;
 pub mod cputime;
-mod forked;
+mod declare;
 mod lease;
 mod machine;
 pub mod measure;
@@ -31,6 +36,7 @@ mod progress;
 mod report;
 mod stats;
 mod svg;
+mod sys;
 mod time;
 mod timers;
 mod wake;
@@ -57,7 +63,7 @@ pub use progress::Progress;
 pub enum Scale {
     /// A few minutes on 2 cores: reduced sizes, 3 repetitions.
     Quick,
-    /// The seeds' sizes where the machine allows, 5 repetitions.
+    /// The kernel benchmarks' sizes where the machine allows, 5 repetitions.
     Full,
 }
 

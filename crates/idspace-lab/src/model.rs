@@ -20,8 +20,8 @@ pub struct Section {
     pub notes: Vec<String>,
 }
 
-/// A table laid out like the seeds' tables: one row per measured quantity, one column per
-/// design.
+/// A table laid out like the kernel patches' benchmark tables: one row per measured quantity, one
+/// column per design.
 #[derive(Debug, Serialize)]
 pub struct Table {
     /// Short identifier, unique within the section (used in the JSON).

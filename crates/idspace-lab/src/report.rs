@@ -1,5 +1,5 @@
-//! Renders sections into `report.md`, with tables laid out like the seeds' (quantities as rows,
-//! designs as columns).
+//! Renders sections into `report.md`, with tables laid out like the kernel patches' benchmark
+//! tables (quantities as rows, designs as columns).
 
 use std::fmt::Write;
 

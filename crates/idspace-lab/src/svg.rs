@@ -24,130 +24,215 @@ fn escape(text: &str) -> String {
 
 /// Renders `plot` as a standalone SVG document.
 pub fn render(plot: &Plot) -> String {
-    let usable = |&(x, y): &(f64, f64)| {
-        x.is_finite() && y.is_finite() && (!plot.log_y || y > 0.0) && (!plot.log_x || x > 0.0)
-    };
+    let frame = Frame::new(plot);
     let series: Vec<&Series> = plot
         .series
         .iter()
-        .filter(|s| s.points.iter().any(usable))
+        .filter(|s| s.points.iter().any(|p| frame.usable(p)))
         .collect();
     let points: Vec<(f64, f64)> = series
         .iter()
         .flat_map(|s| s.points.iter().copied())
-        .filter(usable)
+        .filter(|p| frame.usable(p))
         .collect();
-    let fx = |x: f64| if plot.log_x { x.log10() } else { x };
-    let (mut x_min, mut x_max) = bounds(points.iter().map(|p| fx(p.0)));
-    let ys = points
-        .iter()
-        .map(|p| if plot.log_y { p.1.log10() } else { p.1 });
-    let (mut y_min, mut y_max) = bounds(ys);
-    if !plot.log_y {
-        y_min = y_min.min(0.0);
-    }
-    if x_max <= x_min {
-        x_max = x_min + 1.0;
-        x_min -= 1.0;
-    }
-    if y_max <= y_min {
-        y_max = y_min + 1.0;
-    }
-    let y_pad = (y_max - y_min) * 0.05;
-    y_max += y_pad;
-    if plot.log_y {
-        y_min -= y_pad;
-    }
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
-    let sx = |x: f64| LEFT + (fx(x) - x_min) / (x_max - x_min) * plot_w;
-    let sy = |y: f64| {
-        let y = if plot.log_y { y.log10() } else { y };
-        TOP + plot_h - (y - y_min) / (y_max - y_min) * plot_h
-    };
-
+    let frame = frame.fitted(&points);
     let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        svg,
-        r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{}</text>"#,
-        LEFT + plot_w / 2.0,
-        escape(&plot.title)
-    );
-    // Axes.
-    let _ = writeln!(
-        svg,
-        r#"<path d="M{LEFT},{TOP} V{} H{}" stroke="black" fill="none"/>"#,
-        TOP + plot_h,
-        LEFT + plot_w
-    );
-    // Ticks on the x axis: at the measured x values when there are few, else evenly spaced.
-    let mut xs: Vec<f64> = points.iter().map(|p| p.0).collect();
-    xs.sort_by(f64::total_cmp);
-    xs.dedup();
-    let x_ticks: Vec<f64> = if !xs.is_empty() && xs.len() <= 8 {
-        xs
-    } else {
-        (0..=5)
-            .map(|i| {
-                let t = x_min + (x_max - x_min) * f64::from(i) / 5.0;
-                if plot.log_x {
-                    10f64.powf(t)
-                } else {
-                    t
-                }
-            })
-            .collect()
-    };
-    for &x in &x_ticks {
-        let px = sx(x);
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{px}" y1="{}" x2="{px}" y2="{}" stroke="#ccc"/><text x="{px}" y="{}" text-anchor="middle">{}</text>"##,
-            TOP,
-            TOP + plot_h,
-            TOP + plot_h + 16.0,
-            tick(x)
-        );
-    }
-    for i in 0..=5 {
-        let fy = y_min + (y_max - y_min) * f64::from(i) / 5.0;
-        let value = if plot.log_y { 10f64.powf(fy) } else { fy };
-        let py = TOP + plot_h - (fy - y_min) / (y_max - y_min) * plot_h;
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{LEFT}" y1="{py}" x2="{}" y2="{py}" stroke="#eee"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
-            LEFT + plot_w,
-            LEFT - 6.0,
-            py + 4.0,
-            tick(value)
-        );
-    }
-    let _ = writeln!(
-        svg,
-        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-        LEFT + plot_w / 2.0,
-        HEIGHT - 18.0,
-        escape(&plot.x_label)
-    );
-    let _ = writeln!(
-        svg,
-        r#"<text x="18" y="{}" text-anchor="middle" transform="rotate(-90 18 {})">{}</text>"#,
-        TOP + plot_h / 2.0,
-        TOP + plot_h / 2.0,
-        escape(&plot.y_label)
-    );
+    frame.header(&mut svg);
+    frame.x_ticks(&mut svg, &points);
+    frame.y_ticks(&mut svg);
+    frame.axis_labels(&mut svg);
     for (index, series) in series.iter().enumerate() {
+        frame.series(&mut svg, index, series);
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// The plot's scales: the data's bounds (after the logarithm on a log axis) and the drawing
+/// area they map onto.
+struct Frame<'p> {
+    plot: &'p Plot,
+    x_min: f64,
+    x_max: f64,
+    y_min: f64,
+    y_max: f64,
+}
+
+const PLOT_W: f64 = WIDTH - LEFT - RIGHT;
+const PLOT_H: f64 = HEIGHT - TOP - BOTTOM;
+
+impl<'p> Frame<'p> {
+    fn new(plot: &'p Plot) -> Frame<'p> {
+        Frame {
+            plot,
+            x_min: 0.0,
+            x_max: 1.0,
+            y_min: 0.0,
+            y_max: 1.0,
+        }
+    }
+
+    /// Whether a point can be drawn: finite, and positive on a log axis.
+    fn usable(&self, &(x, y): &(f64, f64)) -> bool {
+        x.is_finite()
+            && y.is_finite()
+            && (!self.plot.log_y || y > 0.0)
+            && (!self.plot.log_x || x > 0.0)
+    }
+
+    fn fx(&self, x: f64) -> f64 {
+        if self.plot.log_x {
+            x.log10()
+        } else {
+            x
+        }
+    }
+
+    fn fy(&self, y: f64) -> f64 {
+        if self.plot.log_y {
+            y.log10()
+        } else {
+            y
+        }
+    }
+
+    /// The frame fitted to `points`: a linear y axis starts at 0, empty ranges widen, and the
+    /// top (and a log axis's bottom) gets 5% of room.
+    fn fitted(self, points: &[(f64, f64)]) -> Frame<'p> {
+        let (mut x_min, mut x_max) = bounds(points.iter().map(|p| self.fx(p.0)));
+        let (mut y_min, mut y_max) = bounds(points.iter().map(|p| self.fy(p.1)));
+        if !self.plot.log_y {
+            y_min = y_min.min(0.0);
+        }
+        if x_max <= x_min {
+            x_max = x_min + 1.0;
+            x_min -= 1.0;
+        }
+        if y_max <= y_min {
+            y_max = y_min + 1.0;
+        }
+        let y_pad = (y_max - y_min) * 0.05;
+        y_max += y_pad;
+        if self.plot.log_y {
+            y_min -= y_pad;
+        }
+        Frame {
+            x_min,
+            x_max,
+            y_min,
+            y_max,
+            ..self
+        }
+    }
+
+    fn sx(&self, x: f64) -> f64 {
+        LEFT + (self.fx(x) - self.x_min) / (self.x_max - self.x_min) * PLOT_W
+    }
+
+    /// The drawing's y of `fy`, a value already on the axis's scale.
+    fn sy_scaled(&self, fy: f64) -> f64 {
+        TOP + PLOT_H - (fy - self.y_min) / (self.y_max - self.y_min) * PLOT_H
+    }
+
+    fn sy(&self, y: f64) -> f64 {
+        self.sy_scaled(self.fy(y))
+    }
+
+    /// The document's start, background, title and axes.
+    fn header(&self, svg: &mut String) {
+        let _ = writeln!(
+            svg,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">"#
+        );
+        let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="22" text-anchor="middle" font-size="15">{}</text>"#,
+            LEFT + PLOT_W / 2.0,
+            escape(&self.plot.title)
+        );
+        let _ = writeln!(
+            svg,
+            r#"<path d="M{LEFT},{TOP} V{} H{}" stroke="black" fill="none"/>"#,
+            TOP + PLOT_H,
+            LEFT + PLOT_W
+        );
+    }
+
+    /// Ticks on the x axis: at the measured x values when there are few, else evenly spaced.
+    fn x_ticks(&self, svg: &mut String, points: &[(f64, f64)]) {
+        let mut xs: Vec<f64> = points.iter().map(|p| p.0).collect();
+        xs.sort_by(f64::total_cmp);
+        xs.dedup();
+        let x_ticks: Vec<f64> = if !xs.is_empty() && xs.len() <= 8 {
+            xs
+        } else {
+            (0..=5)
+                .map(|i| {
+                    let t = self.x_min + (self.x_max - self.x_min) * f64::from(i) / 5.0;
+                    if self.plot.log_x {
+                        10f64.powf(t)
+                    } else {
+                        t
+                    }
+                })
+                .collect()
+        };
+        for &x in &x_ticks {
+            let px = self.sx(x);
+            let _ = writeln!(
+                svg,
+                r##"<line x1="{px}" y1="{}" x2="{px}" y2="{}" stroke="#ccc"/><text x="{px}" y="{}" text-anchor="middle">{}</text>"##,
+                TOP,
+                TOP + PLOT_H,
+                TOP + PLOT_H + 16.0,
+                tick(x)
+            );
+        }
+    }
+
+    /// Six evenly spaced ticks on the y axis.
+    fn y_ticks(&self, svg: &mut String) {
+        for i in 0..=5 {
+            let fy = self.y_min + (self.y_max - self.y_min) * f64::from(i) / 5.0;
+            let value = if self.plot.log_y { 10f64.powf(fy) } else { fy };
+            let py = self.sy_scaled(fy);
+            let _ = writeln!(
+                svg,
+                r##"<line x1="{LEFT}" y1="{py}" x2="{}" y2="{py}" stroke="#eee"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
+                LEFT + PLOT_W,
+                LEFT - 6.0,
+                py + 4.0,
+                tick(value)
+            );
+        }
+    }
+
+    fn axis_labels(&self, svg: &mut String) {
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+            LEFT + PLOT_W / 2.0,
+            HEIGHT - 18.0,
+            escape(&self.plot.x_label)
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="18" y="{}" text-anchor="middle" transform="rotate(-90 18 {})">{}</text>"#,
+            TOP + PLOT_H / 2.0,
+            TOP + PLOT_H / 2.0,
+            escape(&self.plot.y_label)
+        );
+    }
+
+    /// Series number `index`: its line, its points and its legend entry.
+    fn series(&self, svg: &mut String, index: usize, series: &Series) {
         let color = COLORS[index % COLORS.len()];
         let path: Vec<String> = series
             .points
             .iter()
-            .filter(|p| usable(p))
-            .map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y)))
+            .filter(|p| self.usable(p))
+            .map(|&(x, y)| format!("{:.1},{:.1}", self.sx(x), self.sy(y)))
             .collect();
         if !path.is_empty() {
             let _ = writeln!(
@@ -161,7 +246,7 @@ pub fn render(plot: &Plot) -> String {
             }
         }
         let ly = TOP + 10.0 + index as f64 * 18.0;
-        let lx = LEFT + plot_w + 15.0;
+        let lx = LEFT + PLOT_W + 15.0;
         let _ = writeln!(
             svg,
             r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
@@ -171,8 +256,6 @@ pub fn render(plot: &Plot) -> String {
             escape(&series.name)
         );
     }
-    svg.push_str("</svg>\n");
-    svg
 }
 
 fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {

@@ -16,7 +16,18 @@ pub enum LeaseError {
     InvalidSpace(String),
     /// Every ID of the space is leased (monotonic), or leased and not yet returned (cyclic).
     Exhausted(String),
-    /// The store cannot be reached (or failed), and no ID is left in the leases held.
+    /// The server refused the credentials at connection: a wrong password (SQLSTATE 28P01),
+    /// a role that `pg_hba.conf` does not let in or whose peer or ident check failed (28000),
+    /// or a password the server asks for and the URL does not give.
+    Authentication(String),
+    /// The role may not do what was asked (SQLSTATE 42501): creating or migrating the schema
+    /// needs `CREATE` on the role's schema, leasing needs the rights on the crate's tables.
+    PermissionDenied(String),
+    /// No connection could be made to the server when one was first needed (no server at the
+    /// address, connection refused or timed out, no such database).
+    Connection(String),
+    /// The store cannot be reached (or failed) after the node started, and no ID is left in
+    /// the leases held.
     StoreUnreachable(String),
     /// An ID given back to a cyclic space is not one this node handed out, or was already
     /// freed.
@@ -35,6 +46,9 @@ impl fmt::Display for LeaseError {
             LeaseError::SpaceExists(name) => write!(f, "space \"{name}\" exists already"),
             LeaseError::InvalidSpace(why) => write!(f, "invalid space: {why}"),
             LeaseError::Exhausted(name) => write!(f, "space \"{name}\" is exhausted"),
+            LeaseError::Authentication(why) => write!(f, "authentication failed: {why}"),
+            LeaseError::PermissionDenied(why) => write!(f, "permission denied: {why}"),
+            LeaseError::Connection(why) => write!(f, "cannot connect to the store: {why}"),
             LeaseError::StoreUnreachable(why) => {
                 write!(f, "store unreachable and no leased ID left: {why}")
             }

@@ -88,6 +88,13 @@
 //! `idspace_space`, `idspace_lease`, `idspace_returned`, and the functions `idspace_lease` and
 //! `idspace_return`) is created or migrated on the first connection, under an advisory lock.
 //! TLS is not supported: use a Unix socket or a trusted network.
+//!
+//! Connecting tells the failures apart: credentials the server refuses (a wrong or missing
+//! password, a role `pg_hba.conf` rejects) are [`LeaseError::Authentication`], no server or
+//! no such database [`LeaseError::Connection`], a role without the rights on the schema
+//! [`LeaseError::PermissionDenied`]. [`LeaseError::StoreUnreachable`] is for a store lost
+//! once a node has started. `examples/lease.rs` runs two nodes against a throwaway server, or
+//! against the one `IDSPACE_URL` names.
 
 #![warn(missing_docs)]
 

@@ -87,6 +87,12 @@ impl NodeBuilder {
 
     /// Connects, migrates the schema, takes the first lease and starts the background thread
     /// that prefetches and renews leases.
+    ///
+    /// # Errors
+    /// [`LeaseError::BadUrl`], [`LeaseError::Authentication`] or [`LeaseError::Connection`]
+    /// from connecting (see [`Store::connect`]), [`LeaseError::UnknownSpace`] or
+    /// [`LeaseError::Exhausted`] for the space. Once started, a lost store shows as
+    /// [`LeaseError::StoreUnreachable`] when the leases held run out.
     pub fn start(self) -> Result<Node, LeaseError> {
         Node::start(self)
     }
@@ -176,7 +182,7 @@ pub struct NodeStats {
 }
 
 /// What the node and its background thread share.
-struct Shared {
+struct NodeShared {
     config: NodeBuilder,
     cyclic: bool,
     origin: Instant,
@@ -192,7 +198,7 @@ struct Shared {
     fenced: AtomicU64,
 }
 
-impl Shared {
+impl NodeShared {
     fn now_ns(&self) -> u64 {
         self.origin.elapsed().as_nanos() as u64
     }
@@ -256,7 +262,7 @@ impl Shared {
 }
 
 /// The lease source of the per-CPU caches.
-struct Leases(Arc<Shared>);
+struct Leases(Arc<NodeShared>);
 
 impl RangeSource for Leases {
     type Grant = Arc<Lease>;
@@ -419,7 +425,7 @@ impl Node {
             None,
         )?;
         let cpus = config.cpus;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(NodeShared {
             cyclic: info.cyclic,
             origin,
             state: Mutex::new(State {
@@ -547,7 +553,7 @@ struct Work {
 }
 
 /// The background thread: fetches the next lease, renews the leases held, returns freed ones.
-fn background(shared: Arc<Shared>, config: postgres::Config, mut store: Option<Store>) {
+fn background(shared: Arc<NodeShared>, config: postgres::Config, mut store: Option<Store>) {
     let tick = shared.config.ttl / 10;
     let mut backoff = Duration::ZERO;
     loop {
@@ -599,7 +605,7 @@ fn background(shared: Arc<Shared>, config: postgres::Config, mut store: Option<S
 
 /// One round of the background thread's work; `true` if the store failed.
 fn round(
-    shared: &Shared,
+    shared: &NodeShared,
     config: &postgres::Config,
     store: &mut Option<Store>,
     work: Work,
@@ -613,7 +619,16 @@ fn round(
         Some(store) => Ok(store),
         None => {
             shared.round_trips.fetch_add(2, Ordering::Relaxed);
-            Store::connect_with(config).map(|connected| store.insert(connected))
+            // Once started, a node that cannot connect is one cut off from its store, whatever
+            // the reason: its callers see that when the leases held run out.
+            Store::connect_with(config)
+                .map(|connected| store.insert(connected))
+                .map_err(|error| match error {
+                    LeaseError::Authentication(why) | LeaseError::Connection(why) => {
+                        LeaseError::StoreUnreachable(why)
+                    }
+                    other => other,
+                })
         }
     };
     let replies = match connected {
@@ -670,7 +685,7 @@ struct Replies {
 /// Sends one round's statements: the returns first (a fetch in this round may need their
 /// range), then the fetch and the renewal, each skipped once the store is unreachable.
 fn exchange(
-    shared: &Shared,
+    shared: &NodeShared,
     client: &mut Store,
     returns: Vec<Arc<Lease>>,
     fetch: Option<(u64, Option<i64>)>,
@@ -714,7 +729,7 @@ fn exchange(
 /// Installs a fetched lease as the next one, after adapting the step to how long the
 /// previous lease lasted; `retire` is the used-up lease the request retired.
 fn install_next(
-    shared: &Shared,
+    shared: &NodeShared,
     state: &mut State,
     grant: Grant,
     sent: Instant,
@@ -739,7 +754,7 @@ fn install_next(
 /// Applies a renewal sent at `sent` for `renew`: the leases in `rows` get a later deadline;
 /// the others were taken over after they expired and are fenced for good.
 fn apply_renewal(
-    shared: &Shared,
+    shared: &NodeShared,
     state: &mut State,
     renew: &[Arc<Lease>],
     rows: &[i64],

@@ -189,6 +189,34 @@ impl Throwaway {
         )
     }
 
+    /// Adds a login role with a password, which must pass `method` (a `pg_hba.conf` method:
+    /// `scram-sha-256`, `md5`, `peer`) to connect over the server's socket, and restarts the
+    /// server to load the rule: a server on which authentication can fail, for tests of it.
+    /// The role and the password are plain words (ASCII letters, digits, `_`).
+    pub fn add_role(&self, role: &str, password: &str, method: &str) -> Result<(), String> {
+        let word = |text: &str| {
+            !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        if !(word(role) && word(password) && word(&method.replace('-', "_"))) {
+            return Err(format!(
+                "not plain words: {role:?}, {password:?}, {method:?}"
+            ));
+        }
+        let mut client = postgres::Client::connect(&self.url(), postgres::NoTls)
+            .map_err(|e| format!("connect: {e}"))?;
+        client
+            .batch_execute(&format!("CREATE ROLE {role} LOGIN PASSWORD '{password}'"))
+            .map_err(|e| format!("CREATE ROLE {role}: {e}"))?;
+        drop(client);
+        // The first matching line wins: put the role's line before the catch-all `trust`.
+        let hba = self.data().join("pg_hba.conf");
+        let rules = fs::read_to_string(&hba).map_err(|e| format!("{}: {e}", hba.display()))?;
+        fs::write(&hba, format!("local all {role} {method}\n{rules}"))
+            .map_err(|e| format!("{}: {e}", hba.display()))?;
+        self.stop()?;
+        self.start_again()
+    }
+
     /// The connection string of the server, for [`crate::Node::builder`] and `idspace ids`.
     pub fn url(&self) -> String {
         format!(

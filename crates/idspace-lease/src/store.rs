@@ -69,7 +69,29 @@ fn classify(error: postgres::Error, space: &str) -> LeaseError {
         Some(code) if code == SqlState::UNIQUE_VIOLATION.code() => {
             LeaseError::SpaceExists(space.to_string())
         }
+        Some(code) if code == SqlState::INSUFFICIENT_PRIVILEGE.code() => {
+            LeaseError::PermissionDenied(describe(&error))
+        }
         _ => LeaseError::StoreUnreachable(describe(&error)),
+    }
+}
+
+/// Names a failed connection: the server refused the credentials, or there was no server to
+/// talk to.
+fn connect_error(error: postgres::Error) -> LeaseError {
+    // SQLSTATE class 28, "invalid authorization specification": 28P01 for a wrong password,
+    // 28000 for a role pg_hba.conf rejects or whose peer/ident check failed.
+    let refused = error
+        .code()
+        .is_some_and(|code| code.code().starts_with("28"));
+    // The client gives up before asking the server when it has no password to send; the
+    // driver says so only in its message.
+    let no_password = std::error::Error::source(&error)
+        .is_some_and(|cause| cause.to_string() == "password missing");
+    if refused || no_password {
+        LeaseError::Authentication(describe(&error))
+    } else {
+        LeaseError::Connection(describe(&error))
     }
 }
 
@@ -98,16 +120,22 @@ pub struct Store {
 
 impl Store {
     /// Connects to `url` and creates or migrates the crate's schema.
+    ///
+    /// # Errors
+    /// [`LeaseError::BadUrl`] for a URL the client does not understand, else as
+    /// [`connect_with`](Self::connect_with).
     pub fn connect(url: &str) -> Result<Store, LeaseError> {
         let config = parse_url(url)?;
         Store::connect_with(&config)
     }
 
     /// Connects with a parsed configuration and creates or migrates the schema.
+    ///
+    /// # Errors
+    /// [`LeaseError::Authentication`] if the server refuses the credentials,
+    /// [`LeaseError::Connection`] if no connection can be made.
     pub fn connect_with(config: &Config) -> Result<Store, LeaseError> {
-        let client = config
-            .connect(NoTls)
-            .map_err(|e| LeaseError::StoreUnreachable(describe(&e)))?;
+        let client = config.connect(NoTls).map_err(connect_error)?;
         let mut store = Store { client };
         store.migrate()?;
         Ok(store)

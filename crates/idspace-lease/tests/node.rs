@@ -1,5 +1,6 @@
 //! One node against a real PostgreSQL: uniqueness under threads, exhausted spaces (monotonic
-//! and cyclic), cyclic reuse, named errors, the schema.
+//! and cyclic), cyclic reuse, named errors (refused credentials, missing
+//! rights and failed connections apart from a lost store), the schema.
 
 mod common;
 
@@ -171,7 +172,7 @@ fn named_errors_and_an_idempotent_schema() {
     // A server that is not there.
     let gone = Node::builder("host=/nonexistent-dir port=5432 user=postgres", "x").start();
     assert!(
-        matches!(gone, Err(LeaseError::StoreUnreachable(_))),
+        matches!(gone, Err(LeaseError::Connection(_))),
         "{:?}",
         gone.err()
     );
@@ -248,4 +249,46 @@ fn the_last_sub_range_of_a_retired_monotonic_lease_outlives_its_deadline() {
     ids.extend((0..50).map(|i| node.next_id_on(i).expect("id")));
     assert_eq!(duplicates(&ids), 0);
     assert!(ids.contains(&20), "{ids:?}");
+}
+
+#[test]
+fn refused_credentials_and_missing_rights_are_named_apart_from_a_lost_store() {
+    let server = server();
+    space(&server, "guarded", 1, 1000, false);
+    server
+        .add_role("app", "secret", "scram-sha-256")
+        .expect("a role with a password");
+    server
+        .add_role("elsewhere", "unused", "peer")
+        .expect("a role under peer authentication");
+    let url = server.url();
+    let wrong = url.replace("user=postgres", "user=app password=wrong");
+    let missing = url.replace("user=postgres", "user=app");
+    let peer = url.replace("user=postgres", "user=elsewhere");
+    for url in [&wrong, &missing, &peer] {
+        let connected = Store::connect(url).err();
+        assert!(
+            matches!(connected, Some(LeaseError::Authentication(_))),
+            "{url}: {connected:?}"
+        );
+        let started = Node::builder(url, "guarded").start().err();
+        assert!(
+            matches!(started, Some(LeaseError::Authentication(_))),
+            "{url}: {started:?}"
+        );
+    }
+    // The right password, but no rights on the schema.
+    let good = url.replace("user=postgres", "user=app password=secret");
+    let denied = Node::builder(&good, "guarded").start().err();
+    assert!(
+        matches!(&denied, Some(LeaseError::PermissionDenied(why)) if why.contains("42501")),
+        "{denied:?}"
+    );
+    // A database that is not there: the connection fails, with the server's words.
+    let no_db = url.replace("dbname=postgres", "dbname=nope");
+    let refused = Store::connect(&no_db).err();
+    assert!(
+        matches!(&refused, Some(LeaseError::Connection(why)) if why.contains("nope")),
+        "{refused:?}"
+    );
 }

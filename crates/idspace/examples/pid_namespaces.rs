@@ -69,7 +69,7 @@ fn scenario(pids: &dyn PidAllocator) -> Result<(), PidError> {
 }
 
 fn main() -> Result<(), PidError> {
-    scenario(&PerCpu::new(4))?;
+    scenario(&PerCpu::new(4)?)?;
     scenario(&IdrOnce::new())?;
     Ok(())
 }

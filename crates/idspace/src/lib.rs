@@ -94,15 +94,19 @@
 //!
 //! Each main type shows its use in a short example, and `crates/idspace/examples/` has small
 //! programs: a handle table with checkpoint/restore (`table_restore`), PID namespaces with
-//! `set_tid` (`pid_namespaces`), per-CPU-bounded counting with CIDs (`cid_counter`) and the
-//! runtime with hooks (`runtime`); run one with `cargo run -p idspace --example NAME`.
+//! `set_tid` (`pid_namespaces`), per-CPU-bounded counting with CIDs (`cid_counter`), per-CID
+//! counters and pools on real threads (`percid`), the runtime with hooks (`runtime`), its clock
+//! (`time`) and processes on the runtime, checkpointed and restored into another
+//! (`process_runtime`); run one with `cargo run -p idspace --example NAME`.
 //!
 //! # Errors and limits
 //!
 //! Bad input is refused with a named error, never a panic, and a refused call changes
 //! nothing. The limits are public constants: [`cid::MAX_CPUS`] CPUs per CID space,
 //! [`table::MAX_SIZED_BUCKETS`] buckets asked of a [`table::Sizing`],
-//! [`pid::PerCpu::MAX_NAMESPACES`] spaces per [`pid::PerCpu`], [`pid::MAX_LEVEL`] levels of PID
+//! [`pid::PerCpu::MAX_NAMESPACES`] spaces and [`pid::PerCpu::MAX_CPUS`] worker slots per
+//! [`pid::PerCpu`], [`percid::PerCidPool::MAX_CAPACITY`] objects per pool slot,
+//! [`cid::MAX_SCAN_PERIOD`] between CID scans, [`pid::MAX_LEVEL`] levels of PID
 //! namespaces and [`sched::MAX_WORKERS`] workers per runtime; timers have the resolution of
 //! [`sched::time::RESOLUTION`]. Error and option enums are `#[non_exhaustive]`: match them
 //! with a wildcard arm. The only documented panic is that of a [`sched::time`] future polled

@@ -76,7 +76,7 @@ fn the_foreign_task_error_says_what_is_wrong() {
 
 #[test]
 fn spaces_have_one_to_max_cpus_cpus() {
-    for cpus in [0, MAX_CPUS + 1, 1000] {
+    for cpus in [0, MAX_CPUS + 1, 1000, 1 << 40, usize::MAX] {
         let refused = Some(CidError::BadCpuCount { cpus });
         assert_eq!(Rework::new(cpus).err(), refused, "rework, {cpus} CPUs");
         assert_eq!(BitmapCids::new(cpus).err(), refused, "bitmap, {cpus}");
@@ -92,6 +92,32 @@ fn spaces_have_one_to_max_cpus_cpus() {
         message.contains("1000") && message.contains("64"),
         "{message}"
     );
+}
+
+#[test]
+fn scan_periods_of_zero_or_above_the_maximum_are_refused() {
+    use std::time::Duration;
+
+    use idspace::cid::{ScanPlacement, MAX_SCAN_PERIOD};
+
+    let places: [fn(Duration) -> ScanPlacement; 2] = [
+        |period| ScanPlacement::Tick { period },
+        |period| ScanPlacement::Worker { period },
+    ];
+    for place in places {
+        for period in [
+            Duration::ZERO,
+            MAX_SCAN_PERIOD + Duration::from_nanos(1),
+            Duration::MAX,
+        ] {
+            assert_eq!(
+                LazyCids::with_scan(2, place(period)).err(),
+                Some(CidError::BadScanPeriod),
+                "{period:?}"
+            );
+        }
+        assert!(LazyCids::with_scan(2, place(MAX_SCAN_PERIOD)).is_ok());
+    }
 }
 
 #[test]

@@ -18,7 +18,7 @@ use loom_util::run_model;
 #[test]
 fn concurrent_carving_and_remote_frees() {
     run_model("concurrent_carving_and_remote_frees", || {
-        let pids = Arc::new(PerCpu::new(2));
+        let pids = Arc::new(PerCpu::new(2).unwrap());
         pids.alloc(ROOT, &[], 0).unwrap(); // init, in range 0
         let shared = Arc::new(loom::sync::Mutex::new(Vec::new()));
         let workers: Vec<_> = (0..2usize)
@@ -59,7 +59,7 @@ fn concurrent_carving_and_remote_frees() {
 #[test]
 fn remote_free_races_range_hand_off() {
     run_model("remote_free_races_range_hand_off", || {
-        let pids = Arc::new(PerCpu::new(2));
+        let pids = Arc::new(PerCpu::new(2).unwrap());
         // Range 0 holds 1..RANGE: use it up on CPU 0.
         let first: Vec<u32> = (1..RANGE)
             .map(|_| pids.alloc(ROOT, &[], 0).unwrap().ids()[0])
@@ -99,7 +99,7 @@ fn remote_free_races_range_hand_off() {
 #[test]
 fn lookup_races_the_retirement_of_its_range() {
     run_model("lookup_races_the_retirement_of_its_range", || {
-        let pids = Arc::new(PerCpu::new(2));
+        let pids = Arc::new(PerCpu::new(2).unwrap());
         // Range 0 (1..RANGE) and range 1 (RANGE..2·RANGE), all on CPU 0; one more allocation
         // carves range 2, so range 1 stops being current.
         let ids: Vec<u32> = (1..2 * RANGE + 1)
@@ -131,7 +131,7 @@ fn lookup_races_the_retirement_of_its_range() {
 fn free_ns_races_lookup_and_alloc() {
     use idspace::pid::PidError;
     run_model("free_ns_races_lookup_and_alloc", || {
-        let pids = Arc::new(PerCpu::new(2));
+        let pids = Arc::new(PerCpu::new(2).unwrap());
         pids.alloc(ROOT, &[], 0).unwrap(); // the root's init
         let ns = pids.new_ns(ROOT).unwrap();
         pids.alloc(ns, &[], 0).unwrap(); // its init, 1: its range and slot block exist
@@ -160,7 +160,7 @@ fn free_ns_races_lookup_and_alloc() {
 #[test]
 fn lookup_races_free_and_reallocation_of_its_id() {
     run_model("lookup_races_free_and_reallocation_of_its_id", || {
-        let pids = Arc::new(PerCpu::new(2));
+        let pids = Arc::new(PerCpu::new(2).unwrap());
         pids.alloc(ROOT, &[], 0).unwrap(); // the root's init, 1
         let child = pids.new_ns(ROOT).unwrap();
         pids.alloc(child, &[], 0).unwrap(); // the child's init
@@ -192,7 +192,7 @@ fn lookup_races_free_and_reallocation_of_its_id() {
 #[test]
 fn limbo_frees_a_block_only_after_its_lookups() {
     run_model("limbo_frees_a_block_only_after_its_lookups", || {
-        let pids = Arc::new(PerCpu::new(2));
+        let pids = Arc::new(PerCpu::new(2).unwrap());
         // Ranges 0..=2 on CPU 0, then range 3 carved: ranges 1 and 2 are used up and no
         // longer current.
         let ids: Vec<u32> = (1..3 * RANGE + 1)

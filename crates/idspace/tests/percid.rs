@@ -92,6 +92,23 @@ fn a_pool_of_zero_capacity_is_refused() {
     );
 }
 
+#[test]
+fn an_absurd_pool_capacity_is_refused_before_any_allocation() {
+    // `usize::MAX` used to panic with "capacity overflow", `1 << 40` to abort out of memory.
+    for capacity in [usize::MAX, 1 << 40, PerCidPool::<u8>::MAX_CAPACITY + 1] {
+        for source in sources() {
+            assert_eq!(
+                PerCidPool::<u8>::with_source(source, capacity).err(),
+                Some(PerCidError::CapacityTooLarge { capacity }),
+                "{source:?}"
+            );
+        }
+    }
+    let largest = PerCidPool::<u8>::MAX_CAPACITY;
+    let pool = PerCidPool::<u8>::with_source(IndexSource::ThreadIds, largest).unwrap();
+    assert_eq!(pool.capacity(), largest);
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Take,

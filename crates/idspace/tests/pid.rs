@@ -350,7 +350,7 @@ fn memory_returns_to_its_start_after_everything_is_freed() {
 /// `RANGE × (F − 1)` allocations, F being the ranges not held when it was freed.
 #[test]
 fn percpu_defers_reuse() {
-    let d = PerCpu::new(2);
+    let d = PerCpu::new(2).unwrap();
     // A smaller space under Miri: the same number of wraps, fewer ranges.
     let pid_max: u32 = if cfg!(miri) { 1024 } else { 32768 };
     d.set_pid_max(ROOT, pid_max).unwrap();

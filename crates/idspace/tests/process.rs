@@ -258,3 +258,268 @@ fn threads_racing_keep_every_id_unique_and_release_everything() {
     assert_eq!(system.model_bytes(), start);
     assert_eq!(init.process().cids().state().users, 1);
 }
+
+// The kernel's `alloc_pid` in restores and failed first forks. In each case the sequential
+// PID designs must give the kernel's IDs; `PerCpu` the same errors (and the same IDs where
+// no free ID is left to pick).
+
+/// An image of threads with `ids` (leader first), without timers.
+fn image_of(ids: &[&[u32]]) -> Image {
+    Image {
+        threads: ids
+            .iter()
+            .map(|ids| ThreadImage {
+                ids: ids.to_vec(),
+                zombie: false,
+            })
+            .collect(),
+        timers: Vec::new(),
+        timer_cursor: 0,
+        timer_states: Vec::new(),
+    }
+}
+
+/// A fork's IDs, innermost first.
+fn fork_ids<P: PidDesign>(system: &Processes<P>, ns: u32) -> Result<Vec<u32>, ProcessError> {
+    system.fork(ns, 0).map(|thread| thread.ids())
+}
+
+fn restore_ids<P: PidDesign>(
+    system: &Processes<P>,
+    ns: u32,
+    image: &Image,
+) -> Result<Vec<u32>, ProcessError> {
+    system.restore(ns, image, 0).map(|r| r.leader.ids())
+}
+
+/// Whether `P` picks the kernel's IDs (not `PerCpu`).
+fn exact<P: PidDesign>(system: &Processes<P>) -> bool {
+    system.pids().name() != "percpu"
+}
+
+fn restore_into_freed_ns_checks_levels_before_dead<P: PidDesign>() {
+    let system: Processes<P> = Processes::with_designs(1).unwrap();
+    fork_ids(&system, ROOT).unwrap();
+    assert_eq!(system.ns_new(ROOT), Ok(1));
+    assert_eq!(system.ns_new(ROOT), Ok(2));
+    let init1 = system.fork(1, 0).unwrap();
+    let init2 = system.fork(2, 0).unwrap();
+    let image = system.checkpoint(init2.tid()).unwrap();
+    system.kill(init1.tid(), 0).unwrap();
+    assert!(!system.ns_exists(1));
+    // Namespace 1's level takes ID 1; the root's ID is taken: exists, before dead.
+    assert_eq!(
+        restore_ids(&system, 1, &image),
+        Err(ProcessError::Exists),
+        "{}",
+        system.pids().name()
+    );
+    // A free root ID: the restore is refused only once every level allocated.
+    let free = image_of(&[&[1, 9]]);
+    assert_eq!(restore_ids(&system, 1, &free), Err(ProcessError::NsDead));
+    // Beyond the freed level's pid_max (the default): invalid first.
+    let beyond = image_of(&[&[40_000, 3]]);
+    assert_eq!(restore_ids(&system, 1, &beyond), Err(ProcessError::Invalid));
+}
+
+fn pid_max_on_a_freed_ns_bounds_set_tid<P: PidDesign>() {
+    let system: Processes<P> = Processes::with_designs(1).unwrap();
+    let mut last = 0;
+    for _ in 0..302 {
+        last = system.fork(ROOT, 0).unwrap().tid();
+    }
+    let image = system.checkpoint(last).unwrap();
+    let ns = system.ns_new(ROOT).unwrap();
+    let init = system.fork(ns, 0).unwrap();
+    system.kill(init.tid(), 0).unwrap();
+    assert!(!system.ns_exists(ns));
+    // Its set_tid (302) is below the default pid_max: the root takes an ID, then dead.
+    assert_eq!(restore_ids(&system, ns, &image), Err(ProcessError::NsDead));
+    assert_eq!(system.set_pid_max(ns, 300), Err(ProcessError::Invalid));
+    assert_eq!(system.set_pid_max(ns, 301), Ok(()));
+    assert_eq!(
+        restore_ids(&system, ns, &image),
+        Err(ProcessError::Invalid),
+        "{}",
+        system.pids().name()
+    );
+    assert_eq!(system.set_pid_max(ns, 303), Ok(()));
+    assert_eq!(restore_ids(&system, ns, &image), Err(ProcessError::NsDead));
+}
+
+fn inner_invalid_before_outer_exists<P: PidDesign>() {
+    let system: Processes<P> = Processes::with_designs(1).unwrap();
+    let ns = system.ns_new(ROOT).unwrap();
+    fork_ids(&system, ns).unwrap();
+    let second = system.fork(ns, 0).unwrap();
+    let image = system.checkpoint(second.tid()).unwrap();
+    let fresh = system.ns_new(ROOT).unwrap();
+    assert_eq!(
+        restore_ids(&system, fresh, &image),
+        Err(ProcessError::Invalid),
+        "{}",
+        system.pids().name()
+    );
+    // The refusal took nothing: the fresh namespace's first process is its init.
+    assert_eq!(fork_ids(&system, fresh).map(|ids| ids[0]), Ok(1));
+}
+
+fn leaders_ns_dead_before_a_threads_exists<P: PidDesign>() {
+    let system: Processes<P> = Processes::with_designs(1).unwrap();
+    let leader = system.fork(ROOT, 0).unwrap();
+    system.clone_thread(leader.tid(), 0).unwrap();
+    let image = system.checkpoint(leader.tid()).unwrap();
+    let ns = system.ns_new(ROOT).unwrap();
+    let init = system.fork(ns, 0).unwrap();
+    let child = system.ns_new(ns).unwrap();
+    system.kill(init.tid(), 0).unwrap();
+    assert!(system.ns_exists(ns), "dead, kept for its child");
+    // The living child still allocates in its dead parent, there the thread's ID (2) too.
+    let in_child = fork_ids(&system, child).unwrap();
+    if exact(&system) {
+        assert_eq!(in_child, [1, 2, 4]);
+    }
+    // The leader's allocation fails first, as dead: the thread is never tried.
+    assert_eq!(
+        restore_ids(&system, ns, &image),
+        Err(ProcessError::NsDead),
+        "{}",
+        system.pids().name()
+    );
+}
+
+fn freed_ns_refusal_moves_outer_cursors<P: PidDesign>() {
+    let system: Processes<P> = Processes::with_designs(1).unwrap();
+    fork_ids(&system, ROOT).unwrap();
+    let ns = system.ns_new(ROOT).unwrap();
+    let init = system.fork(ns, 0).unwrap();
+    let root_proc = system.fork(ROOT, 0).unwrap();
+    let image = system.checkpoint(root_proc.tid()).unwrap();
+    system.kill(init.tid(), 0).unwrap();
+    assert!(!system.ns_exists(ns));
+    assert_eq!(restore_ids(&system, ns, &image), Err(ProcessError::NsDead));
+    let next = fork_ids(&system, ROOT);
+    if exact(&system) {
+        // The refused restore took root ID 4 before it saw the dead namespace.
+        assert_eq!(next, Ok(vec![5]), "{}", system.pids().name());
+    } else {
+        assert!(next.is_ok_and(|ids| ids[0] != root_proc.tid()));
+    }
+}
+
+fn later_threads_exists_keeps_leaders_cursor_moves<P: PidDesign>() {
+    let system: Processes<P> = Processes::with_designs(1).unwrap();
+    fork_ids(&system, ROOT).unwrap();
+    let ns = system.ns_new(ROOT).unwrap();
+    let leader = system.fork(ROOT, 0).unwrap();
+    system.clone_thread(leader.tid(), 0).unwrap();
+    for _ in 0..3 {
+        fork_ids(&system, ns).unwrap();
+    }
+    // The leader's namespace ID (2) is free again; the thread's (3) is taken.
+    if let Some((pid, _)) = system.lookup(ns, 2).unwrap() {
+        system.kill(pid, 0).unwrap();
+    }
+    let thread_taken = system.lookup(ns, 3).unwrap().is_some();
+    let got = restore_ids(&system, ns, &image_of(&[&[2], &[3]]));
+    if exact(&system) {
+        assert_eq!(got, Err(ProcessError::Exists), "{}", system.pids().name());
+        // The leader's allocation took root ID 7, and freeing it did not move the cursor.
+        assert_eq!(
+            fork_ids(&system, ROOT),
+            Ok(vec![8]),
+            "{}",
+            system.pids().name()
+        );
+    } else if thread_taken {
+        assert_eq!(got, Err(ProcessError::Exists));
+    }
+    assert_eq!(
+        system.lookup(ns, 2),
+        Ok(None),
+        "the refusal left no process"
+    );
+}
+
+fn failed_first_fork_resets_the_cursor<P: PidDesign>() {
+    let system: Processes<P> = Processes::with_designs(1).unwrap();
+    system.set_pid_max(ROOT, 301).unwrap();
+    for _ in 0..300 {
+        fork_ids(&system, ROOT).unwrap();
+    }
+    let ns = system.ns_new(ROOT).unwrap();
+    assert_eq!(fork_ids(&system, ns), Err(ProcessError::Full));
+    system.kill(300, 0).unwrap();
+    // The namespace's first process is its init, with the root's only free ID.
+    assert_eq!(
+        fork_ids(&system, ns),
+        Ok(vec![1, 300]),
+        "{}",
+        system.pids().name()
+    );
+}
+
+fn dead_ns_refusal_leaves_the_cursor_moved<P: PidDesign>() {
+    let system: Processes<P> = Processes::with_designs(1).unwrap();
+    fork_ids(&system, ROOT).unwrap();
+    let ns = system.ns_new(ROOT).unwrap();
+    system.ns_new(ns).unwrap();
+    let init = system.fork(ns, 0).unwrap();
+    let root_proc = system.fork(ROOT, 0).unwrap();
+    let image = system.checkpoint(root_proc.tid()).unwrap();
+    system.kill(init.tid(), 0).unwrap();
+    assert!(system.ns_exists(ns), "dead, kept for its child");
+    assert_eq!(restore_ids(&system, ns, &image), Err(ProcessError::NsDead));
+    if exact(&system) {
+        assert_eq!(fork_ids(&system, ROOT), Ok(vec![5]));
+    }
+}
+
+fn the_kernels_cases<P: PidDesign>() {
+    restore_into_freed_ns_checks_levels_before_dead::<P>();
+    pid_max_on_a_freed_ns_bounds_set_tid::<P>();
+    inner_invalid_before_outer_exists::<P>();
+    leaders_ns_dead_before_a_threads_exists::<P>();
+    freed_ns_refusal_moves_outer_cursors::<P>();
+    later_threads_exists_keeps_leaders_cursor_moves::<P>();
+    failed_first_fork_resets_the_cursor::<P>();
+    dead_ns_refusal_leaves_the_cursor_moved::<P>();
+}
+
+#[test]
+fn restores_and_first_forks_follow_the_kernels_alloc_pid() {
+    the_kernels_cases::<IdrRelock>();
+    the_kernels_cases::<IdrOnce>();
+    the_kernels_cases::<BitmapHash>();
+    the_kernels_cases::<PerCpu>();
+}
+
+#[test]
+fn a_refused_restore_that_took_an_id_1_leaves_that_namespace_dead() {
+    let system: Processes<IdrOnce> = Processes::with_designs(1).unwrap();
+    fork_ids(&system, ROOT).unwrap();
+    let fresh = system.ns_new(ROOT).unwrap();
+    let below = system.ns_new(fresh).unwrap();
+    // The leader takes the fresh namespace's ID 1 and root ID 50; the thread's root ID 1 is
+    // the root's init's.
+    let image = image_of(&[&[1, 50], &[2, 1]]);
+    assert_eq!(
+        restore_ids(&system, fresh, &image),
+        Err(ProcessError::Exists)
+    );
+    // The restore had made the namespace's init; ending it ended the namespace, kept for its
+    // child; the child, with no process, is alive.
+    assert!(system.ns_exists(fresh));
+    assert_eq!(fork_ids(&system, fresh), Err(ProcessError::NsDead));
+    assert_eq!(system.ns_new(fresh), Err(ProcessError::NsDead));
+    assert_eq!(system.lookup(ROOT, 50), Ok(None));
+    assert_eq!(fork_ids(&system, below).map(|ids| ids[0]), Ok(1));
+    // Without a child, the dead and empty namespace is freed.
+    let lone = system.ns_new(ROOT).unwrap();
+    assert_eq!(
+        restore_ids(&system, lone, &image),
+        Err(ProcessError::Exists)
+    );
+    assert!(!system.ns_exists(lone), "dead and empty: freed");
+    assert_eq!(fork_ids(&system, lone), Err(ProcessError::NsDead));
+}

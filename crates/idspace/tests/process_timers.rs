@@ -292,6 +292,7 @@ fn checkpoint_and_restore_keep_armed_timers() {
             }
             NotifyKind::Wake => Some(Notify::Wake),
             NotifyKind::None => Some(Notify::None),
+            other => panic!("a kind this image does not hold: {other:?}"),
         })
         .unwrap();
     let pid = restored.leader.tid();

@@ -95,7 +95,7 @@ impl Hooks for PidHooks {
 #[test]
 fn every_task_holds_a_pid_from_creation_to_exit() {
     for policy in Policy::ALL {
-        let pids = PerCpu::new(WORKERS + 1);
+        let pids = PerCpu::new(WORKERS + 1).unwrap();
         // PID 1 is the space's init: it lives for the whole test, as a namespace dies with its
         // init (the kernel's rule, which the allocator keeps).
         let init = pids.alloc(ROOT, &[], 0).unwrap();

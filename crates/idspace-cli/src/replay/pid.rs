@@ -27,7 +27,7 @@ pub enum PidDesign {
     IdrOnce,
     /// Flat bitmaps under one lock, a striped hash for lookup (FreeBSD).
     BitmapHash,
-    /// Per-CPU ranges of IDs (the seed's sketch).
+    /// Per-CPU ranges of IDs (the design sketched on LKML with the single-lock alloc_pid series).
     Percpu,
 }
 
@@ -89,7 +89,9 @@ impl PidReplay {
             PidDesign::IdrRelock => Box::new(IdrRelock::new()),
             PidDesign::IdrOnce => Box::new(IdrOnce::new()),
             PidDesign::BitmapHash => Box::new(BitmapHash::new()),
-            PidDesign::Percpu => Box::new(PerCpu::new(SLOTS)),
+            PidDesign::Percpu => {
+                Box::new(PerCpu::new(SLOTS).expect("SLOTS is within PerCpu::MAX_CPUS"))
+            }
         };
         PidReplay { pids }
     }

@@ -1,6 +1,6 @@
-//! Where the lazy design's periodic CID scan runs, and what that adds to switches (seed 003):
-//! the same switches, each timed, with the scan at a tick on the switch path (6.4 to 6.18), in
-//! a worker thread (the seed's `delayed_work`), or never (the reference).
+//! Where the lazy design's periodic CID scan runs, and what that adds to switches (the lazy design
+//! of Linux 6.4–6.18): the same switches, each timed, with the scan at a tick on the switch path
+//! (6.4 to 6.18), in a worker thread (a `delayed_work`), or never (the reference).
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,13 +19,13 @@ pub const LAB_PERIOD: Duration = Duration::from_millis(1);
 pub const CHURN_THREADS: usize = 4;
 
 /// The placements compared, by column name.
-pub const PLACEMENTS: [&str; 3] = ["no scan", "tick (6.4–6.18)", "worker (seed 003)"];
+pub const PLACEMENTS: [&str; 3] = ["no scan", "tick (6.4–6.18)", "worker (delayed work)"];
 
 /// The placement of a column.
 pub fn placement(column: &str) -> ScanPlacement {
     match column {
         "tick (6.4–6.18)" => ScanPlacement::Tick { period: LAB_PERIOD },
-        "worker (seed 003)" => ScanPlacement::Worker { period: LAB_PERIOD },
+        "worker (delayed work)" => ScanPlacement::Worker { period: LAB_PERIOD },
         _ => ScanPlacement::OnDemand,
     }
 }
@@ -149,7 +149,7 @@ mod tests {
         }
         // The worker scans whatever the switches do.
         let run = run(
-            placement("worker (seed 003)"),
+            placement("worker (delayed work)"),
             Load::None,
             4,
             Duration::from_millis(30),

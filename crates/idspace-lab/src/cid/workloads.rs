@@ -9,6 +9,7 @@ use idspace::cid::{rseq, CidAllocator, CidError, Task};
 use thread_local::ThreadLocal;
 
 use crate::measure::timed;
+use crate::sys::thread::EmptyThread;
 
 /// Nanoseconds per switch pair (switch-in of one task and, with it, switch-out of the other) on
 /// one CPU: `tasks` tasks exist, two alternate on CPU 0.
@@ -48,10 +49,10 @@ pub fn rseq_read(reads: u32) -> Result<f64, String> {
     Ok(start.elapsed().as_nanos() as f64 / f64::from(reads))
 }
 
-/// tglx's thread create/teardown shape on a CID space: `pools` threads each fork `threads`
-/// tasks; each task runs (is switched in on a CPU, preempting whatever ran there), then is woken
-/// once more on the next CPU (the seed's threads wait on a condition variable before they die),
-/// then all exit; repeated. Returns tasks created and torn down per second.
+/// tglx's thread create/teardown shape on a CID space: `pools` threads each fork `threads` tasks;
+/// each task runs (is switched in on a CPU, preempting whatever ran there), then is woken once more
+/// on the next CPU (the benchmark's threads wait on a condition variable before they die), then all
+/// exit; repeated. Returns tasks created and torn down per second.
 pub fn pools(
     space: &dyn CidAllocator,
     pools: usize,
@@ -107,40 +108,21 @@ pub fn pools(
     Ok(created as f64 / elapsed.as_secs_f64())
 }
 
-extern "C" fn thread_body(_: *mut libc::c_void) -> *mut libc::c_void {
-    core::ptr::null_mut()
-}
-
 /// The same shape with real threads: `pools` threads each create `threads` pthreads (which
 /// return at once) and join them, repeatedly. Returns threads per second.
 pub fn kernel_pools(pools: usize, threads: usize, duration: Duration) -> Result<f64, String> {
     let failed = AtomicBool::new(false);
     let (elapsed, created) = timed(pools, duration, &|_, stop| {
         let mut created = 0;
-        let mut handles: Vec<libc::pthread_t> = Vec::with_capacity(threads);
+        let mut handles = Vec::with_capacity(threads);
         while !stop.load(Ordering::Relaxed) {
             for _ in 0..threads {
-                let mut handle: libc::pthread_t = 0;
-                // Default attributes (null); the start routine touches no memory.
-                // SAFETY: `handle` is a live out-parameter, and the other arguments are as above.
-                let rc = unsafe {
-                    libc::pthread_create(
-                        &mut handle,
-                        core::ptr::null(),
-                        thread_body,
-                        core::ptr::null_mut(),
-                    )
-                };
-                if rc == 0 {
-                    handles.push(handle);
-                } else {
-                    failed.store(true, Ordering::Relaxed);
+                match EmptyThread::spawn() {
+                    Some(handle) => handles.push(handle),
+                    None => failed.store(true, Ordering::Relaxed),
                 }
             }
-            for handle in handles.drain(..) {
-                // SAFETY: each handle was created above and is joined once.
-                unsafe { libc::pthread_join(handle, core::ptr::null_mut()) };
-            }
+            handles.drain(..).for_each(EmptyThread::join);
             created += threads as u64;
         }
         created
@@ -211,6 +193,62 @@ pub enum Shards<'a> {
 
 const BATCH: u64 = 256;
 
+/// Increments `shard` in batches until `stop`; returns the increments.
+fn increment_until(shard: &AtomicU64, stop: &AtomicBool) -> u64 {
+    let mut done = 0;
+    while !stop.load(Ordering::Relaxed) {
+        for _ in 0..BATCH {
+            shard.fetch_add(1, Ordering::Relaxed);
+        }
+        done += BATCH;
+    }
+    done
+}
+
+/// Worker `worker` as a task of `space`: switches in on its slot every batch and increments
+/// the shard of the CID it got, until `stop`; returns the increments.
+fn increment_by_rework_cid(
+    space: &dyn CidAllocator,
+    worker: usize,
+    shards: &[CachePadded<AtomicU64>],
+    stop: &AtomicBool,
+) -> u64 {
+    let all = if space.cpus() >= 64 {
+        u64::MAX
+    } else {
+        (1 << space.cpus()) - 1
+    };
+    let Ok(task) = space.fork(all) else { return 0 };
+    let slot = worker % space.cpus();
+    let mut done = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(Some(cid)) = space.switch(slot, Some(&task)) else {
+            break;
+        };
+        let shard = &shards[cid as usize];
+        for _ in 0..BATCH {
+            shard.fetch_add(1, Ordering::Relaxed);
+        }
+        done += BATCH;
+    }
+    let _ = space.exit(&task);
+    done
+}
+
+/// Increments the shard of the kernel's mm_cid, read at every increment, until `stop`;
+/// returns the increments.
+fn increment_by_mm_cid(shards: &[CachePadded<AtomicU64>], stop: &AtomicBool) -> u64 {
+    let mut done = 0;
+    while !stop.load(Ordering::Relaxed) {
+        for _ in 0..BATCH {
+            let cid = rseq::current_mm_cid().unwrap_or(0) as usize;
+            shards[cid % shards.len()].fetch_add(1, Ordering::Relaxed);
+        }
+        done += BATCH;
+    }
+    done
+}
+
 /// A sharded counter incremented by `threads` threads for `duration`: nanoseconds per
 /// increment (per thread: elapsed × threads ÷ increments) and the bytes the shards take.
 pub fn counter(
@@ -232,57 +270,14 @@ pub fn counter(
     let array: Vec<CachePadded<AtomicU64>> = (0..slots)
         .map(|_| CachePadded::new(AtomicU64::new(0)))
         .collect();
-    let (elapsed, total) = timed(threads, duration, &|worker, stop| {
-        let mut done = 0u64;
-        match shards {
-            Shards::Shared => {
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..BATCH {
-                        shared.fetch_add(1, Ordering::Relaxed);
-                    }
-                    done += BATCH;
-                }
-            }
-            Shards::PerThread => {
-                let shard = per_thread.get_or(|| CachePadded::new(AtomicU64::new(0)));
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..BATCH {
-                        shard.fetch_add(1, Ordering::Relaxed);
-                    }
-                    done += BATCH;
-                }
-            }
-            Shards::Rework(space) => {
-                let all = if space.cpus() >= 64 {
-                    u64::MAX
-                } else {
-                    (1 << space.cpus()) - 1
-                };
-                let Ok(task) = space.fork(all) else { return 0 };
-                let slot = worker % space.cpus();
-                while !stop.load(Ordering::Relaxed) {
-                    let Ok(Some(cid)) = space.switch(slot, Some(&task)) else {
-                        break;
-                    };
-                    let shard = &array[cid as usize];
-                    for _ in 0..BATCH {
-                        shard.fetch_add(1, Ordering::Relaxed);
-                    }
-                    done += BATCH;
-                }
-                let _ = space.exit(&task);
-            }
-            Shards::Kernel => {
-                while !stop.load(Ordering::Relaxed) {
-                    for _ in 0..BATCH {
-                        let cid = rseq::current_mm_cid().unwrap_or(0) as usize;
-                        array[cid % slots].fetch_add(1, Ordering::Relaxed);
-                    }
-                    done += BATCH;
-                }
-            }
-        }
-        done
+    let (elapsed, total) = timed(threads, duration, &|worker, stop| match shards {
+        Shards::Shared => increment_until(&shared, stop),
+        Shards::PerThread => increment_until(
+            per_thread.get_or(|| CachePadded::new(AtomicU64::new(0))),
+            stop,
+        ),
+        Shards::Rework(space) => increment_by_rework_cid(space, worker, &array, stop),
+        Shards::Kernel => increment_by_mm_cid(&array, stop),
     });
     let counted: u64 = match shards {
         Shards::Shared => shared.load(Ordering::Relaxed),

@@ -1,4 +1,4 @@
-//! Experiment `lease`: IDs unique across a cluster (issue 15). Node processes allocating
+//! Experiment `lease`: IDs unique across a cluster. Node processes allocating
 //! through ranges leased from PostgreSQL, against PostgreSQL's own `nextval` (CACHE 1 and
 //! CACHE 1000, one session per thread), one `UPDATE … RETURNING` per ID, and a Snowflake-style
 //! generator that needs no store, all against one throwaway server in one run; then IDs/s while
@@ -11,9 +11,9 @@ use std::time::Duration;
 use idspace_lease::server::{Durability, Throwaway};
 use idspace_lease::Store;
 
-use crate::forked::run_forked;
-use crate::measure::names;
-use crate::model::{Row, Section, Table};
+use crate::declare::{self, Declared, Measurement, Sweep};
+use crate::model::{Row, Section};
+use crate::sys::forked::run_forked;
 use crate::{Context, Experiment, Scale};
 use workloads::Outcome;
 
@@ -151,124 +151,9 @@ impl Experiment for Lease {
         let server = Throwaway::start(Durability { fsync: true })?;
         let url = server.url();
         prepare(&url)?;
-        let (k, t) = (plan.nodes, plan.threads);
-        let sessions = k * t;
-        let candidates = vec![
-            Candidate {
-                name: format!("lease {k}×{t}"),
-                kind: Kind::Nodes,
-            },
-            Candidate {
-                name: REFERENCE.into(),
-                kind: Kind::NextvalCache1,
-            },
-            Candidate {
-                name: "nextval CACHE 1000".into(),
-                kind: Kind::NextvalCache1000,
-            },
-            Candidate {
-                name: "UPDATE per ID".into(),
-                kind: Kind::UpdatePerId,
-            },
-            Candidate {
-                name: "snowflake".into(),
-                kind: Kind::Snowflake,
-            },
-        ];
-        let result = cx.measure(&candidates, "steady", |c| {
-            run(c, &url, &plan, plan.run).map(|o| o.metrics())
-        });
-        let rate = result.metric(0);
-        let per_node: Vec<Option<f64>> = candidates
-            .iter()
-            .map(|c| {
-                rate.get(&c.name)
-                    .filter(|_| c.kind == Kind::Nodes)
-                    .map(|v| v / k as f64)
-            })
-            .collect();
-        let steady = Table {
-            id: "steady".into(),
-            title: format!(
-                "IDs with the store healthy: lease = {k} node processes × {t} threads; the \
-                 baselines and Snowflake on {sessions} threads ({sessions} sessions){}",
-                cx.oversubscribed(sessions + 1)
-            ),
-            unit: "IDs/s, µs, round trips".into(),
-            columns: names(&candidates),
-            rows: vec![
-                Row::numbers("IDs/s", &rate, 0),
-                Row::ratios(format!("IDs/s ÷ {REFERENCE}"), rate.over(REFERENCE)),
-                Row::numbers("IDs/s per node (lease)", per_node, 0),
-                Row::numbers("p99 allocation latency (µs)", result.metric(1), 2),
-                Row::numbers("DB round trips per million IDs", result.metric(2), 1),
-            ],
-        };
-
-        // The fault row: the server stopped a quarter into the run and started again.
-        let faulty = vec![
-            Candidate {
-                name: format!("lease 1×{t}"),
-                kind: Kind::Node,
-            },
-            Candidate {
-                name: REFERENCE.into(),
-                kind: Kind::NextvalCache1,
-            },
-            Candidate {
-                name: "UPDATE per ID".into(),
-                kind: Kind::UpdatePerId,
-            },
-        ];
-        let faults = cx.measure(&faulty, "restart", |c| {
-            std::thread::scope(|scope| {
-                let restarter = scope.spawn(|| {
-                    std::thread::sleep(plan.fault_run / 4);
-                    let started = std::time::Instant::now();
-                    server.stop()?;
-                    server.start_again()?;
-                    Ok::<Duration, String>(started.elapsed())
-                });
-                let outcome = run(c, &url, &plan, plan.fault_run);
-                let downtime = restarter
-                    .join()
-                    .map_err(|_| "the restart panicked".to_string())??;
-                let outcome = outcome?;
-                let mut metrics = outcome.metrics();
-                metrics.push(downtime.as_secs_f64() * 1000.0);
-                metrics.push(outcome.failures as f64);
-                Ok(metrics)
-            })
-        });
-        let fault = Table {
-            id: "restart".into(),
-            title: format!(
-                "IDs while PostgreSQL restarts: stopped (fast shutdown) {} ms into a {} ms run, \
-                 then started again; lease = 1 node × {t} threads, the baselines {sessions} \
-                 sessions that reconnect",
-                plan.fault_run.as_millis() / 4,
-                plan.fault_run.as_millis()
-            ),
-            unit: "IDs/s, ms, failed calls".into(),
-            columns: names(&faulty),
-            rows: vec![
-                Row::numbers("IDs/s during the restart run", faults.metric(0), 0),
-                Row::ratios(format!("÷ {REFERENCE}"), faults.metric(0).over(REFERENCE)),
-                Row::numbers("server down and up again (ms)", faults.metric(3), 0),
-                Row::numbers("failed allocations", faults.metric(4), 0),
-            ],
-        };
-        cx.notes.push(
-            "Goals (issue 15): ≥ 1M IDs/s per node with steps of 1000, ≥ 40x `nextval` CACHE 1, \
-             p99 ≤ 10 µs with the store healthy. The lease columns start at a step of 1000, \
-             which adapts (doubling while leases last under 1 s). The p99 of the node processes \
-             is the largest of their own p99s. Every allocation is timed with `Instant::now`, \
-             whose cost (~20-30 ns) is in the figures. The server runs with fsync and \
-             synchronous_commit on, as a production server does."
-                .into(),
-        );
-        Ok(Section {
-            name: "lease".into(),
+        let over = cx.oversubscribed(plan.nodes * plan.threads + 1);
+        let declared = Declared {
+            name: self.name(),
             title: "Leased ID ranges vs PostgreSQL sequences and Snowflake".into(),
             intro: vec![format!(
                 "One throwaway PostgreSQL ({}) on a Unix socket, shared by every candidate. A \
@@ -279,9 +164,130 @@ impl Experiment for Lease {
                     .map(|dir| dir.display().to_string())
                     .unwrap_or_default()
             )],
-            tables: vec![steady, fault],
-            plots: Vec::new(),
-            notes: std::mem::take(&mut cx.notes),
-        })
+            measurements: vec![steady(&plan, &url, over), restart(&plan, &url, &server)],
+            notes: vec![NOTE.into()],
+        };
+        Ok(declare::run(cx, declared))
     }
+}
+
+const NOTE: &str = "Goals: ≥ 1M IDs/s per node with steps of 1000, ≥ 40x `nextval` CACHE 1, \
+    p99 ≤ 10 µs with the store healthy. The lease columns start at a step of 1000, which adapts \
+    (doubling while leases last under 1 s). The p99 of the node processes is the largest of \
+    their own p99s. Every allocation is timed with `Instant::now`, whose cost (~20-30 ns) is in \
+    the figures. The server runs with fsync and synchronous_commit on, as a production server \
+    does.";
+
+fn candidate(name: impl Into<String>, kind: Kind) -> Candidate {
+    Candidate {
+        name: name.into(),
+        kind,
+    }
+}
+
+/// IDs with the store healthy.
+fn steady<'a>(plan: &'a Plan, url: &'a str, over: &'static str) -> Box<dyn Measurement + 'a> {
+    let (k, t) = (plan.nodes, plan.threads);
+    let candidates = vec![
+        candidate(format!("lease {k}×{t}"), Kind::Nodes),
+        candidate(REFERENCE, Kind::NextvalCache1),
+        candidate("nextval CACHE 1000", Kind::NextvalCache1000),
+        candidate("UPDATE per ID", Kind::UpdatePerId),
+        candidate("snowflake", Kind::Snowflake),
+    ];
+    Sweep::new(
+        candidates,
+        vec![()],
+        |_| "steady".into(),
+        move |c, _| run(c, url, plan, plan.run).map(|o| o.metrics()),
+    )
+    .tables(move |swept, _| {
+        let result = swept.only();
+        let rate = result.metric(0);
+        let nodes = format!("lease {k}×{t}");
+        let per_node = rate.only(&[&nodes]).map(|v| v / k as f64);
+        let per_node: Vec<Option<f64>> = swept
+            .columns
+            .iter()
+            .map(|name| per_node.get(name))
+            .collect();
+        let sessions = k * t;
+        let title = format!(
+            "IDs with the store healthy: lease = {k} node processes × {t} threads; the \
+             baselines and Snowflake on {sessions} threads ({sessions} sessions){over}"
+        );
+        let rows = vec![
+            Row::numbers("IDs/s", &rate, 0),
+            Row::ratios(format!("IDs/s ÷ {REFERENCE}"), rate.over(REFERENCE)),
+            Row::numbers("IDs/s per node (lease)", per_node, 0),
+            Row::numbers("p99 allocation latency (µs)", result.metric(1), 2),
+            Row::numbers("DB round trips per million IDs", result.metric(2), 1),
+        ];
+        swept
+            .table("steady", title, "IDs/s, µs, round trips", rows)
+            .into()
+    })
+}
+
+/// One run of `c` while the server is stopped a quarter into it and started again.
+fn run_through_restart(
+    c: &Candidate,
+    url: &str,
+    plan: &Plan,
+    server: &Throwaway,
+) -> Result<Vec<f64>, String> {
+    std::thread::scope(|scope| {
+        let restarter = scope.spawn(|| {
+            std::thread::sleep(plan.fault_run / 4);
+            let started = std::time::Instant::now();
+            server.stop()?;
+            server.start_again()?;
+            Ok::<Duration, String>(started.elapsed())
+        });
+        let outcome = run(c, url, plan, plan.fault_run);
+        let downtime = restarter
+            .join()
+            .map_err(|_| "the restart panicked".to_string())??;
+        let outcome = outcome?;
+        let mut metrics = outcome.metrics();
+        metrics.push(downtime.as_secs_f64() * 1000.0);
+        metrics.push(outcome.failures as f64);
+        Ok(metrics)
+    })
+}
+
+/// IDs while the server restarts.
+fn restart<'a>(plan: &'a Plan, url: &'a str, server: &'a Throwaway) -> Box<dyn Measurement + 'a> {
+    let t = plan.threads;
+    let faulty = vec![
+        candidate(format!("lease 1×{t}"), Kind::Node),
+        candidate(REFERENCE, Kind::NextvalCache1),
+        candidate("UPDATE per ID", Kind::UpdatePerId),
+    ];
+    Sweep::new(
+        faulty,
+        vec![()],
+        |_| "restart".into(),
+        move |c, _| run_through_restart(c, url, plan, server),
+    )
+    .tables(move |swept, _| {
+        let faults = swept.only();
+        let title = format!(
+            "IDs while PostgreSQL restarts: stopped (fast shutdown) {} ms into a {} ms run, \
+             then started again; lease = 1 node × {t} threads, the baselines {} sessions that \
+             reconnect",
+            plan.fault_run.as_millis() / 4,
+            plan.fault_run.as_millis(),
+            plan.nodes * t
+        );
+        let rows = vec![
+            Row::numbers("IDs/s during the restart run", faults.metric(0), 0),
+            Row::ratios(format!("÷ {REFERENCE}"), faults.metric(0).over(REFERENCE)),
+            Row::numbers("server down and up again (ms)", faults.metric(3), 0),
+            Row::numbers("failed allocations", faults.metric(4), 0),
+        ];
+        swept
+            .table("restart", title, "IDs/s, ms, failed calls", rows)
+            .into()
+    })
 }

@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 use idspace::cid::rseq;
 
 use crate::measure::timed;
+use crate::sys::thread::{self as raw, CpuSet};
+
+pub(crate) use crate::sys::thread::glibc_version;
 
 /// One pool's shared state, as in tglx's program: threads count themselves in, wait until told
 /// to die, and count themselves out.
@@ -32,9 +35,7 @@ fn lock(pool: &Pool) -> std::sync::MutexGuard<'_, PoolState> {
 }
 
 /// A pool thread (`tfn`): count in, wait to be told to die, count out.
-extern "C" fn pool_thread(arg: *mut libc::c_void) -> *mut libc::c_void {
-    // SAFETY: `arg` is a reference `Arc::into_raw` gave to this thread alone.
-    let pool = unsafe { Arc::from_raw(arg as *const Pool) };
+fn pool_thread(pool: Arc<Pool>) {
     let mut state = lock(&pool);
     state.alive += 1;
     pool.changed.notify_all();
@@ -44,8 +45,6 @@ extern "C" fn pool_thread(arg: *mut libc::c_void) -> *mut libc::c_void {
     state.die -= 1;
     state.alive -= 1;
     pool.changed.notify_all();
-    drop(state);
-    core::ptr::null_mut()
 }
 
 /// Tglx's pool program with pthreads: `pools` threads each create `threads` detached pthreads,
@@ -59,20 +58,10 @@ pub fn tglx_pools(pools: usize, threads: usize, duration: Duration) -> Result<f6
         while !stop.load(Ordering::Relaxed) {
             let mut started = 0;
             for _ in 0..threads {
-                let arg = Arc::into_raw(Arc::clone(&pool)) as *mut libc::c_void;
-                let mut handle: libc::pthread_t = 0;
-                // SAFETY: a live out-parameter, default attributes, and a start routine that
-                // takes over the reference `arg` carries.
-                let rc = unsafe {
-                    libc::pthread_create(&mut handle, core::ptr::null(), pool_thread, arg)
-                };
-                if rc == 0 {
-                    // SAFETY: a thread just created and not joined or detached before.
-                    unsafe { libc::pthread_detach(handle) };
+                let pool = Arc::clone(&pool);
+                if raw::spawn_detached(move || pool_thread(pool)) {
                     started += 1;
                 } else {
-                    // SAFETY: the thread never started, so the reference is still ours.
-                    drop(unsafe { Arc::from_raw(arg as *const Pool) });
                     failed.store(true, Ordering::Relaxed);
                 }
             }
@@ -162,7 +151,7 @@ pub fn compaction(
     if cpus.len() < 2 {
         return Err("compaction needs at least 2 allowed CPUs".into());
     }
-    let saved = affinity().ok_or("cannot read this thread's affinity")?;
+    let saved = CpuSet::current().ok_or("cannot read this thread's affinity")?;
     pin(cpus[0]);
     thread::scope(|scope| {
         for &cpu in &cpus[1..] {
@@ -194,54 +183,18 @@ pub fn compaction(
             thread::sleep(Duration::from_millis(5));
         }
     };
-    set_affinity(&saved);
+    saved.apply();
     Ok((first, outcome))
-}
-
-/// The calling thread's affinity.
-fn affinity() -> Option<libc::cpu_set_t> {
-    // SAFETY: an all-zero cpu_set_t is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
-    // SAFETY: a valid set of the size passed, for the calling thread.
-    let got = unsafe { libc::sched_getaffinity(0, core::mem::size_of_val(&set), &mut set) };
-    (got == 0).then_some(set)
-}
-
-/// Sets the calling thread's affinity to `set`.
-fn set_affinity(set: &libc::cpu_set_t) {
-    // SAFETY: a valid set of the size passed, for the calling thread. A refusal leaves the
-    // affinity as it was, which the callers survive (they measure CIDs, not placement).
-    unsafe { libc::sched_setaffinity(0, core::mem::size_of_val(set), set) };
 }
 
 /// Pins the calling thread to `cpu`.
 fn pin(cpu: usize) {
-    // SAFETY: an all-zero cpu_set_t is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
-    // SAFETY: `cpu` came from the allowed set, below CPU_SETSIZE.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    set_affinity(&set);
+    CpuSet::only(cpu).apply();
 }
 
 /// The CPUs this process may run on.
 pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: an all-zero cpu_set_t is a valid empty set.
-    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
-    // SAFETY: a valid set of the size passed, for the calling thread.
-    if unsafe { libc::sched_getaffinity(0, core::mem::size_of_val(&set), &mut set) } != 0 {
-        return Vec::new();
-    }
-    (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `cpu` is below CPU_SETSIZE.
-        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-        .collect()
-}
-
-/// The C library's version (`gnu_get_libc_version`).
-pub fn glibc_version() -> String {
-    // SAFETY: returns a pointer to a static NUL-terminated string.
-    let version = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
-    version.to_string_lossy().into_owned()
+    CpuSet::current().map_or_else(Vec::new, |set| set.cpus())
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! Experiment `percid`: per-CID data (issue 11). A counter in the shape of ClickHouse PR
+//! Experiment `percid`: per-CID data. A counter in the shape of ClickHouse PR
 //! #109283 (rseq sections indexed by mm_cid and by cpu_id, an atomic per CID, one shared
 //! atomic, thread_local shards) and an object cache (`PerCidPool` against a `Mutex<Vec>`,
 //! thread_local caches and crossbeam's `ArrayQueue`), at 1 to 256 threads, with memory.
@@ -7,7 +7,8 @@ pub(crate) mod workloads;
 
 use idspace::percid::{kernel_aborts, rseq_registration, IndexSource};
 
-use crate::model::{Row, Section, Table};
+use crate::declare::{self, custom, Declared, Measurement, Produced, Sweep};
+use crate::model::Section;
 use crate::{Context, Experiment, Scale};
 
 /// The experiment.
@@ -31,124 +32,9 @@ impl Experiment for PerCidData {
             Scale::Quick => (20_000_000, 2_000_000),
             Scale::Full => (150_000_000, 15_000_000),
         };
-        let repetitions = cx.repetitions();
-        let steps =
-            repetitions * THREADS.len() * (workloads::COUNTERS.len() + workloads::POOLS.len());
-        cx.progress.set_total(steps as u64);
         let aborts_before = kernel_aborts();
-
-        let mut ns_rows = Vec::new();
-        let mut slot_rows = Vec::new();
-        let mut byte_rows = Vec::new();
-        let mut ratio_rows = Vec::new();
-        for threads in THREADS {
-            let over = cx.oversubscribed(threads);
-            let result = cx.measure(
-                &workloads::COUNTERS,
-                &format!("counter, {threads} threads"),
-                |&shape| {
-                    workloads::counter(shape, threads, increments)
-                        .map(|run| vec![run.ns, run.slots as f64, run.bytes as f64])
-                },
-            );
-            let ns = result.metric(0);
-            ratio_rows.push(Row::ratios(
-                format!("÷ rseq by mm_cid, {threads} threads{over}"),
-                ns.over("rseq by mm_cid"),
-            ));
-            ns_rows.push(Row::numbers(
-                format!("ns per increment, {threads} threads{over}"),
-                ns,
-                2,
-            ));
-            slot_rows.push(Row::numbers(
-                format!("slots, {threads} threads"),
-                result.metric(1),
-                0,
-            ));
-            byte_rows.push(Row::numbers(
-                format!("bytes, {threads} threads"),
-                result.metric(2),
-                0,
-            ));
-        }
-        let mut rows = ns_rows;
-        rows.extend(ratio_rows);
-        rows.extend(slot_rows);
-        rows.extend(byte_rows);
-        let mut tables = vec![Table {
-            id: "counter".into(),
-            title: format!(
-                "Counter (ClickHouse PR #109283's shape): ns per increment per thread, and the \
-                 memory the counter holds; {increments} increments per cell, shared by the threads, \
-                 median of {repetitions}; {} CPUs",
-                cx.cpus()
-            ),
-            unit: "ns, x, slots, bytes".into(),
-            columns: workloads::COUNTERS.iter().map(|c| c.to_string()).collect(),
-            rows,
-        }];
-
-        let mut rows = Vec::new();
-        let mut held_rows = Vec::new();
-        let mut pool_ratios = Vec::new();
-        for threads in THREADS {
-            let over = cx.oversubscribed(threads);
-            let result = cx.measure(
-                &workloads::POOLS,
-                &format!("pool, {threads} threads"),
-                |&shape| {
-                    workloads::pool(shape, threads, pairs).map(|run| vec![run.ns, run.held as f64])
-                },
-            );
-            let ns = result.metric(0);
-            pool_ratios.push(Row::ratios(
-                format!("÷ PerCidPool, {threads} threads{over}"),
-                ns.over("PerCidPool"),
-            ));
-            rows.push(Row::numbers(
-                format!("ns per take+give, {threads} threads{over}"),
-                ns,
-                2,
-            ));
-            held_rows.push(Row::numbers(
-                format!("objects held, {threads} threads"),
-                result.metric(1),
-                0,
-            ));
-        }
-        rows.extend(pool_ratios);
-        rows.extend(held_rows);
-        tables.push(Table {
-            id: "pool".into(),
-            title: format!(
-                "Object cache: ns per take+give pair per thread (bursts of 4 takes, then 4 gives, \
-                 64-byte objects; 64 objects per slot, thread or queue), and the objects each \
-                 cache holds at the end; {pairs} pairs per cell, shared by the threads, median of \
-                 {repetitions}"
-            ),
-            unit: "ns, x, objects".into(),
-            columns: workloads::POOLS.iter().map(|c| c.to_string()).collect(),
-            rows,
-        });
-        let registration = rseq_registration()
-            .map_or_else(|| "none".to_string(), |r| format!("{r:?}").to_lowercase());
-        cx.notes.push(format!(
-            "Index source of `PerCidPool` here: {}; rseq area registered by: {registration}; \
-             rseq sections aborted by the kernel during this experiment: {}.",
-            IndexSource::best().as_str(),
-            kernel_aborts() - aborts_before
-        ));
-        cx.notes.push(
-            "\"rseq by mm_cid\" and \"rseq by cpu_id\" are `PerCidCounter`: a plain add committed \
-             by an rseq critical section, no lock prefix. \"atomic per CID\" is `PerCid<AtomicU64>` \
-             indexed by mm_cid with an atomic add. \"thread_local shards\" looks its shard up at \
-             every increment (`thread_local::ThreadLocal::get_or`) and keeps one per thread; the \
-             per-CID shapes keep one per possible CPU."
-                .into(),
-        );
-        Ok(Section {
-            name: "percid".into(),
+        let declared = Declared {
+            name: self.name(),
             title: "Per-CID data: rseq counters and object caches".into(),
             intro: vec![
                 "Counters and object caches indexed by the running thread's concurrency ID, \
@@ -156,9 +42,93 @@ impl Experiment for PerCidData {
                  operation per thread (elapsed × threads ÷ operations)."
                     .into(),
             ],
-            tables,
-            plots: Vec::new(),
-            notes: std::mem::take(&mut cx.notes),
-        })
+            measurements: vec![
+                counter(increments),
+                pool(pairs),
+                custom(0, move |cx| {
+                    let registration = rseq_registration()
+                        .map_or_else(|| "none".to_string(), |r| format!("{r:?}").to_lowercase());
+                    cx.notes.push(format!(
+                        "Index source of `PerCidPool` here: {}; rseq area registered by: \
+                         {registration}; rseq sections aborted by the kernel during this \
+                         experiment: {}.",
+                        IndexSource::best().as_str(),
+                        kernel_aborts() - aborts_before
+                    ));
+                    Produced::default()
+                }),
+            ],
+            notes: vec![NOTE.into()],
+        };
+        Ok(declare::run(cx, declared))
     }
+}
+
+const NOTE: &str = "\"rseq by mm_cid\" and \"rseq by cpu_id\" are `PerCidCounter`: a plain add \
+    committed by an rseq critical section, no lock prefix. \"atomic per CID\" is \
+    `PerCid<AtomicU64>` indexed by mm_cid with an atomic add. \"thread_local shards\" looks its \
+    shard up at every increment (`thread_local::ThreadLocal::get_or`) and keeps one per thread; \
+    the per-CID shapes keep one per possible CPU.";
+
+/// The counters at every thread count.
+fn counter(increments: u64) -> Box<dyn Measurement> {
+    Sweep::new(
+        workloads::COUNTERS.to_vec(),
+        THREADS.to_vec(),
+        |threads| format!("counter, {threads} threads"),
+        move |&shape, &threads| {
+            workloads::counter(shape, threads, increments)
+                .map(|run| vec![run.ns, run.slots as f64, run.bytes as f64])
+        },
+    )
+    .tables(move |swept, cx| {
+        let over = |t: usize| cx.oversubscribed(t);
+        let mut rows = swept.numbers(0, 2, |&t| {
+            format!("ns per increment, {t} threads{}", over(t))
+        });
+        rows.extend(swept.ratios(0, "rseq by mm_cid", |&t| {
+            format!("÷ rseq by mm_cid, {t} threads{}", over(t))
+        }));
+        rows.extend(swept.numbers(1, 0, |t| format!("slots, {t} threads")));
+        rows.extend(swept.numbers(2, 0, |t| format!("bytes, {t} threads")));
+        let title = format!(
+            "Counter (ClickHouse PR #109283's shape): ns per increment per thread, and the \
+             memory the counter holds; {increments} increments per cell, shared by the threads, \
+             median of {}; {} CPUs",
+            cx.repetitions(),
+            cx.cpus()
+        );
+        swept
+            .table("counter", title, "ns, x, slots, bytes", rows)
+            .into()
+    })
+}
+
+/// The object caches at every thread count.
+fn pool(pairs: u64) -> Box<dyn Measurement> {
+    Sweep::new(
+        workloads::POOLS.to_vec(),
+        THREADS.to_vec(),
+        |threads| format!("pool, {threads} threads"),
+        move |&shape, &threads| {
+            workloads::pool(shape, threads, pairs).map(|run| vec![run.ns, run.held as f64])
+        },
+    )
+    .tables(move |swept, cx| {
+        let over = |t: usize| cx.oversubscribed(t);
+        let mut rows = swept.numbers(0, 2, |&t| {
+            format!("ns per take+give, {t} threads{}", over(t))
+        });
+        rows.extend(swept.ratios(0, "PerCidPool", |&t| {
+            format!("÷ PerCidPool, {t} threads{}", over(t))
+        }));
+        rows.extend(swept.numbers(1, 0, |t| format!("objects held, {t} threads")));
+        let title = format!(
+            "Object cache: ns per take+give pair per thread (bursts of 4 takes, then 4 gives, \
+             64-byte objects; 64 objects per slot, thread or queue), and the objects each cache \
+             holds at the end; {pairs} pairs per cell, shared by the threads, median of {}",
+            cx.repetitions()
+        );
+        swept.table("pool", title, "ns, x, objects", rows).into()
+    })
 }

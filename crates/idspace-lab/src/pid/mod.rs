@@ -1,4 +1,4 @@
-//! Experiment `pid`: PID allocation throughput, lookups and memory (seed 004), every design and
+//! Experiment `pid`: PID allocation throughput, lookups and memory, every design and
 //! the kernel's thread create/teardown in one run.
 
 mod workloads;
@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use idspace::pid::{BitmapHash, IdrOnce, IdrRelock, PerCpu, PidAllocator};
 
-use crate::measure::names;
-use crate::model::{Plot, Row, Section, Series, Table};
+use crate::declare::{self, Axes, Declared, Measurement, Produced, Sweep};
+use crate::model::{Row, Section};
 use crate::{Context, Experiment, Scale};
 
 /// The experiment.
@@ -48,7 +48,7 @@ fn candidates() -> Vec<Candidate> {
         },
         Candidate {
             name: "percpu",
-            make: Some(|| Box::new(PerCpu::new(SLOTS))),
+            make: Some(|| Box::new(PerCpu::new(SLOTS).expect("SLOTS is within PerCpu::MAX_CPUS"))),
         },
         Candidate {
             name: "kernel",
@@ -96,165 +96,160 @@ impl Experiment for Pids {
 
     fn run(&self, cx: &mut Context) -> Result<Section, String> {
         let plan = Plan::new(cx.scale);
-        let all = candidates();
-        let names = names(&all);
-        let designs: Vec<&Candidate> = all.iter().filter(|c| c.make.is_some()).collect();
-        let design_names = crate::measure::names(&designs);
-        let cpus = cx.cpus();
-        let steps = plan.repetitions
-            * (CONFIGS.len() * plan.workers.len() * all.len()
-                + designs.len() * (1 + plan.memory_sizes.len()));
-        cx.progress.set_total(steps as u64);
-        let mut tables = Vec::new();
-        let mut plots = Vec::new();
-        let secs = |d: Duration| d.as_secs_f64();
+        let mut measurements: Vec<_> = (0..CONFIGS.len())
+            .map(|config| throughput(&plan, config))
+            .collect();
+        measurements.push(lookups(&plan));
+        measurements.push(memory(&plan));
+        Ok(declare::run(
+            cx,
+            Declared {
+                name: self.name(),
+                title: "pid: namespaced PID allocation".into(),
+                intro: vec![INTRO.into()],
+                measurements,
+                notes: notes(),
+            },
+        ))
+    }
+}
 
-        for (config, &(label, depth, own)) in CONFIGS.iter().enumerate() {
-            let mut rows = Vec::new();
-            let mut ratio_rows = Vec::new();
-            let mut series: Vec<Series> = names
-                .iter()
-                .map(|n| Series {
-                    name: n.clone(),
-                    points: Vec::new(),
-                })
-                .collect();
-            for &workers in &plan.workers {
-                let step = format!("{label}, {workers} threads");
-                let result = cx.measure(&all, &step, |c| {
-                    match c.make {
-                        Some(make) => {
-                            let d = make();
-                            let targets = workloads::spaces(d.as_ref(), depth, own, workers)?;
-                            workloads::alloc_free(d.as_ref(), &targets, plan.duration)
-                                .map(|r| vec![r])
-                        }
-                        // The kernel's clone path is the same whatever our configuration: it
-                        // is measured once, with the first.
-                        None if config == 0 => {
-                            workloads::kernel_threads(workers, plan.duration).map(|r| vec![r])
-                        }
-                        None => Ok(vec![f64::NAN]),
-                    }
-                });
-                let rates = result.metric(0);
-                for s in series.iter_mut() {
-                    if let Some(rate) = rates.get(&s.name) {
-                        s.points.push((workers as f64, rate));
-                    }
-                }
-                let over = cx.oversubscribed(workers);
-                ratio_rows.push(Row::ratios(
-                    format!("T = {workers} ÷ {REFERENCE}"),
-                    rates.over(REFERENCE),
-                ));
-                rows.push(Row::numbers(format!("T = {workers}{over}"), rates, 0));
+const INTRO: &str = "Columns: `idr-relock` = one global lock per namespace level plus one to \
+    publish (Linux before 7.0); `idr-once` = one hold for all levels (7.0); `bitmap-hash` = flat \
+    bitmaps under one lock, lookups through a striped hash (FreeBSD); `percpu` = per-CPU ranges \
+    of 256 IDs; `kernel` = this machine's thread create+join. Ratio rows divide by \
+    `idr-relock`. Depth counts the namespace levels an object has an ID in (1 = the root only).";
+
+fn notes() -> Vec<String> {
+    vec![
+        format!(
+            "`percpu` has {SLOTS} worker slots; thread `w` uses slot `w`, as if every thread ran \
+             on its own CPU. With more threads than cores the slots are oversubscribed like the \
+             threads; the kernel's per-CPU structures would instead be shared by the threads \
+             of a CPU."
+        ),
+        "Kernel column: each thread loops `pthread_create` of an empty thread + `pthread_join` \
+         (will-it-scale's thread create/teardown benchmark), the whole clone path including PID \
+         allocation, in this process's namespaces; measured once, in the first table."
+            .into(),
+    ]
+}
+
+/// The allocate+free loop of configuration `config` against the thread counts, as a table and
+/// a plot.
+fn throughput(plan: &Plan, config: usize) -> Box<dyn Measurement + '_> {
+    let (label, depth, own) = CONFIGS[config];
+    let duration = plan.duration;
+    Sweep::new(
+        candidates(),
+        plan.workers.clone(),
+        move |workers| format!("{label}, {workers} threads"),
+        move |c: &Candidate, &workers| match c.make {
+            Some(make) => {
+                let d = make();
+                let targets = workloads::spaces(d.as_ref(), depth, own, workers)?;
+                workloads::alloc_free(d.as_ref(), &targets, duration).map(|r| vec![r])
             }
-            rows.extend(ratio_rows);
-            tables.push(Table {
-                id: format!("throughput_{config}"),
-                title: format!(
-                    "Allocate+free loop, {label}: T threads each allocate and free as fast as they \
-                     can ({} s per cell, median of {}; {cpus} CPUs)",
-                    secs(plan.duration),
-                    plan.repetitions
-                ),
-                unit: "ops/s, all threads".into(),
-                columns: names.clone(),
+            // The kernel's clone path is the same whatever our configuration: it is measured
+            // once, with the first.
+            None if config == 0 => workloads::kernel_threads(workers, duration).map(|r| vec![r]),
+            None => Ok(vec![f64::NAN]),
+        },
+    )
+    .tables(move |swept, cx| {
+        let mut rows = swept.numbers(0, 0, |&w| format!("T = {w}{}", cx.oversubscribed(w)));
+        rows.extend(swept.ratios(0, REFERENCE, |w| format!("T = {w} ÷ {REFERENCE}")));
+        let title = format!(
+            "Allocate+free loop, {label}: T threads each allocate and free as fast as they can \
+             ({} s per cell, median of {}; {} CPUs)",
+            duration.as_secs_f64(),
+            plan.repetitions,
+            cx.cpus()
+        );
+        let axes = Axes {
+            file: format!("pid_throughput_{config}.svg"),
+            title: format!("pid: alloc+free ops/s against threads ({label})"),
+            x: ("threads", true),
+            y: ("ops/s".into(), true),
+        };
+        Produced {
+            tables: vec![swept.table(
+                format!("throughput_{config}"),
+                title,
+                "ops/s, all threads",
                 rows,
-            });
-            plots.push(Plot {
-                file: format!("pid_throughput_{config}.svg"),
-                title: format!("pid: alloc+free ops/s against threads ({label})"),
-                x_label: "threads".into(),
-                y_label: "ops/s".into(),
-                log_x: true,
-                log_y: true,
-                series,
-            });
+            )],
+            plots: vec![axes.plot(swept.series(0, |&w| w as f64))],
         }
+    })
+}
 
-        let result = cx.measure(&designs, "lookups", |c| {
+/// Our designs, without the kernel.
+fn designs() -> Vec<Candidate> {
+    candidates()
+        .into_iter()
+        .filter(|c| c.make.is_some())
+        .collect()
+}
+
+/// Lookups while allocations run.
+fn lookups(plan: &Plan) -> Box<dyn Measurement + '_> {
+    let duration = plan.duration;
+    Sweep::new(
+        designs(),
+        vec![()],
+        |_| "lookups".into(),
+        move |c: &Candidate, _| {
             let d = c.make.ok_or("not one of our designs")?();
-            workloads::lookups_during_allocs(d.as_ref(), 4, 4, plan.duration)
-                .map(|(l, a)| vec![l, a])
-        });
-        let lookups = result.metric(0);
-        let allocs = result.metric(1);
-        tables.push(Table {
-            id: "lookups".into(),
-            title: format!(
-                "Lookups while allocations run: 4 threads look up 1000 live objects while 4 threads \
-                 allocate and free ({} s per cell; 8 threads on {cpus} CPUs, oversubscribed)",
-                secs(plan.duration)
-            ),
-            unit: "ops/s".into(),
-            columns: design_names.clone(),
-            rows: vec![
-                Row::numbers("lookups/s", &lookups, 0),
-                Row::numbers("alloc+free/s", &allocs, 0),
-                Row::ratios(format!("lookups ÷ {REFERENCE}"), lookups.over(REFERENCE)),
-                Row::ratios(format!("alloc+free ÷ {REFERENCE}"), allocs.over(REFERENCE)),
-            ],
-        });
+            workloads::lookups_during_allocs(d.as_ref(), 4, 4, duration).map(|(l, a)| vec![l, a])
+        },
+    )
+    .tables(move |swept, cx| {
+        let (lookups, allocs) = (swept.only().metric(0), swept.only().metric(1));
+        let title = format!(
+            "Lookups while allocations run: 4 threads look up 1000 live objects while 4 threads \
+             allocate and free ({} s per cell; 8 threads on {} CPUs, oversubscribed)",
+            duration.as_secs_f64(),
+            cx.cpus()
+        );
+        let rows = vec![
+            Row::numbers("lookups/s", &lookups, 0),
+            Row::numbers("alloc+free/s", &allocs, 0),
+            Row::ratios(format!("lookups ÷ {REFERENCE}"), lookups.over(REFERENCE)),
+            Row::ratios(format!("alloc+free ÷ {REFERENCE}"), allocs.over(REFERENCE)),
+        ];
+        swept.table("lookups", title, "ops/s", rows).into()
+    })
+}
 
-        let mut memory_rows = Vec::new();
-        for &live in &plan.memory_sizes {
-            let result = cx.measure(&designs, &format!("memory {live}"), |c| {
-                let d = c.make.ok_or("not one of our designs")?();
-                workloads::memory(d.as_ref(), live)
-                    .map(|(full, after)| vec![full as f64, after as f64])
-            });
-            let full = result.metric(0);
-            memory_rows.push(Row::numbers(format!("{live} live"), &full, 0));
-            memory_rows.push(Row::ratios(
+/// Memory with live IDs, and after freeing them.
+fn memory(plan: &Plan) -> Box<dyn Measurement + '_> {
+    Sweep::new(
+        designs(),
+        plan.memory_sizes.clone(),
+        |live| format!("memory {live}"),
+        |c: &Candidate, &live| {
+            let d = c.make.ok_or("not one of our designs")?();
+            workloads::memory(d.as_ref(), live).map(|(full, after)| vec![full as f64, after as f64])
+        },
+    )
+    .tables(|swept, _| {
+        let mut rows = Vec::new();
+        for ((live, result), full) in swept.results.iter().zip(swept.values(0).map(|(_, v)| v)) {
+            rows.push(Row::numbers(format!("{live} live"), &full, 0));
+            rows.push(Row::ratios(
                 format!("{live} live ÷ {REFERENCE}"),
                 full.over(REFERENCE),
             ));
-            memory_rows.push(Row::numbers(
+            rows.push(Row::numbers(
                 format!("after freeing {live}"),
                 result.metric(1),
                 0,
             ));
         }
-        tables.push(Table {
-            id: "memory".into(),
-            title: "Memory with live IDs in the root space, and after freeing them all".into(),
-            unit: "bytes".into(),
-            columns: design_names,
-            rows: memory_rows,
-        });
-
-        cx.notes.push(format!(
-            "`percpu` has {SLOTS} worker slots; thread `w` uses slot `w`, as if every thread ran on \
-             its own CPU. With more threads than cores the slots are oversubscribed like the \
-             threads; the kernel's per-CPU structures would instead be shared by the threads \
-             of a CPU."
-        ));
-        cx.notes.push(
-            "Kernel column: each thread loops `pthread_create` of an empty thread + \
-             `pthread_join` (will-it-scale's thread create/teardown, the seed's benchmark), the \
-             whole clone path including PID allocation, in this process's namespaces; measured \
-             once, in the first table."
-                .into(),
-        );
-        Ok(Section {
-            name: self.name().into(),
-            title: "pid: namespaced PID allocation (seed 004)".into(),
-            intro: vec![
-                "Columns: `idr-relock` = one global lock per namespace level plus one to publish \
-                 (Linux before 7.0); `idr-once` = one hold for all levels (7.0); `bitmap-hash` = \
-                 flat bitmaps under one lock, lookups through a striped hash (FreeBSD); `percpu` = \
-                 per-CPU ranges of 256 IDs (the seed's sketch); `kernel` = this machine's thread \
-                 create+join. Ratio rows divide by `idr-relock`. Depth counts the namespace \
-                 levels an object has an ID in (1 = the root only)."
-                    .into(),
-            ],
-            tables,
-            plots,
-            notes: std::mem::take(&mut cx.notes),
-        })
-    }
+        let title = "Memory with live IDs in the root space, and after freeing them all".into();
+        swept.table("memory", title, "bytes", rows).into()
+    })
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::time::Duration;
 use idspace::pid::{NsId, PidAllocator, PID_MAX_LIMIT, ROOT};
 
 use crate::measure::timed;
+use crate::sys::thread::EmptyThread;
 
 /// Builds the spaces a run allocates in: a chain of `depth` levels (each space with its init,
 /// which stays), and for `own_space` a leaf per worker below the chain's second-deepest level.
@@ -147,10 +148,6 @@ pub fn memory(d: &dyn PidAllocator, live: usize) -> Result<(usize, usize), Strin
     Ok((full, d.memory_bytes()))
 }
 
-extern "C" fn empty_thread(_: *mut libc::c_void) -> *mut libc::c_void {
-    core::ptr::null_mut()
-}
-
 /// The kernel: `workers` threads each create and join a thread (doing nothing) in a loop, as
 /// will-it-scale's thread create/teardown test. Returns create+join pairs per second.
 pub fn kernel_threads(workers: usize, duration: Duration) -> Result<f64, String> {
@@ -158,24 +155,11 @@ pub fn kernel_threads(workers: usize, duration: Duration) -> Result<f64, String>
     let (elapsed, created) = timed(workers, duration, &|_, stop| {
         let mut ops = 0;
         while !stop.load(Ordering::Relaxed) {
-            let mut thread: libc::pthread_t = 0;
-            // Default attributes (null); the start routine is an `extern "C"` fn that touches
-            // no memory.
-            // SAFETY: `thread` is a live out-parameter, and the other arguments are as above.
-            let created = unsafe {
-                libc::pthread_create(
-                    &mut thread,
-                    core::ptr::null(),
-                    empty_thread,
-                    core::ptr::null_mut(),
-                )
-            };
-            if created != 0 {
+            let Some(thread) = EmptyThread::spawn() else {
                 failed.store(true, Ordering::Relaxed);
                 break;
-            }
-            // SAFETY: `thread` was created above, is joinable and joined once.
-            unsafe { libc::pthread_join(thread, core::ptr::null_mut()) };
+            };
+            thread.join();
             ops += 1;
         }
         ops

@@ -9,16 +9,16 @@ use std::time::{Duration, Instant};
 
 use idspace::cid::{BitmapCids, LazyCids, Rework};
 use idspace::pid::{IdrOnce, PerCpu, ROOT};
-use idspace::process::{CidDesign, PidDesign, ProcessHooks, Processes, TableDesign};
+use idspace::process::{CidDesign, PidDesign, Processes, TableDesign};
 use idspace::sched::{Builder, Exit, Hooks, Policy, TaskId};
 use idspace::table::{Radix, ScaledHash};
 
 mod kernel;
 mod pool;
 
-use crate::measure::names;
+use crate::declare::{self, Declared, Measurement, Sweep};
 use crate::model::{Row, Section, Table};
-use crate::wake::workloads::{ping_pong, Task};
+use crate::wake::workloads::{ping_pong, BoxedTask};
 use crate::{Context, Experiment, Scale};
 
 /// The experiment.
@@ -29,7 +29,7 @@ pub struct Process;
 /// (which on a shared 2-core machine varies by tens of microseconds between runs).
 const WORKERS: usize = 1;
 
-/// The workers of the pool runs that are not oversubscribed: the seed's 2.
+/// The workers of the pool runs that are not oversubscribed: the benchmark's 2.
 const WORKERS_POOL: usize = 2;
 
 /// Hooks whose tasks carry data and touch it at every switch, without any IDs: the cost of
@@ -77,8 +77,8 @@ impl crate::measure::Candidate for Switch {
 /// Runs `tasks` (pairs) on a runtime built by `builder`, spawning each with `spawn`; returns
 /// the wall time.
 fn timed(
-    tasks: Vec<Task>,
-    spawn: impl Fn(Task, bool) -> Result<Box<dyn FnOnce() -> Result<(), String>>, String>,
+    tasks: Vec<BoxedTask>,
+    spawn: impl Fn(BoxedTask, bool) -> Result<Box<dyn FnOnce() -> Result<(), String>>, String>,
 ) -> Result<Duration, String> {
     let start = Instant::now();
     let joins: Vec<_> = tasks
@@ -94,15 +94,7 @@ fn timed(
 
 /// Ping-pong with each pair a process (its leader and one thread), CIDs from design `C`.
 fn ping_pong_ids<C: CidDesign>(pairs: usize, rounds: u64) -> Result<Duration, String> {
-    let hooks = ProcessHooks::<PerCpu, C, ScaledHash<()>>::for_workers(WORKERS)
-        .map_err(|e| e.to_string())?;
-    hooks.model().fork(ROOT, 0).map_err(|e| e.to_string())?;
-    let runtime = Builder::new()
-        .workers(WORKERS)
-        .policy(Policy::Wakelist)
-        .hooks(Arc::new(hooks))
-        .build()
-        .map_err(|e| e.to_string())?;
+    let runtime = pool::process_runtime::<C>(WORKERS)?;
     let handle = runtime.handle().clone();
     let last = std::cell::Cell::new(0u32);
     timed(ping_pong(pairs, rounds), |task, leader| {
@@ -236,82 +228,130 @@ impl Experiment for Process {
             Scale::Quick => (2, 20_000u64),
             Scale::Full => (4, 100_000u64),
         };
-        let switches = vec![
-            Switch::NoHooks,
-            Switch::DataOnly,
-            Switch::Ids("rework"),
-            Switch::Ids("bitmap"),
-            Switch::Ids("lazy"),
+        let measurements = vec![
+            pool_table(pool_runs(cx)),
+            switch_cost(pairs, rounds),
+            checkpoint_restore_table(),
         ];
-        let crs = vec![
-            Designs(
-                "percpu + scaled",
-                checkpoint_restore::<PerCpu, ScaledHash<()>>,
-            ),
-            Designs("idr-once + radix", checkpoint_restore::<IdrOnce, Radix<()>>),
-            Designs("kernel (timers only)", kernel::checkpoint_restore),
-        ];
-        let pool_candidates = [
-            PoolCandidate("rework"),
-            PoolCandidate("bitmap"),
-            PoolCandidate("lazy"),
-            PoolCandidate(KERNEL_POOL),
-        ];
-        let factor = match cx.scale {
-            Scale::Quick => 1,
-            Scale::Full => 5,
+        let declared = Declared {
+            name: self.name(),
+            title: "Processes through the runtime".into(),
+            intro: vec![
+                "Tasks as threads of processes (`idspace::process` in the runtime): what the IDs \
+                 add to a switch, and what checkpoint and restore take."
+                    .into(),
+            ],
+            measurements,
+            notes: vec![NOTE.into()],
         };
-        let oversubscribed = (4 * cx.cpus()).clamp(4, 64);
-        let pool_runs: Vec<(pool::Shape, usize)> = [(8, 8, 40 * factor), (32, 32, 4 * factor)]
-            .into_iter()
-            .flat_map(|(pools, threads, iterations)| {
-                [WORKERS_POOL, oversubscribed].map(|workers| {
-                    (
-                        pool::Shape {
-                            pools,
-                            threads,
-                            iterations,
-                        },
-                        workers,
-                    )
-                })
-            })
-            .collect();
-        cx.progress.set_total(
-            (cx.repetitions()
-                * (switches.len() + crs.len() + pool_runs.len() * pool_candidates.len()))
-                as u64,
-        );
-        let mut pool_rows = Vec::new();
-        let mut pool_ratio_rows = Vec::new();
-        for &(shape, workers) in &pool_runs {
-            let label = format!(
-                "{}x{} on {workers} workers{}",
-                shape.pools,
-                shape.threads,
-                cx.oversubscribed(workers)
-            );
-            let result = cx.measure(&pool_candidates, &format!("pool {label}"), |c| {
-                pool_run(c, shape, workers)
-            });
-            let rate = result.metric(0);
-            let ratio = |over: &str, under: &str| {
-                rate.get(over)
-                    .zip(rate.get(under))
-                    .map(|(over, under)| over / under)
+        Ok(declare::run(cx, declared))
+    }
+}
+
+const NOTE: &str = "Per switch: wall time over switch-ins on one worker (every wakeup local, \
+    no parking), so it is the runtime's own path plus the hooks. \"data only\" carries a word per \
+    task and stores it at every switch (the per-task data path without IDs); the CID columns \
+    make each pair one process (leader and a thread, PIDs from percpu) taking its CID at every \
+    switch-in. Pool: threads created and torn down per second, each CID design through the \
+    runtime's workers and the kernel's own pthreads in the same run; their ratios are in a \
+    table of their own. Checkpoint and restore, kernel column: the kernel's own path for the \
+    same 2048 timers, as CRIU takes it (read `/proc/self/timers`; then \
+    `PR_TIMER_CREATE_RESTORE_IDS` and one `timer_create` per requested ID); it covers the \
+    timers only, not the 64 threads' IDs, which CRIU restores with one `clone3` per thread.";
+
+/// The pool's runs: two shapes, each on the benchmark's 2 workers and oversubscribed; with
+/// their row labels.
+fn pool_runs(cx: &Context) -> Vec<(pool::Shape, usize, String)> {
+    let factor = match cx.scale {
+        Scale::Quick => 1,
+        Scale::Full => 5,
+    };
+    let oversubscribed = (4 * cx.cpus()).clamp(4, 64);
+    [(8, 8, 40 * factor), (32, 32, 4 * factor)]
+        .into_iter()
+        .flat_map(|(pools, threads, iterations)| {
+            let shape = pool::Shape {
+                pools,
+                threads,
+                iterations,
             };
-            pool_rows.push(Row::numbers(label.clone(), rate.cells().to_vec(), 0));
-            pool_ratio_rows.push(Row::ratios(
-                label,
-                POOL_RATIOS
+            [WORKERS_POOL, oversubscribed].map(|workers| {
+                let over = cx.oversubscribed(workers);
+                (
+                    shape,
+                    workers,
+                    format!("{pools}x{threads} on {workers} workers{over}"),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Tglx's pool through the runtime and with the kernel's pthreads, and its ratios.
+fn pool_table(runs: Vec<(pool::Shape, usize, String)>) -> Box<dyn Measurement> {
+    let candidates = ["rework", "bitmap", "lazy", KERNEL_POOL]
+        .map(PoolCandidate)
+        .to_vec();
+    Sweep::new(
+        candidates,
+        runs,
+        |run| format!("pool {}", run.2),
+        |c, &(shape, workers, _)| pool_run(c, shape, workers),
+    )
+    .tables(|swept, cx| {
+        let rows = swept.numbers(0, 0, |run| run.2.clone());
+        let ratio_rows = swept
+            .values(0)
+            .map(|(run, rate)| {
+                let ratio = |over: &str, under: &str| {
+                    rate.get(over).zip(rate.get(under)).map(|(o, u)| o / u)
+                };
+                let cells: Vec<_> = POOL_RATIOS
                     .iter()
                     .map(|&(_, over, under)| ratio(over, under))
-                    .collect::<Vec<_>>(),
-            ));
-        }
-        let workers = if WORKERS == 1 { "worker" } else { "workers" };
-        let label = format!("ping-pong, {pairs} pairs x {rounds} round trips, {WORKERS} {workers}");
-        let per_switch = cx.measure(&switches, &label, |candidate| {
+                    .collect();
+                Row::ratios(run.2.clone(), cells)
+            })
+            .collect();
+        let title = format!(
+            "tglx's thread create/teardown pool through the runtime, each pool a process (PIDs \
+             from percpu, CIDs from each design), and with the kernel's pthreads (median of {})",
+            cx.repetitions()
+        );
+        let ratios = Table {
+            id: "pool_ratios".into(),
+            title: "The pool's threads/s ratios (from the medians above; the MM CID rework \
+                    (Linux 6.19) reports the rework 1.35x (8x8) and 1.30x (32x32) over the \
+                    pre-rework kernel)"
+                .into(),
+            unit: "ratio".into(),
+            columns: POOL_RATIOS
+                .iter()
+                .map(|&(name, _, _)| name.to_string())
+                .collect(),
+            rows: ratio_rows,
+        };
+        vec![swept.table("pool", title, "threads/s", rows), ratios].into()
+    })
+}
+
+/// The IDs' cost per switch: ping-pong with each kind of hooks.
+fn switch_cost(pairs: usize, rounds: u64) -> Box<dyn Measurement> {
+    let switches = vec![
+        Switch::NoHooks,
+        Switch::DataOnly,
+        Switch::Ids("rework"),
+        Switch::Ids("bitmap"),
+        Switch::Ids("lazy"),
+    ];
+    let workers = if WORKERS == 1 { "worker" } else { "workers" };
+    let label = format!("ping-pong, {pairs} pairs x {rounds} round trips, {WORKERS} {workers}");
+    let step = label.clone();
+    Sweep::new(
+        switches,
+        vec![()],
+        move |_| step.clone(),
+        move |candidate, _| {
             let elapsed = match candidate {
                 Switch::NoHooks => {
                     ping_pong_plain(Arc::new(idspace::sched::NoHooks), pairs, rounds)
@@ -324,97 +364,56 @@ impl Experiment for Process {
             // Every round trip switches each task of the pair in once.
             let count = (pairs as u64 * rounds * 2) as f64;
             Ok(vec![elapsed.as_secs_f64() * 1e9 / count])
-        });
-        let ns = per_switch.metric(0);
+        },
+    )
+    .tables(move |swept, cx| {
+        let ns = swept.only().metric(0);
+        let base = ns.get("no hooks");
         let added: Vec<Option<f64>> = ns
             .cells()
             .iter()
-            .map(|cell| cell.zip(ns.get("no hooks")).map(|(v, base)| v - base))
+            .map(|cell| cell.zip(base).map(|(v, b)| v - b))
             .collect();
-        let cr = cx.measure(
-            &crs,
-            "checkpoint/restore, 64 threads, 4 levels, 2048 timers",
-            |c| (c.1)(),
-        );
-        let tables = vec![
-            Table {
-                id: "pool".into(),
-                title: format!(
-                    "tglx's thread create/teardown pool through the runtime, each pool a process \
-                     (PIDs from percpu, CIDs from each design), and with the kernel's pthreads \
-                     (median of {})",
-                    cx.repetitions()
-                ),
-                unit: "threads/s".into(),
-                columns: names(&pool_candidates),
-                rows: pool_rows,
-            },
-            Table {
-                id: "pool_ratios".into(),
-                title: "The pool's threads/s ratios (from the medians above; the seed reports the \
-                        rework 1.35x (8x8) and 1.30x (32x32) over the pre-rework kernel)"
-                    .into(),
-                unit: "ratio".into(),
-                columns: POOL_RATIOS
-                    .iter()
-                    .map(|&(name, _, _)| name.to_string())
-                    .collect(),
-                rows: pool_ratio_rows,
-            },
-            Table {
-                id: "switch".into(),
-                title: format!(
-                    "The IDs' cost per switch: {label} (median of {})",
-                    cx.repetitions()
-                ),
-                unit: "ns".into(),
-                columns: names(&switches),
-                rows: vec![
-                    Row::numbers("per switch", ns.cells().to_vec(), 0),
-                    Row::numbers("added over no hooks", added, 0),
-                ],
-            },
-            Table {
-                id: "checkpoint_restore".into(),
-                title: format!(
-                    "Checkpoint and restore of a 64-thread process in a 4-level namespace with \
-                     2048 timers 512 apart (median of {})",
-                    cx.repetitions()
-                ),
-                unit: "µs".into(),
-                columns: names(&crs),
-                rows: vec![
-                    Row::numbers("checkpoint", cr.metric(0).cells().to_vec(), 0),
-                    Row::numbers("restore", cr.metric(1).cells().to_vec(), 0),
-                ],
-            },
+        let rows = vec![
+            Row::numbers("per switch", ns, 0),
+            Row::numbers("added over no hooks", added, 0),
         ];
-        let mut notes = std::mem::take(&mut cx.notes);
-        notes.push(
-            "Per switch: wall time over switch-ins on one worker (every wakeup local, no \
-             parking), so it is the runtime's own path plus the hooks. \"data only\" carries a \
-             word per task and stores it at every switch (the per-task data path \
-             without IDs); the CID columns make each pair one process (leader and a thread, PIDs \
-             from percpu) taking its CID at every switch-in. Pool: threads created and torn down \
-             per second, each CID design through the runtime's workers and the kernel's own \
-             pthreads in the same run; their ratios are in a table of their own. Checkpoint and \
-             restore, kernel column: the kernel's own path for the same 2048 timers, as CRIU \
-             takes it (read `/proc/self/timers`; then `PR_TIMER_CREATE_RESTORE_IDS` and one \
-             `timer_create` per requested ID); it covers the timers only, not the 64 threads' \
-             IDs, which CRIU restores with one `clone3` per thread."
-                .to_string(),
+        let title = format!(
+            "The IDs' cost per switch: {label} (median of {})",
+            cx.repetitions()
         );
-        Ok(Section {
-            name: "process".into(),
-            title: "Processes through the runtime".into(),
-            intro: vec![
-                "Tasks as threads of processes (`idspace::process` in the runtime): what the IDs \
-                 add to a switch, and what checkpoint and restore take."
-                    .into(),
-            ],
-            tables,
-            plots: Vec::new(),
-            notes,
-        })
-    }
+        swept.table("switch", title, "ns", rows).into()
+    })
+}
+
+/// Checkpoint and restore of a big process, with two pairs of our designs and the kernel's
+/// timers.
+fn checkpoint_restore_table() -> Box<dyn Measurement> {
+    let crs = vec![
+        Designs(
+            "percpu + scaled",
+            checkpoint_restore::<PerCpu, ScaledHash<()>>,
+        ),
+        Designs("idr-once + radix", checkpoint_restore::<IdrOnce, Radix<()>>),
+        Designs("kernel (timers only)", kernel::checkpoint_restore),
+    ];
+    Sweep::new(
+        crs,
+        vec![()],
+        |_| "checkpoint/restore, 64 threads, 4 levels, 2048 timers".into(),
+        |c, _| (c.1)(),
+    )
+    .tables(|swept, cx| {
+        let cr = swept.only();
+        let rows = vec![
+            Row::numbers("checkpoint", cr.metric(0), 0),
+            Row::numbers("restore", cr.metric(1), 0),
+        ];
+        let title = format!(
+            "Checkpoint and restore of a 64-thread process in a 4-level namespace with 2048 \
+                 timers 512 apart (median of {})",
+            cx.repetitions()
+        );
+        swept.table("checkpoint_restore", title, "µs", rows).into()
+    })
 }

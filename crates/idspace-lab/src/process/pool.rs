@@ -1,13 +1,14 @@
-//! tglx's thread create/teardown pool (seed 000), through the runtime and on the kernel: `pools`
-//! pool tasks each create `threads` threads; each thread signals its pool and waits until told
-//! to die; the pool then releases them, waits for their ends, and starts again.
+//! tglx's thread create/teardown pool (from the MM CID rework, Linux 6.19), through the runtime and
+//! on the kernel: `pools` pool tasks each create `threads` threads; each thread signals its pool
+//! and waits until told to die; the pool then releases them, waits for their ends, and starts
+//! again.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use idspace::pid::{PerCpu, ROOT};
 use idspace::process::{self, CidDesign, ProcessHooks};
-use idspace::sched::{Builder, Policy};
+use idspace::sched::{Builder, Policy, Runtime};
 use idspace::table::ScaledHash;
 
 use crate::wake::primitives::Bell;
@@ -20,18 +21,26 @@ pub struct Shape {
     pub iterations: u64,
 }
 
-/// Runs the pool on a runtime of `workers` workers whose processes take CIDs from design `C`;
-/// each pool is a process and its threads are the process's threads. Returns the wall time.
-pub fn runtime<C: CidDesign>(shape: Shape, workers: usize) -> Result<Duration, String> {
+/// A runtime of `workers` workers (wakelist policy) whose tasks are threads of processes: PIDs
+/// from percpu, CIDs from design `C`, timers in the scaled hash; with the init process forked.
+pub(super) fn process_runtime<C: CidDesign>(
+    workers: usize,
+) -> Result<Runtime<ProcessHooks<PerCpu, C, ScaledHash<()>>>, String> {
     let hooks = ProcessHooks::<PerCpu, C, ScaledHash<()>>::for_workers(workers)
         .map_err(|e| e.to_string())?;
     hooks.model().fork(ROOT, 0).map_err(|e| e.to_string())?;
-    let runtime = Builder::new()
+    Builder::new()
         .workers(workers)
         .policy(Policy::Wakelist)
         .hooks(Arc::new(hooks))
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())
+}
+
+/// Runs the pool on a runtime of `workers` workers whose processes take CIDs from design `C`;
+/// each pool is a process and its threads are the process's threads. Returns the wall time.
+pub fn runtime<C: CidDesign>(shape: Shape, workers: usize) -> Result<Duration, String> {
+    let runtime = process_runtime::<C>(workers)?;
     let start = Instant::now();
     let pools: Vec<_> = (0..shape.pools)
         .map(|_| {

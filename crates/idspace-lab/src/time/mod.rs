@@ -1,4 +1,4 @@
-//! Experiment `time`: the runtime's clock (issue 12) against `tokio::time`, each workload
+//! Experiment `time`: the runtime's clock against `tokio::time`, each workload
 //! running the very same futures on both runtimes in one run.
 //!
 //! * Timeout churn, the network server's pattern: timeouts armed and cancelled before they
@@ -9,26 +9,29 @@
 //!   sleeping on the runtime's own timers instead of the lab's timer thread, beside the lab's
 //!   timer thread on our runtime and `tokio::time` on tokio's.
 //!
-//! * The seed's timer tests through the runtime ([`POSIX_TIMERS_TABLE`], `posix.rs`): one
-//!   process creates and arms N POSIX timers (20k, 50k, 100k), then deletes them, beside
-//!   tokio's sleeps and the kernel's own timers.
+//! * The posix-timers rework's timer tests through the runtime ([`POSIX_TIMERS_TABLE`],
+//!   `posix.rs`): one process creates and arms N POSIX timers (20k, 50k, 100k), then deletes them,
+//!   beside tokio's sleeps and the kernel's own timers.
 
 mod posix;
 mod workloads;
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::measure::{names, Values};
-use crate::model::{Plot, Row, Section, Series, Table};
+use crate::declare::{self, custom, Declared, Measurement, Produced, Sweep};
+use crate::measure::Values;
+use crate::model::{Row, Section, Table};
 use crate::stats::ratio;
 use crate::wake::primitives::Timer;
 use crate::wake::workloads::{lab_timer, latency, percentile, LatencyShape, Runner};
+use crate::wake::{percentile_plot, PERCENTILES};
 use crate::{Context, Experiment, Scale};
 use idspace::sched::Policy;
 use workloads::{Ours, Tokio};
 
-/// The id of the table "the seed's timer tests through the runtime": one process creates and
+/// The id of the table "the POSIX timer tests through the runtime": one process creates and
 /// arms N POSIX timers (20k, 50k, 100k), then deletes them; per-operation cost at each N and
 /// cost(100k) ÷ cost(20k). The POSIX-timer work (process layer) adds it to this experiment,
 /// after the lateness table, with the columns [`OURS`] and [`TOKIO`] like the others, and the
@@ -124,9 +127,6 @@ impl Plan {
     }
 }
 
-const PERCENTILES: [(f64, &str); 4] =
-    [(50.0, "p50"), (90.0, "p90"), (99.0, "p99"), (99.9, "p99.9")];
-
 /// The percentiles of `samples` (ns) in µs, then the maximum.
 fn percentiles_us(mut samples: Vec<u64>) -> Vec<f64> {
     samples.sort_unstable();
@@ -136,37 +136,6 @@ fn percentiles_us(mut samples: Vec<u64>) -> Vec<f64> {
         .collect();
     values.push(samples.last().map_or(f64::NAN, |&ns| ns as f64 / 1e3));
     values
-}
-
-/// A percentile plot: x is 1/(1-p), one series per column.
-fn percentile_plot(
-    file: String,
-    title: String,
-    y_label: &str,
-    names: &[String],
-    metrics: &[Values],
-) -> Plot {
-    let series = names
-        .iter()
-        .map(|name| Series {
-            name: name.clone(),
-            points: PERCENTILES
-                .iter()
-                .zip(metrics)
-                .filter_map(|(&(p, _), values)| values.get(name).map(|v| (100.0 / (100.0 - p), v)))
-                .collect(),
-        })
-        .filter(|s| !s.points.is_empty())
-        .collect();
-    Plot {
-        file,
-        title,
-        x_label: "percentile, as 1/(1-p): 2 = p50, 10 = p90, 100 = p99, 1000 = p99.9".into(),
-        y_label: y_label.into(),
-        log_x: true,
-        log_y: true,
-        series,
-    }
 }
 
 impl Experiment for Time {
@@ -179,110 +148,140 @@ impl Experiment for Time {
     }
 
     fn run(&self, cx: &mut Context) -> Result<Section, String> {
-        let cpus = cx.cpus();
-        let plan = Plan::new(cx.scale, cpus);
-        let pair = [Candidate::Ours, Candidate::Tokio];
-        let pair_names = names(&pair);
-        let sleepers = [Sleeper::OursRuntime, Sleeper::OursLabThread, Sleeper::Tokio];
-        let sleeper_names = names(&sleepers);
-        let steps = (plan.churn.len() + 1) * pair.len() + plan.latency.len() * sleepers.len();
-        cx.progress
-            .set_total((steps * cx.repetitions() + posix::steps(cx)) as u64);
-        let mut tables = Vec::new();
-        let mut plots = Vec::new();
-        let mut summary = Vec::new();
+        let plan = Plan::new(cx.scale, cx.cpus());
+        let goals = RefCell::new(Vec::new());
+        // The lab's timer thread for the latency runs, started up front: until a run arms a
+        // deadline it waits on a condition variable, so the other workloads do not pay for it.
+        let timer = Timer::start()?;
+        let latency_points = crate::wake::latency_points(&plan.latency, cx);
+        let churn_points = plan
+            .churn
+            .iter()
+            .map(|s| (*s, churn_label(s, cx)))
+            .collect();
+        let measurements = vec![
+            churn(&plan, churn_points, &goals),
+            lateness(&plan, cx.cpus(), &goals),
+            posix::measurement(|flat| {
+                let label = "POSIX timers' cost per timer, 100k ÷ 20k, ours".into();
+                goals
+                    .borrow_mut()
+                    .push(Goal::at_most(label, flat, 1.3, "x"));
+            }),
+            wake_latency(latency_points, cx.cpus(), &timer),
+            custom(0, |_| goals_table(goals.take()).into()),
+        ];
+        let declared = Declared {
+            name: self.name(),
+            title: "The runtime's clock: a timer wheel per worker".into(),
+            intro: intro(cx, &plan),
+            measurements,
+            notes: Vec::new(),
+        };
+        Ok(declare::run(cx, declared))
+    }
+}
 
-        // Timeout churn.
-        let mut rows = Vec::new();
-        let mut ratio_rows = Vec::new();
-        for shape in &plan.churn {
-            let per_task = plan.timeouts / shape.tasks as u64;
-            let total = per_task * shape.tasks as u64;
-            let label = format!(
-                "{} workers, {} tasks{}",
-                shape.workers,
-                shape.tasks,
-                cx.oversubscribed(shape.workers)
-            );
-            let result = cx.measure(&pair, &format!("churn, {label}"), |c| {
-                // With timeouts, then the same requests bare (the runtime's own cost).
-                let mut rates = Vec::new();
-                for timeouts in [true, false] {
-                    let completed = Arc::new(AtomicU64::new(0));
-                    let tasks = |clock| match clock {
-                        Candidate::Ours => {
-                            workloads::churn(Ours, shape.tasks, per_task, timeouts, &completed)
-                        }
-                        Candidate::Tokio => {
-                            workloads::churn(Tokio, shape.tasks, per_task, timeouts, &completed)
-                        }
-                    };
-                    let elapsed = match c {
-                        Candidate::Ours => workloads::run_ours(shape.workers, tasks(*c))?,
-                        Candidate::Tokio => workloads::run_tokio(shape.workers, tasks(*c))?,
-                    };
-                    let completed = completed.load(Ordering::Relaxed);
-                    if completed != total {
-                        return Err(format!("{completed} of {total} requests answered in time"));
-                    }
-                    rates.push(total as f64 / elapsed.as_secs_f64());
-                }
-                Ok(rates)
-            });
+fn churn_label(shape: &ChurnShape, cx: &Context) -> String {
+    let over = cx.oversubscribed(shape.workers);
+    format!("{} workers, {} tasks{over}", shape.workers, shape.tasks)
+}
+
+/// One churn run: requests per second with timeouts, then the same requests bare (the
+/// runtime's own cost).
+fn churn_run(c: Candidate, shape: ChurnShape, per_task: u64) -> Result<Vec<f64>, String> {
+    let total = per_task * shape.tasks as u64;
+    let mut rates = Vec::new();
+    for timeouts in [true, false] {
+        let completed = Arc::new(AtomicU64::new(0));
+        let elapsed = match c {
+            Candidate::Ours => {
+                let tasks = workloads::churn(Ours, shape.tasks, per_task, timeouts, &completed);
+                workloads::run_ours(shape.workers, tasks)?
+            }
+            Candidate::Tokio => {
+                let tasks = workloads::churn(Tokio, shape.tasks, per_task, timeouts, &completed);
+                workloads::run_tokio(shape.workers, tasks)?
+            }
+        };
+        let completed = completed.load(Ordering::Relaxed);
+        if completed != total {
+            return Err(format!("{completed} of {total} requests answered in time"));
+        }
+        rates.push(total as f64 / elapsed.as_secs_f64());
+    }
+    Ok(rates)
+}
+
+/// Timeout churn, in every churn shape.
+fn churn<'a>(
+    plan: &'a Plan,
+    points: Vec<(ChurnShape, String)>,
+    goals: &'a RefCell<Vec<Goal>>,
+) -> Box<dyn Measurement + 'a> {
+    let timeouts = plan.timeouts;
+    Sweep::new(
+        vec![Candidate::Ours, Candidate::Tokio],
+        points,
+        |(_, label)| format!("churn, {label}"),
+        move |&c, &(shape, _)| churn_run(c, shape, timeouts / shape.tasks as u64),
+    )
+    .tables(move |swept, _| {
+        let (mut rows, mut ratio_rows) = (Vec::new(), Vec::new());
+        for ((_, label), result) in &swept.results {
             let (rates, bare) = (result.metric(0), result.metric(1));
-            summary.push(Goal::at_least(
+            let speedup = ratio(rates.get(OURS), rates.get(TOKIO));
+            goals.borrow_mut().push(Goal::at_least(
                 format!("churn, {label}: ours ÷ tokio"),
-                ratio(rates.get(OURS), rates.get(TOKIO)),
+                speedup,
                 1.0,
                 "x",
             ));
             // The wall time a timeout adds to a request, over the bare request.
-            let added = Values::new(
-                pair_names.clone(),
-                pair_names
-                    .iter()
-                    .map(|name| match (rates.get(name), bare.get(name)) {
-                        (Some(with), Some(without)) => Some(1e9 / with - 1e9 / without),
-                        _ => None,
-                    })
-                    .collect(),
-            );
+            let added: Vec<Option<f64>> = rates
+                .cells()
+                .iter()
+                .zip(bare.cells())
+                .map(|(with, without)| Some(1e9 / (*with)? - 1e9 / (*without)?))
+                .collect();
+            let bare_label = format!("{label}, no timeouts (the runtimes alone)");
             ratio_rows.push(Row::ratios(
                 format!("{label}: ÷ {TOKIO}"),
                 rates.over(TOKIO),
             ));
             ratio_rows.push(Row::ratios(
-                format!("{label}, no timeouts (the runtimes alone): ÷ {TOKIO}"),
+                format!("{bare_label}: ÷ {TOKIO}"),
                 bare.over(TOKIO),
             ));
-            ratio_rows.push(Row::numbers(
-                format!("{label}: ns of wall time a timeout adds to a request"),
-                added,
-                0,
-            ));
+            let added_label = format!("{label}: ns of wall time a timeout adds to a request");
+            ratio_rows.push(Row::numbers(added_label, added, 0));
             rows.push(Row::numbers(label.clone(), rates, 0));
-            rows.push(Row::numbers(
-                format!("{label}, no timeouts (the runtimes alone)"),
-                bare,
-                0,
-            ));
+            rows.push(Row::numbers(bare_label, bare, 0));
         }
         rows.extend(ratio_rows);
-        tables.push(Table {
-            id: "churn".into(),
-            title: format!(
-                "Timeout churn: {} timeouts of 60 s armed and cancelled before they fire, requests per second, higher is better (the same requests without timeouts show the runtimes' own share)",
-                plan.timeouts
-            ),
-            unit: "requests/s".into(),
-            columns: pair_names.clone(),
-            rows,
-        });
+        let title = format!(
+            "Timeout churn: {timeouts} timeouts of 60 s armed and cancelled before they fire, \
+             requests per second, higher is better (the same requests without timeouts show the \
+             runtimes' own share)"
+        );
+        swept.table("churn", title, "requests/s", rows).into()
+    })
+}
 
-        // Lateness.
-        let lengths = workloads::sleep_lengths(plan.sleeps);
-        let label = format!("{} sleeps of 1–50 ms on {cpus} workers", plan.sleeps);
-        let result = cx.measure(&pair, &format!("lateness, {label}"), |c| {
+/// Sleeps of random lengths, all started together: how late each woke.
+fn lateness<'a>(
+    plan: &Plan,
+    cpus: usize,
+    goals: &'a RefCell<Vec<Goal>>,
+) -> Box<dyn Measurement + 'a> {
+    let lengths = workloads::sleep_lengths(plan.sleeps);
+    let label = format!("{} sleeps of 1–50 ms on {cpus} workers", plan.sleeps);
+    let step = format!("lateness, {label}");
+    Sweep::new(
+        vec![Candidate::Ours, Candidate::Tokio],
+        vec![()],
+        move |_| step.clone(),
+        move |c, _| {
             let late: Arc<Vec<AtomicU64>> =
                 Arc::new((0..lengths.len()).map(|_| AtomicU64::new(0)).collect());
             match c {
@@ -293,100 +292,108 @@ impl Experiment for Time {
                     workloads::run_tokio(cpus, workloads::lateness(Tokio, &lengths, &late))?
                 }
             };
-            let samples = late.iter().map(|l| l.load(Ordering::Relaxed)).collect();
-            Ok(percentiles_us(samples))
-        });
-        let mut rows = Vec::new();
+            Ok(percentiles_us(
+                late.iter().map(|l| l.load(Ordering::Relaxed)).collect(),
+            ))
+        },
+    )
+    .tables(move |swept, _| {
+        let result = swept.only();
         let metrics: Vec<Values> = (0..PERCENTILES.len()).map(|m| result.metric(m)).collect();
-        for (values, &(_, name)) in metrics.iter().zip(&PERCENTILES) {
-            rows.push(Row::numbers(name, values, 1));
-        }
+        let mut rows: Vec<Row> = metrics
+            .iter()
+            .zip(&PERCENTILES)
+            .map(|(values, &(_, name))| Row::numbers(name, values, 1))
+            .collect();
         rows.push(Row::numbers("max", result.metric(PERCENTILES.len()), 1));
         let p99 = &metrics[2];
         rows.push(Row::ratios(format!("p99 ÷ {TOKIO}"), p99.over(TOKIO)));
-        summary.push(Goal::at_most(
+        let mut goals = goals.borrow_mut();
+        goals.push(Goal::at_most(
             "lateness p99, ours".into(),
             p99.get(OURS),
             1_000.0,
             "µs",
         ));
-        summary.push(Goal::at_most(
+        let speedup = ratio(p99.get(OURS), p99.get(TOKIO));
+        goals.push(Goal::at_most(
             "lateness p99: ours ÷ tokio".into(),
-            ratio(p99.get(OURS), p99.get(TOKIO)),
+            speedup,
             1.0,
             "x",
         ));
-        tables.push(Table {
-            id: "lateness".into(),
-            title: format!(
-                "Lateness: {label}, all started together; how late each woke past its deadline, lower is better"
-            ),
-            unit: "µs".into(),
-            columns: pair_names.clone(),
-            rows,
-        });
-        plots.push(percentile_plot(
+        let title = format!(
+            "Lateness: {label}, all started together; how late each woke past its deadline, lower \
+             is better"
+        );
+        let plot = percentile_plot(
             "time-lateness.svg".into(),
             format!("Sleep lateness, {label}"),
             "lateness (µs)",
-            &pair_names,
+            &swept.columns,
             &metrics,
-        ));
+        );
+        Produced {
+            tables: vec![swept.table("lateness", title, "µs", rows)],
+            plots: vec![plot],
+        }
+    })
+}
 
-        // The seed's timer tests through the runtime.
-        let (table, flat) = posix::table(cx);
-        tables.push(table);
-        summary.push(Goal::at_most(
-            "POSIX timers' cost per timer, 100k ÷ 20k, ours".into(),
-            flat,
-            1.3,
-            "x",
-        ));
+/// One wake-latency run: the percentiles (µs) of the wakeups with `s`'s timers.
+fn wake_latency_run(
+    s: Sleeper,
+    shape: LatencyShape,
+    cpus: usize,
+    timer: &Timer,
+) -> Result<Vec<f64>, String> {
+    let samples = Arc::new(Mutex::new(Vec::new()));
+    match s {
+        Sleeper::OursRuntime => {
+            let sleep = |d| idspace::sched::time::sleep(d);
+            workloads::run_ours(cpus, latency(shape, sleep, &samples))?;
+        }
+        Sleeper::OursLabThread => {
+            let tasks = latency(shape, lab_timer(&timer.handle()), &samples);
+            Runner::Ours(Policy::Wakelist).run(cpus, tasks)?;
+        }
+        Sleeper::Tokio => {
+            let sleep = |d| tokio::time::sleep(d);
+            workloads::run_tokio(cpus, latency(shape, sleep, &samples))?;
+        }
+    }
+    let samples = std::mem::take(&mut *samples.lock().map_err(|e| e.to_string())?);
+    let mut values = percentiles_us(samples);
+    values.pop();
+    Ok(values)
+}
 
-        // The wake experiment's latency workload on runtime timers.
-        let timer = Timer::start()?;
-        let mut rows = Vec::new();
-        let mut ratio_rows = Vec::new();
-        for shape in &plan.latency {
-            let tasks = shape.messengers * (shape.workers + 1);
-            let label = format!(
-                "-m {} -t {} ({tasks} tasks{})",
-                shape.messengers,
-                shape.workers,
-                cx.oversubscribed(tasks)
-            );
-            let result = cx.measure(&sleepers, &format!("wake latency, {label}"), |s| {
-                let samples = Arc::new(Mutex::new(Vec::new()));
-                match s {
-                    Sleeper::OursRuntime => {
-                        let sleep = |d| idspace::sched::time::sleep(d);
-                        workloads::run_ours(cpus, latency(*shape, sleep, &samples))?;
-                    }
-                    Sleeper::OursLabThread => {
-                        let tasks = latency(*shape, lab_timer(&timer.handle()), &samples);
-                        Runner::Ours(Policy::Wakelist).run(cpus, tasks)?;
-                    }
-                    Sleeper::Tokio => {
-                        let sleep = |d| tokio::time::sleep(d);
-                        workloads::run_tokio(cpus, latency(*shape, sleep, &samples))?;
-                    }
-                }
-                let samples = std::mem::take(&mut *samples.lock().map_err(|e| e.to_string())?);
-                let mut values = percentiles_us(samples);
-                values.pop();
-                Ok(values)
-            });
+/// The wake experiment's latency workload on runtime timers.
+fn wake_latency(
+    points: Vec<(LatencyShape, String)>,
+    cpus: usize,
+    timer: &Timer,
+) -> Box<dyn Measurement + '_> {
+    let sleepers = vec![Sleeper::OursRuntime, Sleeper::OursLabThread, Sleeper::Tokio];
+    Sweep::new(
+        sleepers,
+        points,
+        |(_, label)| format!("wake latency, {label}"),
+        move |&s, (shape, _)| wake_latency_run(s, *shape, cpus, timer),
+    )
+    .tables(|swept, _| {
+        let (mut rows, mut ratio_rows, mut plots) = (Vec::new(), Vec::new(), Vec::new());
+        for ((shape, label), result) in &swept.results {
             let metrics: Vec<Values> = (0..PERCENTILES.len()).map(|m| result.metric(m)).collect();
             for (values, &(_, name)) in metrics.iter().zip(&PERCENTILES) {
                 if name == "p99" {
-                    ratio_rows.push(Row::ratios(
-                        format!("{label}, p99: ÷ tokio"),
-                        values.over(Sleeper::Tokio.name_str()),
-                    ));
-                    ratio_rows.push(Row::ratios(
-                        format!("{label}, p99: ÷ lab timer thread"),
-                        values.over(Sleeper::OursLabThread.name_str()),
-                    ));
+                    for (reference, what) in [
+                        (Sleeper::Tokio, "tokio"),
+                        (Sleeper::OursLabThread, "lab timer thread"),
+                    ] {
+                        let label = format!("{label}, p99: ÷ {what}");
+                        ratio_rows.push(Row::ratios(label, values.over(reference.name_str())));
+                    }
                 }
                 rows.push(Row::numbers(format!("{label}: {name}"), values, 1));
             }
@@ -397,32 +404,19 @@ impl Experiment for Time {
                 ),
                 format!("Wakeup latency on runtime timers, schbench {label}"),
                 "wake-to-run latency (µs)",
-                &sleeper_names,
+                &swept.columns,
                 &metrics,
             ));
         }
-        drop(timer);
         rows.extend(ratio_rows);
-        tables.push(Table {
-            id: "wake_latency".into(),
-            title: "The wake experiment's latency workload (schbench shape) with the message tasks sleeping on runtime timers: time from the waker's stamp until the woken task runs, lower is better"
-                .into(),
-            unit: "µs".into(),
-            columns: sleeper_names.clone(),
-            rows,
-        });
-
-        tables.push(goals_table(summary));
-
-        Ok(Section {
-            name: self.name().into(),
-            title: "The runtime's clock: a timer wheel per worker (issue 12)".into(),
-            intro: intro(cx, &plan),
-            tables,
+        let title = "The wake experiment's latency workload (schbench shape) with the message \
+                     tasks sleeping on runtime timers: time from the waker's stamp until the \
+                     woken task runs, lower is better";
+        Produced {
+            tables: vec![swept.table("wake_latency", title.into(), "µs", rows)],
             plots,
-            notes: std::mem::take(&mut cx.notes),
-        })
-    }
+        }
+    })
 }
 
 impl Sleeper {
@@ -436,7 +430,7 @@ impl Sleeper {
     }
 }
 
-/// One of the issue's goals and the figure measured for it.
+/// One of the clock's goals and the figure measured for it.
 struct Goal {
     label: String,
     value: Option<f64>,
@@ -478,7 +472,7 @@ impl Goal {
     }
 }
 
-/// The goals of the issue, each with its figure and whether it was met.
+/// The clock's goals, each with its figure and whether it was met.
 fn goals_table(goals: Vec<Goal>) -> Table {
     let show = |v: f64, unit: &str| {
         if unit == "x" {
@@ -513,7 +507,7 @@ fn goals_table(goals: Vec<Goal>) -> Table {
         .collect();
     Table {
         id: "goals".into(),
-        title: "Goals of the issue: measured, goal, met".into(),
+        title: "Goals: measured, goal, met".into(),
         unit: "x / µs".into(),
         columns: vec!["measured".into(), "goal".into(), "met".into()],
         rows,
@@ -539,7 +533,7 @@ fn intro(cx: &Context, plan: &Plan) -> Vec<String> {
             "**Timeout churn** is a server guarding each request with a timeout that almost never fires: every request is pending once (so its timeout's timer is armed) and answered on the next turn (so the timer is cancelled). Our timers live on a wheel per worker, arm and cancel in O(1) under that worker's lock; tokio's on its sharded wheel. **Lateness**: all sleeps start together and each records how long after its deadline it ran; our wheel's resolution is {} µs, tokio's 1 ms, and both round deadlines up. **Wakeup latency** re-runs the `wake` experiment's schbench shape, the message tasks sleeping on each runtime's own timers (our runtime also with the lab's timer thread, the `wake` experiment's setup).",
             idspace::sched::time::RESOLUTION.as_micros()
         ),
-        "**POSIX timers** (the seed's timer tests through the runtime): a task of one process creates N timers of `idspace::process` (monotonic, no notification: `SIGEV_NONE`) and arms each an hour ahead on its worker's wheel, then deletes them all; per timer, each phase and both. tokio's column creates N `tokio::time::sleep` futures and polls each once (which arms it), then drops them (which cancels them), on a one-thread runtime; the kernel's makes the real `timer_create`, `timer_settime` and `timer_delete` system calls (each timer is charged one pending signal against `RLIMIT_SIGPENDING`, which may stop it short of 100k: the notes say so). The ratio row is the issue's flatness goal: the cost per timer at 100k over that at 20k.".into(),
+        "**POSIX timers** (the posix-timers hash-table rework's tests, Linux 6.15, through the runtime): a task of one process creates N timers of `idspace::process` (monotonic, no notification: `SIGEV_NONE`) and arms each an hour ahead on its worker's wheel, then deletes them all; per timer, each phase and both. tokio's column creates N `tokio::time::sleep` futures and polls each once (which arms it), then drops them (which cancels them), on a one-thread runtime; the kernel's makes the real `timer_create`, `timer_settime` and `timer_delete` system calls (each timer is charged one pending signal against `RLIMIT_SIGPENDING`, which may stop it short of 100k: the notes say so). The ratio row is the flatness goal: the cost per timer at 100k over that at 20k.".into(),
     ]
 }
 

@@ -1,9 +1,10 @@
-//! The seed's timer tests through the runtime: one process creates and arms N timers (20k,
-//! 50k, 100k), then deletes them. Our column is `idspace::process`'s POSIX timers on the
-//! runtime's wheel, from a task of the process; tokio's is `tokio::time::sleep` futures armed
-//! (polled once) and dropped; the kernel's is real `timer_create`, `timer_settime` and
-//! `timer_delete` system calls. Every timer is armed an hour ahead (1 µs apart, so that none
-//! shares a deadline), so none fires: the figures are the cost of arming and cancelling.
+//! The timer tests of the posix-timers hash-table rework (Linux 6.15) through the runtime: one
+//! process creates and arms N timers (20k, 50k, 100k), then deletes them. Our column is
+//! `idspace::process`'s POSIX timers on the runtime's wheel, from a task of the process; tokio's is
+//! `tokio::time::sleep` futures armed (polled once) and dropped; the kernel's is real
+//! `timer_create`, `timer_settime` and `timer_delete` system calls. Every timer is armed an hour
+//! ahead (1 µs apart, so that none shares a deadline), so none fires: the figures are the cost of
+//! arming and cancelling.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,11 +17,12 @@ use idspace::process::{Clock, ITimerSpec, Notify, ProcessHooks, TimeSpec, When};
 use idspace::sched::Builder;
 
 use super::{OURS, POSIX_TIMERS_TABLE, TOKIO};
-use crate::measure::{names, Candidate};
-use crate::model::{Row, Table};
-use crate::Context;
+use crate::declare::{Measurement, Sweep};
+use crate::measure::{Candidate, Values};
+use crate::model::Row;
+use crate::sys::timer;
 
-/// The timer counts of the seed's tests.
+/// The timer counts of the rework's tests.
 const SIZES: [usize; 3] = [20_000, 50_000, 100_000];
 
 /// Where every timer's deadline lies: an hour ahead, plus a microsecond per timer.
@@ -117,7 +119,7 @@ fn tokio(n: usize) -> Result<Vec<f64>, String> {
 /// The kernel: `timer_create(CLOCK_MONOTONIC, SIGEV_NONE)` and `timer_settime` (relative),
 /// `n` times, then `timer_delete` of each.
 fn kernel(n: usize) -> Result<Vec<f64>, String> {
-    let limit = crate::timers::kernel::raise_sigpending(n as u64 + 64);
+    let limit = timer::raise_sigpending(n as u64 + 64);
     if limit < n as u64 {
         return Err(format!(
             "RLIMIT_SIGPENDING is {limit}, below the {n} timers (each is charged one)"
@@ -126,118 +128,66 @@ fn kernel(n: usize) -> Result<Vec<f64>, String> {
     let mut ids = Vec::with_capacity(n);
     let start = Instant::now();
     for i in 0..n {
-        let id = kernel_create()?;
-        let value = AHEAD + Duration::from_micros(i as u64);
-        let setting = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: value.as_secs() as libc::time_t,
-                tv_nsec: value.subsec_nanos() as libc::c_long,
-            },
-        };
-        // SAFETY: `setting` is a live itimerspec; the old value pointer is null (not wanted).
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_timer_settime,
-                id as libc::c_long,
-                0 as libc::c_long,
-                &setting as *const libc::itimerspec,
-                std::ptr::null_mut::<libc::itimerspec>(),
-            )
-        };
-        if rc != 0 {
-            return Err(format!(
-                "timer_settime: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
+        let id = timer::create(0).map_err(|e| format!("timer_create: {e}"))?;
+        timer::arm(id, AHEAD + Duration::from_micros(i as u64))
+            .map_err(|e| format!("timer_settime: {e}"))?;
         ids.push(id);
     }
     let arm = start.elapsed();
     let start = Instant::now();
     for id in ids {
-        // SAFETY: a plain syscall with an integer argument; no memory is passed.
-        if unsafe { libc::syscall(libc::SYS_timer_delete, id as libc::c_long) } != 0 {
-            return Err(format!("timer_delete: {}", std::io::Error::last_os_error()));
-        }
+        timer::delete(id).map_err(|e| format!("timer_delete: {e}"))?;
     }
     Ok(per_timer(n, arm, start.elapsed()))
 }
 
-/// One kernel timer (`timer_create(CLOCK_MONOTONIC, SIGEV_NONE)`), its error as text.
-fn kernel_create() -> Result<libc::c_int, String> {
-    crate::timers::kernel::timer_create(0).map_err(|e| format!("timer_create: {e}"))
-}
-
 /// The table: per-timer cost at each N (create and arm, delete, both), and the ratio of the
-/// largest N's total cost to the smallest's; with that ratio for our column (the issue's goal).
-pub(super) fn table(cx: &mut Context) -> (Table, Option<f64>) {
-    let columns = [Column::Ours, Column::Tokio, Column::Kernel];
-    let mut rows = Vec::new();
-    let mut totals = Vec::new();
-    for n in SIZES {
-        let result = cx.measure(
-            &columns,
-            &format!("posix timers, {n}"),
-            |column| match column {
-                Column::Ours => ours(n),
-                Column::Tokio => tokio(n),
-                Column::Kernel => kernel(n),
-            },
-        );
-        rows.push(Row::numbers(
-            format!("{n} timers: create and arm, per timer"),
-            result.metric(0).cells().to_vec(),
-            0,
-        ));
-        rows.push(Row::numbers(
-            format!("{n} timers: delete, per timer"),
-            result.metric(1).cells().to_vec(),
-            0,
-        ));
-        rows.push(Row::numbers(
-            format!("{n} timers: total, per timer"),
-            result.metric(2).cells().to_vec(),
-            0,
-        ));
-        totals.push(result.metric(2));
-    }
-    let mut ours = None;
-    if let (Some(small), Some(large)) = (totals.first(), totals.last()) {
-        let flat: Vec<Option<f64>> = large
-            .cells()
-            .iter()
-            .zip(small.cells())
-            .map(|(large, small)| large.zip(*small).map(|(l, s)| l / s))
-            .collect();
-        ours = flat.first().copied().flatten();
-        rows.push(Row::ratios(
-            format!(
-                "cost per timer, {} ÷ {} (goal ≤ 1.3x)",
-                SIZES[SIZES.len() - 1],
-                SIZES[0]
-            ),
-            flat,
-        ));
-    }
-    let table = Table {
-        id: POSIX_TIMERS_TABLE.into(),
-        title: format!(
-            "The seed's timer tests through the runtime: one process creates and arms N timers \
-             (an hour ahead), then deletes them (median of {})",
+/// largest N's total cost to the smallest's; that ratio for our column is the flatness goal,
+/// which `goal` receives.
+pub(super) fn measurement<'a>(goal: impl FnOnce(Option<f64>) + 'a) -> Box<dyn Measurement + 'a> {
+    let columns = vec![Column::Ours, Column::Tokio, Column::Kernel];
+    Sweep::new(
+        columns,
+        SIZES.to_vec(),
+        |n| format!("posix timers, {n}"),
+        |column, &n| match column {
+            Column::Ours => ours(n),
+            Column::Tokio => tokio(n),
+            Column::Kernel => kernel(n),
+        },
+    )
+    .tables(move |swept, cx| {
+        let mut rows = Vec::new();
+        for (n, result) in &swept.results {
+            for (metric, what) in ["create and arm", "delete", "total"]
+                .into_iter()
+                .enumerate()
+            {
+                let label = format!("{n} timers: {what}, per timer");
+                rows.push(Row::numbers(label, result.metric(metric), 0));
+            }
+        }
+        let totals: Vec<Values> = swept.values(2).map(|(_, v)| v).collect();
+        let mut ours = None;
+        if let (Some(small), Some(large)) = (totals.first(), totals.last()) {
+            let flat: Vec<Option<f64>> = large
+                .cells()
+                .iter()
+                .zip(small.cells())
+                .map(|(large, small)| large.zip(*small).map(|(l, s)| l / s))
+                .collect();
+            ours = flat.first().copied().flatten();
+            let (largest, smallest) = (SIZES[SIZES.len() - 1], SIZES[0]);
+            let label = format!("cost per timer, {largest} ÷ {smallest} (goal ≤ 1.3x)");
+            rows.push(Row::ratios(label, flat));
+        }
+        goal(ours);
+        let title = format!(
+            "The posix-timers hash-table rework's timer tests (Linux 6.15) through the runtime: \
+             one process creates and arms N timers (an hour ahead), then deletes them (median of \
+             {})",
             cx.repetitions()
-        ),
-        unit: "ns".into(),
-        columns: names(&columns),
-        rows,
-    };
-    (table, ours)
-}
-
-/// How many progress steps [`table`] takes.
-pub(super) fn steps(cx: &Context) -> usize {
-    SIZES.len() * 3 * cx.repetitions()
+        );
+        swept.table(POSIX_TIMERS_TABLE, title, "ns", rows).into()
+    })
 }

@@ -1,4 +1,4 @@
-//! The `time` experiment's workloads, written once over a [`Clock`] so that our runtime's timers
+//! The `time` experiment's workloads, written once over a [`TimerApi`] so that our runtime's timers
 //! and tokio's run the very same futures, and the two runtimes that run them.
 
 use std::future::Future;
@@ -10,12 +10,11 @@ use std::time::{Duration, Instant};
 
 use idspace::sched::{Policy, Runtime};
 
-/// A task of a workload.
-pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+pub use crate::wake::workloads::BoxedTask;
 
 /// A runtime's timer futures: ours (`idspace::sched::time`) or tokio's (`tokio::time`). Every
 /// future is created inside the task that awaits it, where tokio requires its runtime.
-pub trait Clock: Copy + Send + Sync + 'static {
+pub trait TimerApi: Copy + Send + Sync + 'static {
     /// Completes once `deadline` has passed.
     fn sleep_until(self, deadline: Instant) -> impl Future<Output = ()> + Send + 'static;
     /// Runs `future` for at most `duration`: `true` if it completed in time.
@@ -29,7 +28,7 @@ pub trait Clock: Copy + Send + Sync + 'static {
 #[derive(Clone, Copy)]
 pub struct Ours;
 
-impl Clock for Ours {
+impl TimerApi for Ours {
     fn sleep_until(self, deadline: Instant) -> impl Future<Output = ()> + Send + 'static {
         idspace::sched::time::sleep_until(deadline)
     }
@@ -49,7 +48,7 @@ impl Clock for Ours {
 #[derive(Clone, Copy)]
 pub struct Tokio;
 
-impl Clock for Tokio {
+impl TimerApi for Tokio {
     fn sleep_until(self, deadline: Instant) -> impl Future<Output = ()> + Send + 'static {
         tokio::time::sleep_until(tokio::time::Instant::from_std(deadline))
     }
@@ -65,7 +64,7 @@ impl Clock for Tokio {
 
 /// Runs `tasks` on our runtime (the default `wakelist` policy) with `workers` workers until all
 /// have finished; returns the wall time.
-pub fn run_ours(workers: usize, tasks: Vec<Task>) -> Result<Duration, String> {
+pub fn run_ours(workers: usize, tasks: Vec<BoxedTask>) -> Result<Duration, String> {
     let runtime = Runtime::new(workers, Policy::Wakelist).map_err(|e| e.to_string())?;
     let start = Instant::now();
     let handles: Vec<_> = tasks.into_iter().map(|t| runtime.spawn(t)).collect();
@@ -77,20 +76,14 @@ pub fn run_ours(workers: usize, tasks: Vec<Task>) -> Result<Duration, String> {
 
 /// Runs `tasks` on tokio's multi-thread runtime (timers enabled) with `workers` workers until
 /// all have finished; returns the wall time.
-pub fn run_tokio(workers: usize, tasks: Vec<Task>) -> Result<Duration, String> {
+pub fn run_tokio(workers: usize, tasks: Vec<BoxedTask>) -> Result<Duration, String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_time()
         .build()
         .map_err(|e| format!("tokio: {e}"))?;
     let start = Instant::now();
-    let handles: Vec<_> = tasks.into_iter().map(|t| runtime.spawn(t)).collect();
-    runtime.block_on(async {
-        for handle in handles {
-            handle.await.map_err(|e| format!("tokio task: {e}"))?;
-        }
-        Ok::<(), String>(())
-    })?;
+    crate::wake::workloads::tokio_run_all(&runtime, tasks)?;
     Ok(start.elapsed())
 }
 
@@ -115,13 +108,13 @@ impl Future for YieldOnce {
 /// under a 60-second timeout; every request is pending once (arming the timer) and answered on
 /// the next turn (cancelling it). `completed` counts the requests answered in time. Without
 /// `timeouts`, the same requests run bare: the runtime's own share of the cost.
-pub fn churn<C: Clock>(
+pub fn churn<C: TimerApi>(
     clock: C,
     tasks: usize,
     per_task: u64,
     timeouts: bool,
     completed: &Arc<AtomicU64>,
-) -> Vec<Task> {
+) -> Vec<BoxedTask> {
     (0..tasks)
         .map(|_| {
             let completed = Arc::clone(completed);
@@ -140,7 +133,7 @@ pub fn churn<C: Clock>(
                 }
                 // Relaxed: read after the runtime has joined every task.
                 completed.fetch_add(answered, Ordering::Relaxed);
-            }) as Task
+            }) as BoxedTask
         })
         .collect()
 }
@@ -176,7 +169,11 @@ pub fn sleep_lengths(count: usize) -> Vec<Duration> {
 
 /// Lateness: one task per length, all started together, each sleeping until `now + length`
 /// and recording how late it woke (ns) in its own cell of `late`.
-pub fn lateness<C: Clock>(clock: C, lengths: &[Duration], late: &Arc<Vec<AtomicU64>>) -> Vec<Task> {
+pub fn lateness<C: TimerApi>(
+    clock: C,
+    lengths: &[Duration],
+    late: &Arc<Vec<AtomicU64>>,
+) -> Vec<BoxedTask> {
     lengths
         .iter()
         .enumerate()
@@ -188,7 +185,7 @@ pub fn lateness<C: Clock>(clock: C, lengths: &[Duration], late: &Arc<Vec<AtomicU
                 let lateness = Instant::now().saturating_duration_since(deadline);
                 // Relaxed: read after the runtime has joined every task.
                 late[index].store(lateness.as_nanos() as u64, Ordering::Relaxed);
-            }) as Task
+            }) as BoxedTask
         })
         .collect()
 }
@@ -197,7 +194,7 @@ pub fn lateness<C: Clock>(clock: C, lengths: &[Duration], late: &Arc<Vec<AtomicU
 mod tests {
     use super::*;
 
-    fn both(workers: usize, tasks: impl Fn(bool) -> Vec<Task>) {
+    fn both(workers: usize, tasks: impl Fn(bool) -> Vec<BoxedTask>) {
         run_ours(workers, tasks(true)).unwrap();
         run_tokio(workers, tasks(false)).unwrap();
     }

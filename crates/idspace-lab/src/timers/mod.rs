@@ -1,4 +1,5 @@
-//! Experiment `timers`: seed 001's tests in its table layout, every design in the same run.
+//! Experiment `timers`: the tests of the posix-timers hash-table rework (Linux 6.15) in its
+//! table layout, every design in the same run.
 //!
 //! * Tests 1-3: one owner creates N entries (20k, 50k, 100k), then looks each up.
 //! * Tests 4-5: T workers start together, each creates K entries then looks each up; all in one
@@ -15,7 +16,8 @@ mod workloads;
 
 use std::time::Duration;
 
-use crate::measure::{names, Values};
+use crate::declare::{self, Declared, Measurement, Produced, Sweep};
+use crate::measure::{Medians, Values};
 use crate::model::{Plot, Row, Section, Series, Table};
 use crate::stats::ratio;
 use crate::{Context, Experiment, Scale};
@@ -60,11 +62,6 @@ impl Plan {
         let concurrent = self.workers.iter().max().copied().unwrap_or(0) * self.per_worker;
         concurrent.max(self.sizes.iter().max().copied().unwrap_or(0))
     }
-
-    fn steps(&self, candidates: usize) -> u64 {
-        let per_rep = self.sizes.len() + self.workers.len() * 4 + 1;
-        (per_rep * candidates * self.repetitions) as u64
-    }
 }
 
 const SPARSE_COUNT: u32 = 2048;
@@ -91,18 +88,13 @@ impl Experiment for Timers {
     }
 
     fn about(&self) -> &'static str {
-        "POSIX-timer ID tables: seed 001's tests 1-5, the create/delete loop, sparse-ID memory"
+        "POSIX-timer ID tables: the hash-table rework's tests 1-5, the create/delete loop, sparse-ID memory"
     }
 
     fn run(&self, cx: &mut Context) -> Result<Section, String> {
         let plan = Plan::new(cx.scale);
-        let candidates = candidates();
-        let names = names(&candidates);
-        let cpus = cx.cpus();
         let wanted = plan.max_live() as u64 + 4096;
         let limit = kernel::raise_sigpending(wanted);
-        let mut tables = Vec::new();
-        cx.progress.set_total(plan.steps(candidates.len()));
         if limit < wanted {
             cx.notes.push(format!(
                 "RLIMIT_SIGPENDING (each POSIX timer is charged one, per user) could only be \
@@ -110,27 +102,79 @@ impl Experiment for Timers {
                  that show n/a, with the reason below."
             ));
         }
+        let mut measurements = vec![single_owner(&plan, limit), concurrent(&plan, limit)];
+        measurements.extend(plan.workers.iter().map(|&w| create_delete_loop(&plan, w)));
+        measurements.push(sparse());
+        let declared = Declared {
+            name: self.name(),
+            title: "timers: POSIX-timer ID tables".into(),
+            intro: vec![INTRO.into(), plan.describe()],
+            measurements,
+            notes: NOTES.iter().map(|n| n.to_string()).collect(),
+        };
+        Ok(declare::run(cx, declared))
+    }
+}
 
-        // Tests 1-3.
-        let mut per_op: Vec<PerOp> = Vec::new();
-        for (test, &count) in plan.sizes.iter().enumerate() {
-            let label = format!("Test {}: {count} entries", test + 1);
-            let result = cx.measure(&candidates, &label, |c| {
-                workloads::kernel_fits(c, count, limit)?;
-                workloads::single(c, count).map(|p| vec![ms(p.create), ms(p.lookup)])
-            });
+const INTRO: &str = "Columns: `global` = 512 chains under one lock (Linux before 6.15); \
+    `scaled` = our default, a lock per bucket, starting at the kernel's 512 × CPUs buckets and \
+    growing by linear hashing; `scaled-fixed` = the same with the kernel's fixed boot-time size \
+    (posix-timers: hash table scaled by CPUs, Linux 6.15); `radix` = a radix tree per owner (the \
+    xarray); `dashmap`, `scc` = concurrent maps a user might pick instead; `kernel` = this \
+    machine's kernel. Ratio rows divide by `scaled`.";
+
+const NOTES: [&str; 2] = [
+    "Kernel column: real `timer_create(CLOCK_MONOTONIC, SIGEV_NONE)`, `timer_getoverrun` and \
+     `timer_delete` syscalls; lookups are `timer_getoverrun`, as in the hash-table rework's \
+     tests. The kernel's memory is not visible from user space (n/a); its row shows the time \
+     restore mode (`PR_TIMER_CREATE_RESTORE_IDS`) took.",
+    "Peers: `dashmap` and `scc::HashMap` keyed by (owner, id) with foldhash's fast hasher (the \
+     crate our designs hash with), each owner's cursor an atomic counter (like the kernel's \
+     `next_posix_timer_id`), and uniqueness decided by the map's insert. They keep no per-owner \
+     ID list, so they cannot list or drop an owner's IDs without a full scan: they do less work \
+     per create than our designs.",
+];
+
+impl Plan {
+    /// The scale, as the intro states it.
+    fn describe(&self) -> String {
+        format!(
+            "Scale: entries {:?}; workers {:?} × {} entries; loop {} iterations; {} \
+             repetitions, median reported.",
+            self.sizes, self.workers, self.per_worker, self.loop_iterations, self.repetitions
+        )
+    }
+}
+
+/// Tests 1-3: one owner creates N entries, then looks each up; a table per size, the
+/// per-operation costs and their growth, and their plots.
+fn single_owner(plan: &Plan, limit: u64) -> Box<dyn Measurement + '_> {
+    let sizes: Vec<(usize, usize)> = plan.sizes.iter().copied().enumerate().collect();
+    Sweep::new(
+        candidates(),
+        sizes,
+        |&(test, count)| format!("Test {}: {count} entries", test + 1),
+        move |c, &(_, count)| {
+            workloads::kernel_fits(c, count, limit)?;
+            workloads::single(c, count).map(|p| vec![ms(p.create), ms(p.lookup)])
+        },
+    )
+    .tables(move |swept, _| {
+        let mut tables = Vec::new();
+        let mut per_op = Vec::new();
+        for &((test, count), ref result) in &swept.results {
             let (create, lookup) = (result.metric(0), result.metric(1));
-            tables.push(Table {
-                id: format!("test{}", test + 1),
-                title: format!(
-                    "Test {}: one owner creates {count} entries, then looks each up (median of {})",
-                    test + 1,
-                    plan.repetitions
-                ),
-                unit: "ms".into(),
-                columns: names.clone(),
-                rows: phase_rows(&create, &lookup),
-            });
+            let title = format!(
+                "Test {}: one owner creates {count} entries, then looks each up (median of {})",
+                test + 1,
+                plan.repetitions
+            );
+            tables.push(swept.table(
+                format!("test{}", test + 1),
+                title,
+                "ms",
+                phase_rows(&create, &lookup),
+            ));
             let per = |ms: f64| ms * 1e6 / count as f64;
             per_op.push(PerOp {
                 count,
@@ -138,79 +182,117 @@ impl Experiment for Timers {
                 lookup: lookup.map(per),
             });
         }
-        tables.push(per_op_table(&per_op, &names));
-        tables.push(growth_table(&per_op, &names));
+        tables.push(per_op_table(&per_op, &swept.columns));
+        tables.push(growth_table(&per_op, &swept.columns));
+        let names = &swept.columns;
+        let plots = vec![
+            per_op_plot("timers_create_per_op.svg", "create", &per_op, names, |p| {
+                &p.create
+            }),
+            per_op_plot("timers_lookup_per_op.svg", "lookup", &per_op, names, |p| {
+                &p.lookup
+            }),
+        ];
+        Produced { tables, plots }
+    })
+}
 
-        // Tests 4-5.
-        for &workers in &plan.workers {
-            for shared in [true, false] {
-                let (test, shape) = if shared {
-                    (4, "threads of one owner")
-                } else {
-                    (5, "workers with an owner each (kernel: forked processes)")
-                };
-                let label = format!(
-                    "Test {test}: {workers} {}",
-                    if shared { "threads" } else { "owners" }
-                );
-                let result = cx.measure(&candidates, &label, |c| {
-                    workloads::kernel_fits(c, workers * plan.per_worker, limit)?;
-                    workloads::concurrent(c, workers, plan.per_worker, shared)
-                        .map(|p| vec![ms(p.create), ms(p.lookup)])
-                });
-                let (create, lookup) = (result.metric(0), result.metric(1));
-                tables.push(Table {
-                    id: format!("test{test}_{workers}"),
-                    title: format!(
-                        "Test {test}: {workers} {shape} each create {} entries, then look each up \
-                         (average per worker; {workers} workers on {cpus} CPUs{})",
-                        plan.per_worker,
-                        cx.oversubscribed(workers)
-                    ),
-                    unit: "ms".into(),
-                    columns: names.clone(),
-                    rows: phase_rows(&create, &lookup),
-                });
-            }
+/// Tests 4-5: T workers each create K entries then look each up, in one owner (threads) or an
+/// owner each (the kernel: forked processes).
+fn concurrent(plan: &Plan, limit: u64) -> Box<dyn Measurement + '_> {
+    let points: Vec<(usize, bool)> = plan
+        .workers
+        .iter()
+        .flat_map(|&w| [(w, true), (w, false)])
+        .collect();
+    let per_worker = plan.per_worker;
+    Sweep::new(
+        candidates(),
+        points,
+        |&(workers, shared)| {
+            let (test, who) = if shared {
+                (4, "threads")
+            } else {
+                (5, "owners")
+            };
+            format!("Test {test}: {workers} {who}")
+        },
+        move |c, &(workers, shared)| {
+            workloads::kernel_fits(c, workers * per_worker, limit)?;
+            workloads::concurrent(c, workers, per_worker, shared)
+                .map(|p| vec![ms(p.create), ms(p.lookup)])
+        },
+    )
+    .tables(move |swept, cx| {
+        let table = |(&(workers, shared), result): (&(usize, bool), &Medians)| {
+            let (test, shape) = if shared {
+                (4, "threads of one owner")
+            } else {
+                (5, "workers with an owner each (kernel: forked processes)")
+            };
+            let title = format!(
+                "Test {test}: {workers} {shape} each create {per_worker} entries, then look each \
+                 up (average per worker; {workers} workers on {} CPUs{})",
+                cx.cpus(),
+                cx.oversubscribed(workers)
+            );
+            let rows = phase_rows(&result.metric(0), &result.metric(1));
+            swept.table(format!("test{test}_{workers}"), title, "ms", rows)
+        };
+        swept
+            .results
+            .iter()
+            .map(|(p, m)| table((p, m)))
+            .collect::<Vec<_>>()
+            .into()
+    })
+}
+
+/// The create+delete loop with `workers` workers, in one owner and with an owner each.
+fn create_delete_loop(plan: &Plan, workers: usize) -> Box<dyn Measurement + '_> {
+    let iterations = plan.loop_iterations;
+    Sweep::new(
+        candidates(),
+        vec![true, false],
+        move |&shared| {
+            format!(
+                "loop: {workers} {}",
+                if shared { "threads" } else { "owners" }
+            )
+        },
+        move |c, &shared| {
+            workloads::create_delete_loop(c, workers, iterations, shared).map(|t| vec![ms(t)])
+        },
+    )
+    .tables(move |swept, cx| {
+        let mut rows = Vec::new();
+        for (&shared, times) in swept.values(0) {
+            let name = if shared { "one owner" } else { "owner each" };
+            rows.push(Row::numbers(name, &times, 1));
+            rows.push(Row::ratios(
+                format!("{name} ÷ {REFERENCE}"),
+                times.over(REFERENCE),
+            ));
         }
+        let title = format!(
+            "Create+delete loop: {workers} workers each create and delete one entry {iterations} \
+             times (average per worker; {workers} workers on {} CPUs{})",
+            cx.cpus(),
+            cx.oversubscribed(workers)
+        );
+        swept
+            .table(format!("loop_{workers}"), title, "ms", rows)
+            .into()
+    })
+}
 
-        // The create+delete loop.
-        for &workers in &plan.workers {
-            let mut rows = Vec::new();
-            for shared in [true, false] {
-                let label = format!(
-                    "loop: {workers} {}",
-                    if shared { "threads" } else { "owners" }
-                );
-                let result = cx.measure(&candidates, &label, |c| {
-                    workloads::create_delete_loop(c, workers, plan.loop_iterations, shared)
-                        .map(|t| vec![ms(t)])
-                });
-                let times = result.metric(0);
-                let name = if shared { "one owner" } else { "owner each" };
-                rows.push(Row::numbers(name, &times, 1));
-                rows.push(Row::ratios(
-                    format!("{name} ÷ {REFERENCE}"),
-                    times.over(REFERENCE),
-                ));
-            }
-            tables.push(Table {
-                id: format!("loop_{workers}"),
-                title: format!(
-                    "Create+delete loop: {workers} workers each create and delete one entry {} \
-                     times (average per worker; {workers} workers on {cpus} CPUs{})",
-                    plan.loop_iterations,
-                    cx.oversubscribed(workers)
-                ),
-                unit: "ms".into(),
-                columns: names.clone(),
-                rows,
-            });
-        }
-
-        // Memory on sparse IDs.
-        let label = format!("{SPARSE_COUNT} IDs {SPARSE_SPACING} apart");
-        let result = cx.measure(&candidates, &label, |c| {
+/// Memory on sparse IDs, created in restore mode.
+fn sparse() -> Box<dyn Measurement> {
+    Sweep::new(
+        candidates(),
+        vec![()],
+        |_| format!("{SPARSE_COUNT} IDs {SPARSE_SPACING} apart"),
+        |c, _| {
             workloads::sparse(c, SPARSE_COUNT, SPARSE_SPACING).map(|(reported, allocated, time)| {
                 vec![
                     reported.map_or(f64::NAN, |b| b as f64),
@@ -218,73 +300,22 @@ impl Experiment for Timers {
                     ms(time),
                 ]
             })
-        });
-        let reported = result.metric(0);
+        },
+    )
+    .tables(|swept, _| {
+        let result = swept.only();
         let allocated = result.metric(1);
-        tables.push(Table {
-            id: "memory_sparse".into(),
-            title: format!(
-                "Memory: {SPARSE_COUNT} entries with IDs {SPARSE_SPACING} apart, created in restore mode"
-            ),
-            unit: "bytes, ms".into(),
-            columns: names.clone(),
-            rows: vec![
-                Row::numbers("self-reported bytes", reported, 0),
-                Row::numbers("allocator bytes", &allocated, 0),
-                Row::ratios(format!("allocator ÷ {REFERENCE}"), allocated.over(REFERENCE)),
-                Row::numbers("create time (ms)", result.metric(2), 3),
-            ],
-        });
-
-        let plots = vec![
-            per_op_plot("timers_create_per_op.svg", "create", &per_op, &names, |p| {
-                &p.create
-            }),
-            per_op_plot("timers_lookup_per_op.svg", "lookup", &per_op, &names, |p| {
-                &p.lookup
-            }),
+        let rows = vec![
+            Row::numbers("self-reported bytes", result.metric(0), 0),
+            Row::numbers("allocator bytes", &allocated, 0),
+            Row::ratios(format!("allocator ÷ {REFERENCE}"), allocated.over(REFERENCE)),
+            Row::numbers("create time (ms)", result.metric(2), 3),
         ];
-        cx.notes.push(
-            "Kernel column: real `timer_create(CLOCK_MONOTONIC, SIGEV_NONE)`, \
-             `timer_getoverrun` and `timer_delete` syscalls; lookups are `timer_getoverrun`, as \
-             in the seed. The kernel's memory is not visible from user space (n/a); its row \
-             shows the time restore mode (`PR_TIMER_CREATE_RESTORE_IDS`) took."
-                .into(),
+        let title = format!(
+            "Memory: {SPARSE_COUNT} entries with IDs {SPARSE_SPACING} apart, created in restore mode"
         );
-        cx.notes.push(
-            "Peers: `dashmap` and `scc::HashMap` keyed by (owner, id) with foldhash's fast \
-             hasher (the crate our designs hash with), each owner's cursor an atomic counter (like the kernel's \
-             `next_posix_timer_id`), and uniqueness decided by the map's insert. They keep no \
-             per-owner ID list, so they cannot list or drop an owner's IDs without a full scan: \
-             they do less work per create than our designs."
-                .into(),
-        );
-        Ok(Section {
-            name: self.name().into(),
-            title: "timers: POSIX-timer ID tables (seed 001)".into(),
-            intro: vec![
-                "Columns: `global` = 512 chains under one lock (Linux before 6.15); `scaled` = \
-                 our default, a lock per bucket, starting at the kernel's 512 × CPUs buckets \
-                 and growing by linear hashing; `scaled-fixed` = the same with the kernel's \
-                 fixed boot-time size (Linux 6.15); `radix` = a radix tree per owner (the \
-                 xarray); `dashmap`, `scc` = concurrent maps a user might pick instead; \
-                 `kernel` = this machine's kernel. Ratio rows divide by `scaled`."
-                    .into(),
-                format!(
-                    "Scale: entries {:?}; workers {:?} × {} entries; loop {} iterations; {} \
-                     repetitions, median reported.",
-                    plan.sizes,
-                    plan.workers,
-                    plan.per_worker,
-                    plan.loop_iterations,
-                    plan.repetitions
-                ),
-            ],
-            tables,
-            plots,
-            notes: std::mem::take(&mut cx.notes),
-        })
-    }
+        swept.table("memory_sparse", title, "bytes, ms", rows).into()
+    })
 }
 
 /// Per-operation costs (ns) at one table size, one entry per candidate.
@@ -385,9 +416,10 @@ fn per_op_plot(
 mod tests {
     use super::subjects::Kind;
     use super::*;
+    use crate::measure::names;
 
     #[test]
-    fn quick_plan_sizes_match_the_seed_and_fit_the_limit() {
+    fn quick_plan_sizes_match_the_rework_tests_and_fit_the_limit() {
         let plan = Plan::new(Scale::Quick);
         assert_eq!(plan.sizes, vec![20_000, 50_000, 100_000]);
         assert!(

@@ -1,4 +1,5 @@
-//! The seed's test shapes, written once over any [`Subject`].
+//! The test shapes of the posix-timers hash-table rework (Linux 6.15), written once over any
+//! [`Subject`].
 //!
 //! Timed loops touch only preallocated buffers, so the allocation they measure is the
 //! subject's own.
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::kernel::{self, KernelTimers};
 use super::subjects::{Candidate, Kind, Subject};
-use crate::forked::run_forked;
+use crate::sys::forked::run_forked;
 
 /// Two timed phases.
 #[derive(Debug, Clone, Copy)]
@@ -93,7 +94,7 @@ fn average(samples: &[Phases]) -> Phases {
 /// Tests 4-5: `workers` threads (or, for the kernel with an owner each, processes) start
 /// together, each creates `per_worker` entries and then looks each up. `shared_owner`: all in
 /// one owner (threads of one process) or one owner each (forked processes). Returns the
-/// average per worker, as the seed reports.
+/// average per worker, as the rework's tests report.
 pub fn concurrent(
     candidate: &Candidate,
     workers: usize,

@@ -1,18 +1,21 @@
-//! Experiment `wake`: remote wakeups (seed 002). Ping-pong, hackbench-style messaging and
-//! schbench-style wakeup latency, run on our runtime under each wakeup policy, on tokio's
-//! multi-thread runtime with the same futures, and on the kernel (OS threads and pipes), all in
-//! one run.
+//! Experiment `wake`: remote wakeups, after the wakelist patch ("sched: Remove the limitation of
+//! WF_ON_CPU on wakelist if wakee cpu is idle", Linux 6.0). Ping-pong, hackbench-style messaging
+//! and schbench-style wakeup latency, run on our runtime under each wakeup policy, on tokio's
+//! multi-thread runtime with the same futures, and on the kernel (OS threads and pipes), all in one
+//! run.
 
 mod kernel;
 pub(crate) mod primitives;
 pub(crate) mod workloads;
 
+use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use idspace::sched::{Policy, Stats};
 
-use crate::measure::{names, Medians, Values};
+use crate::declare::{self, custom, Axes, Declared, Measurement, Produced, Sweep, Swept};
+use crate::measure::{Medians, Values};
 use crate::model::{Plot, Row, Section, Series, Table};
 use crate::stats::ratio;
 use crate::{cputime, Context, Experiment, Scale};
@@ -69,7 +72,7 @@ fn remote_name(policy: Policy) -> &'static str {
 }
 
 /// The forced-remote candidates: every wakeup crosses workers (`Placement::Remote`), the path
-/// on which the policies differ and which the seed changed.
+/// on which the policies differ and which the wakelist patch changed.
 fn remote_candidates() -> Vec<Candidate> {
     Policy::ALL
         .into_iter()
@@ -87,7 +90,6 @@ fn ours() -> Vec<&'static str> {
 }
 
 pub(crate) struct Plan {
-    repetitions: usize,
     /// (pairs, round trips per pair)
     ping_pong: Vec<(usize, u64)>,
     /// (groups, loops)
@@ -103,7 +105,6 @@ impl Plan {
             Scale::Full => 5,
         };
         Plan {
-            repetitions: scale.repetitions(),
             ping_pong: vec![(1, 20_000 * factor), (8, 5_000 * factor)],
             messaging: vec![(1, 1_000 * factor as usize), (4, 250 * factor as usize)],
             latency: vec![
@@ -137,7 +138,7 @@ fn reciprocals(values: &Values) -> Values {
 fn timed_run(
     candidate: &Candidate,
     workers: usize,
-    tasks: impl Fn() -> Vec<workloads::Task>,
+    tasks: impl Fn() -> Vec<workloads::BoxedTask>,
     kernel: impl Fn() -> Result<Ran, String>,
     metric: impl Fn(Duration) -> f64,
     units: u64,
@@ -210,258 +211,361 @@ impl Experiment for Wake {
 
     fn run(&self, cx: &mut Context) -> Result<Section, String> {
         let plan = Plan::new(cx.scale);
-        let all = candidates();
-        let names = names(&all);
         // Workers of our runtime and of tokio's: one per CPU of the machine.
         let workers = cx.cpus();
-        let remote = remote_candidates();
-        let remote_names = crate::measure::names(&remote);
-        let configs = plan.ping_pong.len() + plan.messaging.len() + plan.latency.len();
-        cx.progress.set_total(
-            (plan.repetitions * (configs * names.len() + plan.ping_pong.len() * remote_names.len()))
-                as u64,
-        );
-        let mut tables = Vec::new();
-        let mut plots = Vec::new();
-        // Per workload config: (label, speed of each candidate, higher is better).
-        let mut speeds: Vec<(String, Values)> = Vec::new();
-        let mut travel_rows: Vec<Travel> = Vec::new();
-        let mut cpu_rows: Vec<Cpu> = Vec::new();
+        let collected = RefCell::new(Collected::default());
+        // The lab's timer thread for the latency runs, started up front: until a run arms a
+        // deadline it waits on a condition variable, so the other workloads do not pay for it.
+        let timer = Timer::start()?;
+        let pairs = ping_pong_points(&plan, cx);
+        let measurements = vec![
+            ping_pong(pairs.clone(), workers, &collected),
+            ping_pong_remote(pairs, workers, &collected),
+            messaging(messaging_points(&plan, cx), workers, &collected),
+            latency(
+                latency_points(&plan.latency, cx),
+                workers,
+                &timer,
+                &collected,
+            ),
+            custom(0, |_| {
+                let collected = collected.take();
+                vec![
+                    summary(&collected.speeds, &collected.remote_speeds, &collected.cpu),
+                    cpu_table(&collected.cpu),
+                    travel_table(collected.travel),
+                ]
+                .into()
+            }),
+        ];
+        let declared = Declared {
+            name: self.name(),
+            title: "Remote wakeups: the wakelist".into(),
+            intro: intro(cx, workers),
+            measurements,
+            notes: Vec::new(),
+        };
+        Ok(declare::run(cx, declared))
+    }
+}
 
-        // Ping-pong.
-        let mut rows = Vec::new();
-        let mut ratio_rows = Vec::new();
-        for &(pairs, rounds) in &plan.ping_pong {
-            let label = format!(
-                "{pairs} pair{} ({} tasks{})",
-                if pairs == 1 { "" } else { "s" },
-                2 * pairs,
-                cx.oversubscribed(2 * pairs)
-            );
+/// What the summary, CPU and travel tables gather from every workload's table.
+#[derive(Default)]
+struct Collected {
+    /// Per workload configuration: its label and each candidate's speed (higher is better).
+    speeds: Vec<(String, Values)>,
+    /// The same for the forced-remote configurations.
+    remote_speeds: Vec<(String, Values)>,
+    travel: Vec<Travel>,
+    cpu: Vec<Cpu>,
+}
+
+impl Collected {
+    /// Keeps a workload's speeds, travel and CPU figures (which follow metric `first`).
+    fn add(
+        &mut self,
+        label: String,
+        speed: Values,
+        result: &Medians,
+        first: usize,
+        unit: &'static str,
+    ) {
+        self.travel.push(travel(label.clone(), result, first));
+        self.cpu.push(cpu(label.clone(), unit, result, first));
+        self.speeds.push((label, speed));
+    }
+}
+
+/// A ping-pong configuration: (pairs, round trips per pair, row label).
+type PingPong = (usize, u64, String);
+
+fn ping_pong_points(plan: &Plan, cx: &Context) -> Vec<PingPong> {
+    let label = |pairs: usize| {
+        let plural = if pairs == 1 { "" } else { "s" };
+        let over = cx.oversubscribed(2 * pairs);
+        format!("{pairs} pair{plural} ({} tasks{over})", 2 * pairs)
+    };
+    plan.ping_pong
+        .iter()
+        .map(|&(pairs, rounds)| (pairs, rounds, label(pairs)))
+        .collect()
+}
+
+/// The rows of a workload's table: its figures, then their ratios over `locked` and `tokio`.
+fn with_reference_ratios<P>(
+    swept: &Swept<P>,
+    digits: usize,
+    label: impl Fn(&P) -> String,
+) -> Vec<Row> {
+    let mut rows = swept.numbers(0, digits, &label);
+    for (point, values) in swept.values(0) {
+        rows.extend(reference_ratios(&label(point), &values));
+    }
+    rows
+}
+
+fn ping_pong<'a>(
+    points: Vec<PingPong>,
+    workers: usize,
+    collected: &'a RefCell<Collected>,
+) -> Box<dyn Measurement + 'a> {
+    Sweep::new(
+        candidates(),
+        points,
+        |p| format!("ping-pong, {}", p.2),
+        move |c, &(pairs, rounds, _)| {
             let trips = pairs as u64 * rounds;
-            let result = cx.measure(&all, &format!("ping-pong, {label}"), |c| {
-                timed_run(
-                    c,
-                    workers,
-                    || workloads::ping_pong(pairs, rounds),
-                    || kernel::ping_pong(pairs, rounds),
-                    |elapsed| trips as f64 / elapsed.as_secs_f64(),
-                    trips,
-                )
-            });
-            let rates = result.metric(0);
-            travel_rows.push(travel(format!("ping-pong, {label}"), &result, 1));
-            cpu_rows.push(cpu(format!("ping-pong, {label}"), "round trip", &result, 1));
-            ratio_rows.extend(reference_ratios(&label, &rates));
-            speeds.push((format!("ping-pong, {label}"), rates.clone()));
-            rows.push(Row::numbers(label, rates, 0));
-        }
-        rows.extend(ratio_rows);
-        tables.push(Table {
-            id: "ping_pong".into(),
-            title:
-                "Ping-pong (perf bench sched pipe shape): round trips per second, higher is better"
-                    .into(),
-            unit: "round trips/s".into(),
-            columns: names.clone(),
-            rows,
-        });
-
-        // Forced-remote ping-pong: every wakeup crosses workers, as before the next slot.
-        let mut rows = Vec::new();
-        let mut ratio_rows = Vec::new();
-        let mut remote_speeds = Vec::new();
-        let remote_locked = remote_name(Policy::Locked);
-        for &(pairs, rounds) in &plan.ping_pong {
-            let label = format!(
-                "{pairs} pair{} ({} tasks{})",
-                if pairs == 1 { "" } else { "s" },
-                2 * pairs,
-                cx.oversubscribed(2 * pairs)
-            );
-            let result = cx.measure(&remote, &format!("forced-remote ping-pong, {label}"), |c| {
-                let trips = (pairs as u64 * rounds) as f64;
-                timed_run(
-                    c,
-                    workers,
-                    || workloads::ping_pong(pairs, rounds),
-                    || Err("the kernel runs no forced-remote variant".into()),
-                    |elapsed| trips / elapsed.as_secs_f64(),
-                    pairs as u64 * rounds,
-                )
-            });
-            let rates = result.metric(0);
-            travel_rows.push(travel(
-                format!("forced-remote ping-pong, {label}"),
-                &result,
+            timed_run(
+                c,
+                workers,
+                || workloads::ping_pong(pairs, rounds),
+                || kernel::ping_pong(pairs, rounds),
+                |elapsed| trips as f64 / elapsed.as_secs_f64(),
+                trips,
+            )
+        },
+    )
+    .tables(move |swept, _| {
+        let mut collected = collected.borrow_mut();
+        for ((_, _, label), result) in &swept.results {
+            collected.add(
+                format!("ping-pong, {label}"),
+                result.metric(0),
+                result,
                 1,
-            ));
-            ratio_rows.push(Row::ratios(
-                format!("{label}: ÷ {remote_locked}"),
-                rates.over(remote_locked),
-            ));
-            remote_speeds.push((format!("forced-remote ping-pong, {label}"), rates.clone()));
-            rows.push(Row::numbers(label, rates, 0));
-        }
-        rows.extend(ratio_rows);
-        tables.push(Table {
-            id: "ping_pong_remote".into(),
-            title: "Forced-remote ping-pong (`Placement::Remote`: every wakeup crosses workers, so each travels by the policy): round trips per second, higher is better".into(),
-            unit: "round trips/s".into(),
-            columns: remote_names.clone(),
-            rows,
-        });
-
-        // Messaging.
-        let mut rows = Vec::new();
-        let mut ratio_rows = Vec::new();
-        for &(groups, loops) in &plan.messaging {
-            let tasks = groups * 40;
-            let label = format!(
-                "-g {groups} -l {loops} ({tasks} tasks{})",
-                cx.oversubscribed(tasks)
+                "round trip",
             );
+        }
+        let rows = with_reference_ratios(swept, 0, |p| p.2.clone());
+        let title =
+            "Ping-pong (perf bench sched pipe shape): round trips per second, higher is better";
+        swept
+            .table("ping_pong", title.into(), "round trips/s", rows)
+            .into()
+    })
+}
+
+/// Forced-remote ping-pong: every wakeup crosses workers, as before the next slot.
+fn ping_pong_remote<'a>(
+    points: Vec<PingPong>,
+    workers: usize,
+    collected: &'a RefCell<Collected>,
+) -> Box<dyn Measurement + 'a> {
+    let label = |p: &PingPong| format!("forced-remote ping-pong, {}", p.2);
+    Sweep::new(
+        remote_candidates(),
+        points,
+        label,
+        move |c, &(pairs, rounds, _)| {
+            let trips = pairs as u64 * rounds;
+            timed_run(
+                c,
+                workers,
+                || workloads::ping_pong(pairs, rounds),
+                || Err("the kernel runs no forced-remote variant".into()),
+                |elapsed| trips as f64 / elapsed.as_secs_f64(),
+                trips,
+            )
+        },
+    )
+    .tables(move |swept, _| {
+        let mut collected = collected.borrow_mut();
+        for (point, result) in &swept.results {
+            collected.travel.push(travel(label(point), result, 1));
+            collected
+                .remote_speeds
+                .push((label(point), result.metric(0)));
+        }
+        let remote_locked = remote_name(Policy::Locked);
+        let mut rows = swept.numbers(0, 0, |p| p.2.clone());
+        rows.extend(swept.ratios(0, remote_locked, |p| format!("{}: ÷ {remote_locked}", p.2)));
+        let title = "Forced-remote ping-pong (`Placement::Remote`: every wakeup crosses workers, \
+                     so each travels by the policy): round trips per second, higher is better";
+        swept
+            .table("ping_pong_remote", title.into(), "round trips/s", rows)
+            .into()
+    })
+}
+
+/// A messaging configuration: (groups, loops, row label).
+type Messaging = (usize, usize, String);
+
+fn messaging_points(plan: &Plan, cx: &Context) -> Vec<Messaging> {
+    let label = |groups: usize, loops: usize| {
+        let tasks = groups * 40;
+        format!(
+            "-g {groups} -l {loops} ({tasks} tasks{})",
+            cx.oversubscribed(tasks)
+        )
+    };
+    plan.messaging
+        .iter()
+        .map(|&(g, l)| (g, l, label(g, l)))
+        .collect()
+}
+
+fn messaging<'a>(
+    points: Vec<Messaging>,
+    workers: usize,
+    collected: &'a RefCell<Collected>,
+) -> Box<dyn Measurement + 'a> {
+    Sweep::new(
+        candidates(),
+        points,
+        |p| format!("messaging, {}", p.2),
+        move |c, &(groups, loops, _)| {
             // Every sender writes `loops` messages to each of its group's 20 receivers.
             let messages = (groups * 20 * 20 * loops) as u64;
-            let result = cx.measure(&all, &format!("messaging, {label}"), |c| {
-                timed_run(
-                    c,
-                    workers,
-                    || workloads::messaging(groups, loops),
-                    || kernel::messaging(groups, loops),
-                    |elapsed| elapsed.as_secs_f64() * 1e3,
-                    messages,
-                )
-            });
-            let times = result.metric(0);
-            travel_rows.push(travel(format!("messaging, {label}"), &result, 1));
-            cpu_rows.push(cpu(format!("messaging, {label}"), "message", &result, 1));
-            ratio_rows.extend(reference_ratios(&label, &times));
-            speeds.push((format!("messaging, {label}"), reciprocals(&times)));
-            rows.push(Row::numbers(label, times, 1));
+            timed_run(
+                c,
+                workers,
+                || workloads::messaging(groups, loops),
+                || kernel::messaging(groups, loops),
+                |elapsed| elapsed.as_secs_f64() * 1e3,
+                messages,
+            )
+        },
+    )
+    .tables(move |swept, _| {
+        let mut collected = collected.borrow_mut();
+        for ((_, _, label), result) in &swept.results {
+            let speed = reciprocals(&result.metric(0));
+            collected.add(format!("messaging, {label}"), speed, result, 1, "message");
         }
-        rows.extend(ratio_rows);
-        tables.push(Table {
-            id: "messaging".into(),
-            title: "Messaging (hackbench shape, 100-byte messages through pipes): total time, lower is better"
-                .into(),
-            unit: "ms".into(),
-            columns: names.clone(),
-            rows,
-        });
+        let rows = with_reference_ratios(swept, 1, |p| p.2.clone());
+        let title = "Messaging (hackbench shape, 100-byte messages through pipes): total time, \
+                     lower is better";
+        swept.table("messaging", title.into(), "ms", rows).into()
+    })
+}
 
-        // Wakeup latency.
-        let timer = Timer::start()?;
-        const PERCENTILES: [(f64, &str); 4] =
-            [(50.0, "p50"), (90.0, "p90"), (99.0, "p99"), (99.9, "p99.9")];
-        let mut rows = Vec::new();
-        let mut ratio_rows = Vec::new();
-        for shape in &plan.latency {
-            let tasks = shape.messengers * (shape.workers + 1);
-            let label = format!(
-                "-m {} -t {} ({tasks} tasks{})",
-                shape.messengers,
-                shape.workers,
-                cx.oversubscribed(tasks)
-            );
-            // One unit: a worker task woken by its message task (which it then answers).
-            let wakeups = (shape.messengers * shape.workers) as u64 * shape.rounds;
-            let result = cx.measure(&all, &format!("latency, {label}"), |c| {
-                let (mut samples, ran) = match c {
-                    Candidate::Runtime(runner) => {
-                        let samples = Arc::new(Mutex::new(Vec::new()));
-                        let ran = runner.run(
-                            workers,
-                            workloads::latency(
-                                *shape,
-                                workloads::lab_timer(&timer.handle()),
-                                &samples,
-                            ),
-                        )?;
-                        let samples =
-                            std::mem::take(&mut *samples.lock().map_err(|e| e.to_string())?);
-                        (samples, ran)
-                    }
-                    Candidate::Kernel => kernel::latency(*shape)?,
-                };
-                samples.sort_unstable();
-                let values = PERCENTILES
-                    .iter()
-                    .map(|&(p, _)| {
-                        workloads::percentile(&samples, p).map_or(f64::NAN, |ns| ns / 1e3)
-                    })
-                    .collect();
-                Ok(with_extras(values, &ran, wakeups))
-            });
-            travel_rows.push(travel(
-                format!("latency, {label}"),
-                &result,
-                PERCENTILES.len(),
-            ));
-            cpu_rows.push(cpu(
-                format!("latency, {label}"),
-                "wakeup",
-                &result,
-                PERCENTILES.len(),
-            ));
-            let mut series: Vec<Series> = names
+/// The latency percentiles reported, with their row names.
+pub(crate) const PERCENTILES: [(f64, &str); 4] =
+    [(50.0, "p50"), (90.0, "p90"), (99.0, "p99"), (99.9, "p99.9")];
+
+/// A percentile plot: x is 1/(1-p), one series per column that has values; `metrics` holds
+/// the [`PERCENTILES`] in order.
+pub(crate) fn percentile_plot(
+    file: String,
+    title: String,
+    y_label: &str,
+    names: &[String],
+    metrics: &[Values],
+) -> Plot {
+    let series = names
+        .iter()
+        .map(|name| Series {
+            name: name.clone(),
+            points: PERCENTILES
                 .iter()
-                .map(|n| Series {
-                    name: n.clone(),
-                    points: Vec::new(),
-                })
-                .collect();
-            for (metric, &(p, name)) in PERCENTILES.iter().enumerate() {
+                .zip(metrics)
+                .filter_map(|(&(p, _), values)| values.get(name).map(|v| (100.0 / (100.0 - p), v)))
+                .collect(),
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect();
+    Axes {
+        file,
+        title,
+        x: (
+            "percentile, as 1/(1-p): 2 = p50, 10 = p90, 100 = p99, 1000 = p99.9",
+            true,
+        ),
+        y: (y_label.into(), true),
+    }
+    .plot(series)
+}
+
+/// The latency shapes, each with its row label.
+pub(crate) fn latency_points(shapes: &[LatencyShape], cx: &Context) -> Vec<(LatencyShape, String)> {
+    let label = |shape: &LatencyShape| {
+        let tasks = shape.messengers * (shape.workers + 1);
+        let over = cx.oversubscribed(tasks);
+        format!(
+            "-m {} -t {} ({tasks} tasks{over})",
+            shape.messengers, shape.workers
+        )
+    };
+    shapes.iter().map(|shape| (*shape, label(shape))).collect()
+}
+
+/// One latency run: the percentiles (µs), then the extras.
+fn latency_run(
+    c: &Candidate,
+    shape: LatencyShape,
+    workers: usize,
+    timer: &Timer,
+) -> Result<Vec<f64>, String> {
+    let (mut samples, ran) = match c {
+        Candidate::Runtime(runner) => {
+            let samples = Arc::new(Mutex::new(Vec::new()));
+            let tasks = workloads::latency(shape, workloads::lab_timer(&timer.handle()), &samples);
+            let ran = runner.run(workers, tasks)?;
+            let samples = std::mem::take(&mut *samples.lock().map_err(|e| e.to_string())?);
+            (samples, ran)
+        }
+        Candidate::Kernel => kernel::latency(shape)?,
+    };
+    samples.sort_unstable();
+    let values = PERCENTILES
+        .iter()
+        .map(|&(p, _)| workloads::percentile(&samples, p).map_or(f64::NAN, |ns| ns / 1e3))
+        .collect();
+    // One unit: a worker task woken by its message task (which it then answers).
+    let wakeups = (shape.messengers * shape.workers) as u64 * shape.rounds;
+    Ok(with_extras(values, &ran, wakeups))
+}
+
+fn latency<'a>(
+    points: Vec<(LatencyShape, String)>,
+    workers: usize,
+    timer: &'a Timer,
+    collected: &'a RefCell<Collected>,
+) -> Box<dyn Measurement + 'a> {
+    Sweep::new(
+        candidates(),
+        points,
+        |p| format!("latency, {}", p.1),
+        move |c, (shape, _)| latency_run(c, *shape, workers, timer),
+    )
+    .tables(move |swept, _| {
+        let mut collected = collected.borrow_mut();
+        let (mut rows, mut ratio_rows, mut plots) = (Vec::new(), Vec::new(), Vec::new());
+        for ((shape, label), result) in &swept.results {
+            let first = PERCENTILES.len();
+            collected
+                .travel
+                .push(travel(format!("latency, {label}"), result, first));
+            collected
+                .cpu
+                .push(cpu(format!("latency, {label}"), "wakeup", result, first));
+            for (metric, &(_, name)) in PERCENTILES.iter().enumerate() {
                 let values = result.metric(metric);
-                for s in series.iter_mut() {
-                    if let Some(v) = values.get(&s.name) {
-                        s.points.push((100.0 / (100.0 - p), v));
-                    }
-                }
                 if name == "p99" {
                     ratio_rows.extend(reference_ratios(&format!("{label}, p99"), &values));
-                    speeds.push((format!("latency p99, {label}"), reciprocals(&values)));
+                    collected
+                        .speeds
+                        .push((format!("latency p99, {label}"), reciprocals(&values)));
                 }
                 rows.push(Row::numbers(format!("{label}: {name}"), values, 1));
             }
-            plots.push(Plot {
-                file: format!("wake-latency-m{}-t{}.svg", shape.messengers, shape.workers),
-                title: format!("Wakeup latency percentiles, schbench {label}"),
-                x_label: "percentile, as 1/(1-p): 2 = p50, 10 = p90, 100 = p99, 1000 = p99.9"
-                    .into(),
-                y_label: "wake-to-run latency (µs)".into(),
-                log_x: true,
-                log_y: true,
-                series: series
-                    .into_iter()
-                    .filter(|s| !s.points.is_empty())
-                    .collect(),
-            });
+            let metrics: Vec<Values> = (0..PERCENTILES.len()).map(|m| result.metric(m)).collect();
+            plots.push(percentile_plot(
+                format!("wake-latency-m{}-t{}.svg", shape.messengers, shape.workers),
+                format!("Wakeup latency percentiles, schbench {label}"),
+                "wake-to-run latency (µs)",
+                &swept.columns,
+                &metrics,
+            ));
         }
-        drop(timer);
         rows.extend(ratio_rows);
-        tables.push(Table {
-            id: "latency".into(),
-            title: "Wakeup latency (schbench shape): time from the waker's stamp until the woken task runs, lower is better"
-                .into(),
-            unit: "µs".into(),
-            columns: names.clone(),
-            rows,
-        });
-
-        tables.push(summary(&speeds, &remote_speeds, &cpu_rows));
-        tables.push(cpu_table(&cpu_rows));
-        tables.push(travel_table(travel_rows));
-
-        Ok(Section {
-            name: self.name().into(),
-            title: "Remote wakeups: the wakelist (seed 002)".into(),
-            intro: intro(cx, workers),
-            tables,
+        let title = "Wakeup latency (schbench shape): time from the waker's stamp until the woken \
+                     task runs, lower is better";
+        Produced {
+            tables: vec![swept.table("latency", title.into(), "µs", rows)],
             plots,
-            notes: std::mem::take(&mut cx.notes),
-        })
-    }
+        }
+    })
 }
 
 /// Per workload: wakelist ÷ locked, the best of our policies, and it against tokio, all as
@@ -624,16 +728,17 @@ fn intro(cx: &Context, workers: usize) -> Vec<String> {
             cx.scale.name(),
             cx.repetitions()
         ),
-        "**Ping-pong** is `perf bench sched pipe` / UnixBench context1: two tasks pass a token back and forth; 8 pairs at once oversubscribe the CPUs. **Messaging** is hackbench: each group has 20 senders and 20 receivers, and every sender writes `-l` 100-byte messages to every receiver of its group through the receiver's 64 KiB pipe. **Latency** is schbench (old version): each message task sleeps on a timer, stamps the time and wakes its `-t` workers; each worker records the time from the stamp to when it runs, burns 20–30 µs of CPU and reports back. The seed ran `-m 2 -t 8` on 104 CPUs; here 18 tasks share 2 CPUs.".into(),
-        "Our runtime places wakees as the kernel does (`Placement::Kernel`, the default): a task woken by a running task runs next on the waker's worker (the next slot, `WF_SYNC` / tokio's LIFO slot), at most 3 in a row, and not for wakers that fan out (`wake_wide`); idle workers steal half the busiest queue (newidle balance). So in ping-pong most wakeups never leave their worker, and the policies differ only where wakeups still cross. The **forced-remote ping-pong** (`Placement::Remote`) sends every wakeup to another worker, as all wakeups went before the next slot: that is where wakelist and locked are compared (the seed's path).".into(),
+        "**Ping-pong** is `perf bench sched pipe` / UnixBench context1: two tasks pass a token back and forth; 8 pairs at once oversubscribe the CPUs. **Messaging** is hackbench: each group has 20 senders and 20 receivers, and every sender writes `-l` 100-byte messages to every receiver of its group through the receiver's 64 KiB pipe. **Latency** is schbench (old version): each message task sleeps on a timer, stamps the time and wakes its `-t` workers; each worker records the time from the stamp to when it runs, burns 20–30 µs of CPU and reports back. The wakelist patch ran `-m 2 -t 8` on 104 CPUs; here 18 tasks share 2 CPUs.".into(),
+        "Our runtime places wakees as the kernel does (`Placement::Kernel`, the default): a task woken by a running task runs next on the waker's worker (the next slot, `WF_SYNC` / tokio's LIFO slot), at most 3 in a row, and not for wakers that fan out (`wake_wide`); idle workers steal half the busiest queue (newidle balance). So in ping-pong most wakeups never leave their worker, and the policies differ only where wakeups still cross. The **forced-remote ping-pong** (`Placement::Remote`) sends every wakeup to another worker, as all wakeups went before the next slot: that is where wakelist and locked are compared (the path the wakelist patch changed).".into(),
         "**CPU time** is measured around every run with `getrusage(RUSAGE_SELF)`, user plus system time of every thread of the lab process (the runtimes' workers and the kernel workloads' threads are all in it), over the same interval as the run's wall time, and divided by the run's units of work: a round trip of ping-pong, a message of messaging, a worker's wakeup in the latency shapes (which includes the 20–30 µs it burns). It shows what idle polling costs: a worker that spins waiting for work is busy for the machine even when it runs nothing.".into(),
-        "The seed measured +11% on pipe context switching and hackbench 3.25 s → 2.25 s from queueing wakeups on an idle CPU's wakelist. In a user-space runtime the waker's saving is a run-queue lock and its cache line; the notification (a flag for a polling worker, a futex wake for a sleeping one) is the same under every policy.".into(),
+        "The wakelist patch (\"sched: Remove the limitation of WF_ON_CPU on wakelist if wakee cpu is idle\", Linux 6.0) measured +11% on pipe context switching and hackbench 3.25 s → 2.25 s from queueing wakeups on an idle CPU's wakelist. In a user-space runtime the waker's saving is a run-queue lock and its cache line; the notification (a flag for a polling worker, a futex wake for a sleeping one) is the same under every policy.".into(),
     ]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::names;
 
     #[test]
     fn the_reference_columns_and_policies_are_candidates() {

@@ -11,7 +11,7 @@ use super::primitives::{Bell, Pipe, TimerHandle, MESSAGE};
 use crate::cputime::CpuClock;
 
 /// A task of a workload.
-pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+pub type BoxedTask = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// Who runs the futures.
 #[derive(Clone, Copy)]
@@ -44,7 +44,7 @@ impl Runner {
     }
 
     /// Runs `tasks` on `workers` workers until all have finished.
-    pub fn run(self, workers: usize, tasks: Vec<Task>) -> Result<Ran, String> {
+    pub fn run(self, workers: usize, tasks: Vec<BoxedTask>) -> Result<Ran, String> {
         match self.ours() {
             Some((policy, placement)) => {
                 let runtime = Builder::new()
@@ -73,13 +73,7 @@ impl Runner {
                     .map_err(|e| format!("tokio: {e}"))?;
                 let cpu = CpuClock::start()?;
                 let start = Instant::now();
-                let handles: Vec<_> = tasks.into_iter().map(|t| runtime.spawn(t)).collect();
-                runtime.block_on(async {
-                    for handle in handles {
-                        handle.await.map_err(|e| format!("tokio task: {e}"))?;
-                    }
-                    Ok::<(), String>(())
-                })?;
+                tokio_run_all(&runtime, tasks)?;
                 let elapsed = start.elapsed();
                 Ok(Ran {
                     elapsed,
@@ -91,10 +85,24 @@ impl Runner {
     }
 }
 
+/// Spawns `tasks` on the tokio `runtime` and waits until all have finished.
+pub(crate) fn tokio_run_all(
+    runtime: &tokio::runtime::Runtime,
+    tasks: Vec<BoxedTask>,
+) -> Result<(), String> {
+    let handles: Vec<_> = tasks.into_iter().map(|t| runtime.spawn(t)).collect();
+    runtime.block_on(async {
+        for handle in handles {
+            handle.await.map_err(|e| format!("tokio task: {e}"))?;
+        }
+        Ok(())
+    })
+}
+
 /// Ping-pong (`perf bench sched pipe`, UnixBench context1): `pairs` pairs of tasks pass a token
 /// back and forth `rounds` times each.
-pub fn ping_pong(pairs: usize, rounds: u64) -> Vec<Task> {
-    let mut tasks: Vec<Task> = Vec::with_capacity(2 * pairs);
+pub fn ping_pong(pairs: usize, rounds: u64) -> Vec<BoxedTask> {
+    let mut tasks: Vec<BoxedTask> = Vec::with_capacity(2 * pairs);
     for _ in 0..pairs {
         let (ping, pong) = (Bell::new(), Bell::new());
         let (ping2, pong2) = (ping.clone(), pong.clone());
@@ -116,9 +124,9 @@ pub fn ping_pong(pairs: usize, rounds: u64) -> Vec<Task> {
 
 /// Hackbench's shape: `groups` groups of 20 senders and 20 receivers; every sender writes
 /// `loops` 100-byte messages to every receiver of its group, through the receiver's pipe.
-pub fn messaging(groups: usize, loops: usize) -> Vec<Task> {
+pub fn messaging(groups: usize, loops: usize) -> Vec<BoxedTask> {
     const SIDE: usize = 20;
-    let mut tasks: Vec<Task> = Vec::with_capacity(groups * 2 * SIDE);
+    let mut tasks: Vec<BoxedTask> = Vec::with_capacity(groups * 2 * SIDE);
     for group in 0..groups {
         let pipes: Vec<Arc<Pipe>> = (0..SIDE).map(|_| Pipe::new()).collect();
         for pipe in &pipes {
@@ -178,13 +186,17 @@ pub fn lab_timer(
 /// runtime's own timers in the `time` experiment), takes a time stamp and wakes each of its
 /// worker tasks; a worker records the time from the stamp to the moment it runs, burns
 /// `cputime`, and reports back. The latencies (ns) land in `samples`.
-pub fn latency<S, F>(shape: LatencyShape, sleep: S, samples: &Arc<Mutex<Vec<u64>>>) -> Vec<Task>
+pub fn latency<S, F>(
+    shape: LatencyShape,
+    sleep: S,
+    samples: &Arc<Mutex<Vec<u64>>>,
+) -> Vec<BoxedTask>
 where
     S: Fn(Duration) -> F + Clone + Send + 'static,
     F: Future<Output = ()> + Send + 'static,
 {
     let epoch = Instant::now();
-    let mut tasks: Vec<Task> = Vec::new();
+    let mut tasks: Vec<BoxedTask> = Vec::new();
     for _ in 0..shape.messengers {
         let back = Bell::new();
         let stamp = Arc::new(Mutex::new(Duration::ZERO));

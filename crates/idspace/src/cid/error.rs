@@ -42,7 +42,8 @@ pub enum CidError {
         /// The CPU count asked for.
         cpus: usize,
     },
-    /// A periodic CID scan was asked to run with a zero period.
+    /// A periodic CID scan was asked to run with a zero period, or one above
+    /// [`MAX_SCAN_PERIOD`](super::MAX_SCAN_PERIOD).
     BadScanPeriod,
     /// The thread that runs a space's periodic CID scan could not be started.
     ScanThread,
@@ -76,7 +77,9 @@ impl fmt::Display for CidError {
                 f,
                 "a CID space has 1 to {MAX_CPUS} CPUs, not {cpus} (affinities are 64-bit masks)"
             ),
-            CidError::BadScanPeriod => f.write_str("a periodic CID scan needs a period above zero"),
+            CidError::BadScanPeriod => {
+                f.write_str("a periodic CID scan needs a period above zero and at most a day")
+            }
             CidError::ScanThread => f.write_str("the CID scan's worker thread could not start"),
         }
     }

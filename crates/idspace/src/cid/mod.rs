@@ -46,7 +46,9 @@ mod task;
 
 pub use bitmap::BitmapCids;
 pub use error::CidError;
-pub use lazy::{LazyCids, ScanPlacement, ScanStats, KERNEL_SCAN_PERIOD, TICK_SWITCHES};
+pub use lazy::{
+    LazyCids, ScanPlacement, ScanStats, KERNEL_SCAN_PERIOD, MAX_SCAN_PERIOD, TICK_SWITCHES,
+};
 pub use rework::Rework;
 pub use task::{affinity_mask, Task};
 

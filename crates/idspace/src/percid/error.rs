@@ -13,6 +13,10 @@ use super::IndexSource;
 /// assert_eq!(error, PerCidError::ZeroCapacity);
 /// assert_eq!(error.to_string(), "a pool's per-slot capacity must be at least 1");
 ///
+/// // An absurd capacity is refused before anything is allocated.
+/// let error = PerCidPool::<u32>::with_source(IndexSource::ThreadIds, usize::MAX).unwrap_err();
+/// assert_eq!(error, PerCidError::CapacityTooLarge { capacity: usize::MAX });
+///
 /// // The task CID needs a runtime task of a process, which this thread is not.
 /// let error = PerCidPool::<u32>::with_source(IndexSource::TaskCid, 8).unwrap_err();
 /// assert_eq!(error, PerCidError::Unavailable(IndexSource::TaskCid));
@@ -27,6 +31,12 @@ pub enum PerCidError {
     Unavailable(IndexSource),
     /// A pool was asked for a per-slot capacity of zero.
     ZeroCapacity,
+    /// A pool was asked for a per-slot capacity above
+    /// [`PerCidPool::MAX_CAPACITY`](super::PerCidPool::MAX_CAPACITY).
+    CapacityTooLarge {
+        /// The capacity asked for.
+        capacity: usize,
+    },
 }
 
 impl fmt::Display for PerCidError {
@@ -40,6 +50,11 @@ impl fmt::Display for PerCidError {
                 )
             }
             PerCidError::ZeroCapacity => write!(f, "a pool's per-slot capacity must be at least 1"),
+            PerCidError::CapacityTooLarge { capacity } => write!(
+                f,
+                "a pool's per-slot capacity is at most {}, not {capacity}",
+                super::PerCidPool::<()>::MAX_CAPACITY
+            ),
         }
     }
 }

@@ -52,6 +52,11 @@ unsafe impl<T: Send> Send for PerCidPool<T> {}
 unsafe impl<T: Send> Sync for PerCidPool<T> {}
 
 impl<T> PerCidPool<T> {
+    /// The largest per-slot capacity a pool accepts: 65,536 objects. Every slot's list is an
+    /// array of `capacity` pointers allocated up front (512 KiB a slot at this bound, for each
+    /// possible CPU), and a cache deeper than that holds memory no workload reuses in time.
+    pub const MAX_CAPACITY: usize = 1 << 16;
+
     /// A pool on the best source the calling thread has, with room for 64 objects per slot.
     pub fn new() -> PerCidPool<T> {
         PerCidPool::build(
@@ -62,8 +67,12 @@ impl<T> PerCidPool<T> {
         )
     }
 
-    /// A pool on `source` with room for `capacity` objects per slot; an error if the source is
-    /// not available to the calling thread or the capacity is 0.
+    /// A pool on `source` with room for `capacity` objects per slot.
+    ///
+    /// # Errors
+    /// [`PerCidError::ZeroCapacity`] for a capacity of 0, [`PerCidError::CapacityTooLarge`]
+    /// above [`MAX_CAPACITY`](Self::MAX_CAPACITY) (both checked before anything is allocated),
+    /// [`PerCidError::Unavailable`] if the source is not available to the calling thread.
     ///
     /// A slot holds at most `capacity` objects; a full one spills half of itself to the shared
     /// list, where every slot can find them:
@@ -85,6 +94,9 @@ impl<T> PerCidPool<T> {
     pub fn with_source(source: IndexSource, capacity: usize) -> Result<PerCidPool<T>, PerCidError> {
         if capacity == 0 {
             return Err(PerCidError::ZeroCapacity);
+        }
+        if capacity > Self::MAX_CAPACITY {
+            return Err(PerCidError::CapacityTooLarge { capacity });
         }
         let (binding, slots) = source.prepare()?;
         Ok(PerCidPool::build(source, binding, slots, capacity))

@@ -50,6 +50,13 @@ pub enum PidError {
     NamespaceBusy,
     /// The space was freed: its number stays taken and answers as dead, but nothing enters it.
     NamespaceFreed,
+    /// An allocator was asked for a worker-slot count outside `1..=`[`PerCpu::MAX_CPUS`].
+    ///
+    /// [`PerCpu::MAX_CPUS`]: super::PerCpu::MAX_CPUS
+    BadCpuCount {
+        /// The count asked for.
+        cpus: usize,
+    },
 }
 
 impl PidError {
@@ -66,6 +73,7 @@ impl PidError {
             PidError::TooManyNamespaces => "too_many_ns",
             PidError::NamespaceBusy => "ns_busy",
             PidError::NamespaceFreed => "ns_freed",
+            PidError::BadCpuCount { .. } => "bad_cpu_count",
         }
     }
 }
@@ -83,6 +91,13 @@ impl fmt::Display for PidError {
             PidError::TooManyNamespaces => "the allocator holds no more spaces",
             PidError::NamespaceBusy => "the space still holds IDs or child spaces",
             PidError::NamespaceFreed => "the space was freed",
+            PidError::BadCpuCount { cpus } => {
+                return write!(
+                    f,
+                    "an allocator has 1 to {} worker slots, not {cpus}",
+                    super::PerCpu::MAX_CPUS
+                );
+            }
         })
     }
 }

@@ -130,7 +130,7 @@ pub const RESERVED_PIDS: u32 = 300;
 ///     Box::new(IdrRelock::new()),
 ///     Box::new(IdrOnce::new()),
 ///     Box::new(BitmapHash::new()),
-///     Box::new(PerCpu::new(2)),
+///     Box::new(PerCpu::new(2)?),
 /// ];
 /// for pids in &designs {
 ///     let init = pids.alloc(ROOT, &[], 0)?;
@@ -230,7 +230,7 @@ pub trait PidAllocator: Send + Sync {
     /// ```
     /// use idspace::pid::{PerCpu, PidAllocator, PidError, ROOT};
     ///
-    /// let pids = PerCpu::new(2);
+    /// let pids = PerCpu::new(2)?;
     /// let ns = pids.new_ns(ROOT)?;
     /// pids.alloc(ns, &[], 0)?;
     /// assert_eq!(pids.free_ns(ns), Err(PidError::NamespaceBusy));

@@ -26,7 +26,7 @@ use crossbeam_utils::CachePadded;
 /// ```
 /// use idspace::pid::{PerCpu, PidAllocator, PidError, RANGE, ROOT};
 ///
-/// let pids = PerCpu::new(2);
+/// let pids = PerCpu::new(2)?;
 /// let on = |cpu| pids.alloc(ROOT, &[], cpu).map(|pid| pid.ids()[0]);
 /// let (a, b, c) = (on(0)?, on(1)?, on(0)?);
 /// assert_ne!(a / RANGE, b / RANGE);
@@ -246,7 +246,7 @@ impl RangeSource for Space {
 /// ```
 /// use idspace::pid::{PerCpu, PidAllocator, PidError, ROOT};
 ///
-/// let pids = PerCpu::new(4); // four worker slots
+/// let pids = PerCpu::new(4)?; // four worker slots
 /// // The root's first process is its init, 1.
 /// let init = pids.alloc(ROOT, &[], 0)?;
 /// assert_eq!(init.ids(), [1]);
@@ -360,20 +360,40 @@ impl PerCpu {
     /// models).
     pub const MAX_NAMESPACES: usize = CAPACITY;
 
-    /// An allocator for `cpus` worker slots (at least 1), with only the root space. A `cpu`
-    /// argument beyond the slots wraps around (`cpu % cpus`).
-    pub fn new(cpus: usize) -> PerCpu {
+    /// Worker slots one allocator has at most: 8192, the kernel's largest `NR_CPUS` (each
+    /// slot is a cache-padded lock and its ranges, allocated up front).
+    pub const MAX_CPUS: usize = 8192;
+
+    /// An allocator for `cpus` worker slots, with only the root space. A `cpu` argument beyond
+    /// the slots wraps around (`cpu % cpus`).
+    ///
+    /// # Errors
+    /// [`PidError::BadCpuCount`] unless `cpus` is in `1..=`[`MAX_CPUS`](Self::MAX_CPUS),
+    /// checked before anything is allocated.
+    ///
+    /// ```
+    /// use idspace::pid::{PerCpu, PidError};
+    ///
+    /// assert_eq!(PerCpu::new(0).err(), Some(PidError::BadCpuCount { cpus: 0 }));
+    /// assert_eq!(PerCpu::new(usize::MAX).err(), Some(PidError::BadCpuCount { cpus: usize::MAX }));
+    /// assert_eq!(PerCpu::new(PerCpu::MAX_CPUS)?.cpus(), PerCpu::MAX_CPUS);
+    /// # Ok::<(), PidError>(())
+    /// ```
+    pub fn new(cpus: usize) -> Result<PerCpu, PidError> {
+        if !(1..=Self::MAX_CPUS).contains(&cpus) {
+            return Err(PidError::BadCpuCount { cpus });
+        }
         let spaces = SpaceList::new();
         spaces.push(Space::new(None, 0));
-        PerCpu {
-            cpus: (0..cpus.max(1))
+        Ok(PerCpu {
+            cpus: (0..cpus)
                 .map(|_| CachePadded::new(Mutex::new(CpuRanges::default())))
                 .collect(),
             spaces,
             readers: Readers::new(READER_SLOTS),
             space_hazards: Hazards::new(),
             namespaces: Mutex::new(()),
-        }
+        })
     }
 
     /// Worker slots.

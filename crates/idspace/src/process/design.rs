@@ -3,7 +3,7 @@
 //! build time, with no trait object on the switch path).
 
 use crate::cid::{BitmapCids, CidAllocator, CidError, LazyCids, Rework};
-use crate::pid::{BitmapHash, IdrOnce, IdrRelock, PerCpu, PidAllocator};
+use crate::pid::{BitmapHash, IdrOnce, IdrRelock, PerCpu, PidAllocator, PidError};
 use crate::table::{GlobalHash, IdTable, Radix, ScaledHash};
 
 /// A PID design that can be built for `cpus` CPU slots.
@@ -16,7 +16,7 @@ use crate::table::{GlobalHash, IdTable, Radix, ScaledHash};
 /// use idspace::process::{PidDesign, Processes};
 /// use idspace::table::ScaledHash;
 ///
-/// let pids = <IdrOnce as PidDesign>::with_cpus(4);
+/// let pids = <IdrOnce as PidDesign>::with_cpus(4)?;
 /// assert_eq!(pids.alloc(ROOT, &[], 0)?.ids(), [1]);
 /// // The model builds its PID design the same way.
 /// let model: Processes<IdrOnce, Rework, ScaledHash<()>> = Processes::with_designs(2)?;
@@ -26,30 +26,45 @@ use crate::table::{GlobalHash, IdTable, Radix, ScaledHash};
 /// ```
 pub trait PidDesign: PidAllocator + Sized + 'static {
     /// A new allocator; `cpus` is the number of CPU slots callers pass as `cpu`.
-    fn with_cpus(cpus: usize) -> Self;
+    ///
+    /// # Errors
+    /// [`PidError::BadCpuCount`] for a count the design cannot have (0, or above
+    /// [`PerCpu::MAX_CPUS`] for [`PerCpu`]); the designs without per-CPU state take any other.
+    fn with_cpus(cpus: usize) -> Result<Self, PidError>;
+}
+
+/// The designs without per-CPU state still refuse 0 slots, as every design does.
+fn check_slots(cpus: usize) -> Result<(), PidError> {
+    if cpus == 0 {
+        return Err(PidError::BadCpuCount { cpus });
+    }
+    Ok(())
 }
 
 impl PidDesign for PerCpu {
-    fn with_cpus(cpus: usize) -> Self {
+    fn with_cpus(cpus: usize) -> Result<Self, PidError> {
         PerCpu::new(cpus)
     }
 }
 
 impl PidDesign for IdrOnce {
-    fn with_cpus(_cpus: usize) -> Self {
-        IdrOnce::new()
+    fn with_cpus(cpus: usize) -> Result<Self, PidError> {
+        check_slots(cpus)?;
+        Ok(IdrOnce::new())
     }
 }
 
 impl PidDesign for IdrRelock {
-    fn with_cpus(_cpus: usize) -> Self {
-        IdrRelock::new()
+    fn with_cpus(cpus: usize) -> Result<Self, PidError> {
+        check_slots(cpus)?;
+        Ok(IdrRelock::new())
     }
 }
 
 impl PidDesign for BitmapHash {
-    fn with_cpus(_cpus: usize) -> Self {
-        BitmapHash::new()
+    fn with_cpus(cpus: usize) -> Result<Self, PidError> {
+        check_slots(cpus)?;
+        Ok(BitmapHash::new())
     }
 }
 

@@ -151,13 +151,15 @@ impl Image {
 /// let mut tx = Some(tx);
 /// let restored = target.restore_with(ROOT, &image, 0, |_, kind| match kind {
 ///     NotifyKind::Channel => tx.take().map(Notify::Channel),
-///     NotifyKind::None | NotifyKind::Wake => None,
+///     // Wake and None need no target; kinds added later get none here either.
+///     _ => None,
 /// })?;
 /// assert_eq!(target.timer_count(restored.leader.tid())?, 1);
 /// # Ok::<(), ProcessError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum NotifyKind {
     /// [`Notify::None`](crate::process::Notify::None).
     None,

@@ -26,9 +26,11 @@
 //! # The kernel design
 //!
 //! A process is a thread group: a `signal_struct` (with the process's POSIX timers, an IDR keyed
-//! by the process since 6.19's rework, seed `001`) and an `mm` (with the CID space, seed `000`)
-//! shared by its threads (`task_struct`s). `copy_process` allocates a `struct pid` with an ID at
-//! every PID-namespace level (seed `004`); a thread's ID is its TID, its leader's ID is the
+//! by the process since 6.19's rework, "posix-timers: Rework the global hash table") and an
+//! `mm` (with the CID space, "sched: Rewrite MM CID management") shared by its threads
+//! (`task_struct`s). `copy_process` allocates a `struct pid` with an ID at every PID-namespace
+//! level (`alloc_pid`, relocked once since "further damage-control lack of clone
+//! scalability"); a thread's ID is its TID, its leader's ID is the
 //! process's (the tgid). A leader that exits before its threads stays a zombie holding its
 //! IDs until the group ends (`release_task` of the last thread). When the init of a namespace
 //! (ID 1 there) ends, `zap_pid_ns_processes` kills every process with an ID in that namespace
@@ -59,8 +61,8 @@
 //!   namespace dies and every process with an ID there ends too.
 //! * A namespace is freed once it is dead and holds no IDs and no child namespaces: the PID
 //!   design frees its space ([`PidAllocator::free_ns`](crate::pid::PidAllocator::free_ns)) and
-//!   the model keeps only its number and parent's ([`FREED_NS_BYTES`]), so that the number
-//!   answers as a dead namespace; memory returns to where it was before the namespace was made
+//!   the model keeps only its number, its parent's and its `pid_max` ([`FREED_NS_BYTES`]), so
+//!   that the number answers as a dead namespace; memory returns to where it was before the namespace was made
 //!   but for those bytes (see below).
 //! * In the task runtime, [`ProcessHooks`] make tasks threads: each carries its [`Thread`] as
 //!   its per-task data ([`TaskIds`]); [`Runtime::spawn_process`](crate::sched::Runtime) starts
@@ -127,12 +129,18 @@
 //!   ([`IdTable::set_cursor`](crate::table::IdTable::set_cursor)) after recreating the timers
 //!   in restore mode, so that IDs freed before the checkpoint are not handed out again at once.
 //!   The kernel exposes no timer cursor, so CRIU has none to restore.
-//! * A refused restore holds no IDs, makes no timers and moves no timer cursor. Taken or
-//!   duplicate `set_tid` entries are refused before anything is allocated; a later refusal
-//!   (`invalid`, `full`, `ns_dead`) frees what the restore took, but a PID design's cursors at
-//!   levels that were allocated normally stay moved (as after the kernel's failed `clone3`), and
-//!   if the restore had taken a namespace's ID 1, freeing it kills that namespace (the kernel
-//!   resets such a namespace instead).
+//! * A restore is one `clone3` per thread, leader first, each one `alloc_pid` (level by level,
+//!   innermost first: a `set_tid` entry checked for range and init, then taken; other levels
+//!   from their cursors; a dead namespace refused after every level); the first refusal is the
+//!   answer. A refused restore holds no IDs, makes no timers and moves no timer cursor, but
+//!   the PID cursors stay where its allocations moved them, as after the kernel's `clone3`s
+//!   (the namespace the refused allocation was for gets its cursor back at 0 if it holds no
+//!   process, as `alloc_pid` does). If an earlier thread of the refused restore had taken a
+//!   namespace's ID 1, freeing it leaves that namespace dead, the kernel's end state too: that
+//!   thread's process was the namespace's init, and ending it ends the namespace. A freed
+//!   namespace answers a restore as a dead one: the leader's `set_tid` is checked for range at
+//!   its levels (against a `pid_max` set on it, which the model keeps), its living ancestors
+//!   take and give back their IDs, and only then is the restore refused as `ns_dead`.
 //! * CIDs: a zombie leader leaves the CID space at once; CIDs are only held while running, as
 //!   the designs decide.
 //! * Exits take the model's lock; the switch path never does.
@@ -141,11 +149,13 @@
 //!   frees its space ([`PidAllocator::free_ns`](crate::pid::PidAllocator::free_ns)): its tree,
 //!   bitmap, ranges on every CPU and lookup slots. [`Processes::memory_bytes`] then returns to
 //!   its value before the namespace was made, plus [`FREED_NS_BYTES`]: the model keeps the
-//!   freed number and its parent's, so that the number answers as a dead namespace for the
-//!   whole run, as the replay protocol requires. That includes a fork into it: like one into a
-//!   dead namespace, which takes an ID at every level before `alloc_pid` sees the namespace is
-//!   dead, it moves its living ancestors' cursors (the model allocates in the nearest living
-//!   ancestor and gives the IDs back at once). Exactness also needs the ancestors' structures
+//!   freed number, its parent's and its `pid_max`, so that the number answers as a dead
+//!   namespace for the whole run, as the replay protocol requires. That includes a fork or a
+//!   restore into it: like one into a dead namespace, which takes an ID at every level before
+//!   `alloc_pid` sees the namespace is dead, it moves its living ancestors' cursors (the model
+//!   allocates in the nearest living ancestor and gives the IDs back at once; should that take
+//!   the ID 1 of a living ancestor that never had an init, giving it back kills that
+//!   ancestor, which the kernel leaves alive). Exactness also needs the ancestors' structures
 //!   as they were: the IDs the namespace's processes took there are freed, but a bitmap word or
 //!   a CPU's current range they first needed stays, and `BitmapHash`'s shared lookup stripes
 //!   keep some room.

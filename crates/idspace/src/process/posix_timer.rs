@@ -28,6 +28,7 @@ pub const FOREVER: u64 = i64::MAX as u64;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Clock {
     /// `CLOCK_MONOTONIC`: elapsed time.
     Monotonic,

@@ -59,7 +59,8 @@ impl fmt::Display for TaskId {
 pub enum Exit {
     /// Its future returned.
     Completed,
-    /// Its future panicked; the join handle carries the payload.
+    /// Its future panicked, or a switch hook panicked at it; the join handle carries the
+    /// payload.
     Panicked,
     /// It was dropped unfinished: at shutdown, or when nothing could wake it any more.
     Cancelled,
@@ -78,8 +79,12 @@ pub enum Exit {
 /// the switch hooks, so Relaxed accesses suffice for what only those hooks touch.
 ///
 /// The hooks run on the scheduling paths (`switched_in`/`switched_out` around every poll), so
-/// they must be short, must not block and must not panic: a panic in a hook is not caught and
-/// ends the worker thread. Every method but `created` has an empty default.
+/// they must be short, must not block and should not panic. A panic in a hook is caught and
+/// the worker goes on: in `switched_in` or `switched_out` it ends the task there, whose handle
+/// reports [`JoinError::HookPanicked`](super::JoinError::HookPanicked) with the hook's name and
+/// message; in `created` it reaches the caller of `spawn`; in `exited`, `worker_started` or
+/// `worker_stopped` it is only printed by the panic hook (the task's outcome, if any, was
+/// delivered before). Every method but `created` has an empty default.
 ///
 /// Here each task carries a count of its polls, and the hooks record them at exit:
 ///

@@ -8,28 +8,47 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 use super::TaskId;
+// The payload's lock only makes a panic `Sync`; it is never contended, so loom need not see it.
+use crate::sync::unmodeled::Mutex as StdMutex;
 use crate::sync::{self, Arc, Condvar, Mutex};
 
 /// Why a task produced no value.
 ///
+/// It is `Send + Sync + 'static`, so `?` turns it into a `Box<dyn Error + Send + Sync>` (or
+/// any error type built on one).
+///
 /// ```
 /// use idspace::sched::{JoinError, Policy, Runtime};
 ///
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 /// let runtime = Runtime::new(1, Policy::Wakelist)?;
 /// let boom = runtime.spawn(async { panic!("boom") }).join().unwrap_err();
 /// assert_eq!(boom.panic_message(), Some("boom"));
 /// assert_eq!(boom.to_string(), "task panicked: boom");
+/// // The payload comes back out, to be inspected or re-raised with `resume_unwind`.
+/// let payload = boom.try_into_panic().expect("a panic");
+/// assert_eq!(payload.downcast_ref::<&str>(), Some(&"boom"));
 /// // A future that drops its waker can never be woken: the task is cancelled at once.
 /// let stuck = runtime.spawn(std::future::pending::<u8>());
 /// assert!(matches!(stuck.join(), Err(JoinError::Cancelled)));
+/// // `?` converts it like any error that is `Send + Sync`.
+/// runtime.spawn(async {}).join()?;
 /// # Ok(())
 /// # }
 /// ```
 #[non_exhaustive]
 pub enum JoinError {
-    /// The task panicked; the payload is the panic's.
-    Panicked(Box<dyn Any + Send + 'static>),
+    /// The task's future panicked.
+    Panicked(Panic),
+    /// One of the runtime's [`Hooks`](super::Hooks) panicked at this task's life-cycle point:
+    /// `hook` names the method (`switched_in` or `switched_out`). The task was dropped there
+    /// (an output it had already produced is dropped too); the worker goes on.
+    HookPanicked {
+        /// The name of the hook method that panicked.
+        hook: &'static str,
+        /// Its panic.
+        panic: Panic,
+    },
     /// The task was dropped before it completed: the runtime shut down with the task queued or
     /// asleep, or every waker of a sleeping task was dropped so that nothing could ever wake it.
     Cancelled,
@@ -46,14 +65,35 @@ pub enum JoinError {
 }
 
 impl JoinError {
-    /// The panic message, when the task panicked with a string.
+    /// The task's own panic, caught with `payload`.
+    pub(crate) fn panicked(payload: Box<dyn Any + Send + 'static>) -> JoinError {
+        JoinError::Panicked(Panic::new(payload))
+    }
+
+    /// The panic of the hook method `hook` at this task, caught with `payload`.
+    pub(crate) fn hook_panicked(hook: &'static str, payload: Box<dyn Any + Send>) -> JoinError {
+        JoinError::HookPanicked {
+            hook,
+            panic: Panic::new(payload),
+        }
+    }
+
+    /// The panic message, when the task (or a hook at it) panicked with a string.
     pub fn panic_message(&self) -> Option<&str> {
         match self {
-            JoinError::Panicked(payload) => payload
-                .downcast_ref::<&'static str>()
-                .copied()
-                .or_else(|| payload.downcast_ref::<String>().map(String::as_str)),
+            JoinError::Panicked(panic) | JoinError::HookPanicked { panic, .. } => panic.message(),
             _ => None,
+        }
+    }
+
+    /// The panic's payload, for [`std::panic::resume_unwind`], or the error itself back when
+    /// it is not a panic.
+    pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, JoinError> {
+        match self {
+            JoinError::Panicked(panic) | JoinError::HookPanicked { panic, .. } => {
+                Ok(panic.into_payload())
+            }
+            other => Err(other),
         }
     }
 }
@@ -62,11 +102,7 @@ impl JoinError {
     /// A task that unwound with [`JoinError::Killed`] as its payload was killed, not panicked.
     fn killed_if_marked(self) -> JoinError {
         match self {
-            JoinError::Panicked(payload)
-                if matches!(payload.downcast_ref::<JoinError>(), Some(JoinError::Killed)) =>
-            {
-                JoinError::Killed
-            }
+            JoinError::Panicked(panic) if panic.is_kill() => JoinError::Killed,
             other => other,
         }
     }
@@ -81,10 +117,13 @@ impl fmt::Debug for JoinError {
 impl fmt::Display for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            JoinError::Panicked(_) => match self.panic_message() {
-                Some(message) => write!(f, "task panicked: {message}"),
-                None => write!(f, "task panicked (with a non-string payload)"),
-            },
+            JoinError::Panicked(panic) => write!(f, "task panicked: {panic}"),
+            JoinError::HookPanicked { hook, panic } => {
+                write!(
+                    f,
+                    "the runtime's {hook} hook panicked at this task: {panic}"
+                )
+            }
             JoinError::Cancelled => write!(
                 f,
                 "task cancelled: the runtime shut down, or nothing was left that could wake it"
@@ -96,6 +135,70 @@ impl fmt::Display for JoinError {
 }
 
 impl std::error::Error for JoinError {}
+
+/// A caught panic: its message (when the payload is a string) and its payload.
+///
+/// The payload is kept behind a lock so that the panic, and a [`JoinError`] holding it, is
+/// `Sync` although a payload need only be `Send`.
+pub struct Panic {
+    message: Option<String>,
+    payload: StdMutex<Box<dyn Any + Send + 'static>>,
+}
+
+impl Panic {
+    fn new(payload: Box<dyn Any + Send + 'static>) -> Panic {
+        let message = payload
+            .downcast_ref::<&'static str>()
+            .map(|message| message.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned());
+        Panic {
+            message,
+            payload: StdMutex::new(payload),
+        }
+    }
+
+    /// The panic message, when the payload is a `&str` or a `String`.
+    pub fn message(&self) -> Option<&str> {
+        self.message.as_deref()
+    }
+
+    /// Whether the task unwound with [`JoinError::Killed`]: it was killed, not panicked.
+    fn is_kill(&self) -> bool {
+        // Nothing panics while the lock is held, so it is never poisoned.
+        let payload = match self.payload.lock() {
+            Ok(payload) => payload,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        matches!(payload.downcast_ref::<JoinError>(), Some(JoinError::Killed))
+    }
+
+    /// The payload, as `catch_unwind` returned it.
+    pub fn into_payload(self) -> Box<dyn Any + Send + 'static> {
+        // The lock is never taken while a panic could poison it: only this and `is_kill` read
+        // it.
+        match self.payload.into_inner() {
+            Ok(payload) => payload,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}
+
+impl fmt::Debug for Panic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Panic")
+            .field("message", &self.message)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Display for Panic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.message {
+            Some(message) => f.write_str(message),
+            None => f.write_str("(a non-string payload)"),
+        }
+    }
+}
 
 /// Where a task's outcome waits for its handle.
 pub(crate) struct JoinSlot<T> {
@@ -142,6 +245,11 @@ impl<T> JoinSlot<T> {
     }
 }
 
+/// The message of the panic of [`JoinHandle::join`] called on a worker thread.
+const JOIN_IN_WORKER: &str = "JoinHandle::join was called from inside a runtime (a task, hook \
+     or timer callback running on a worker thread): blocking that worker could keep the joined \
+     task from ever running, a deadlock. Await the JoinHandle instead";
+
 /// The right to a spawned task's result: await it inside a runtime, or [`join`](Self::join)
 /// from any other thread. Dropping the handle detaches the task; it still runs to completion.
 ///
@@ -184,9 +292,16 @@ impl<T> JoinHandle<T> {
         sync::lock(&self.slot.state).done
     }
 
-    /// Blocks this thread until the task finishes. Call it from outside the runtime: a worker
-    /// blocked here cannot run the tasks it waits for (await the handle instead).
+    /// Blocks this thread until the task finishes.
+    ///
+    /// # Panics
+    /// When called on a runtime's worker thread (from a task, a hook or a timer callback),
+    /// with a message saying so, even if the task has finished: a worker blocked here could
+    /// not run the task it waits for. Await the handle there instead.
     pub fn join(self) -> Result<T, JoinError> {
+        if super::worker::on_worker() {
+            panic!("{JOIN_IN_WORKER}");
+        }
         let mut state = sync::lock(&self.slot.state);
         while !state.done {
             state = sync::wait(&self.slot.finished, state);

@@ -72,7 +72,8 @@
 //! * A wakeup is never lost: a task whose waker returned will be polled, or cancelled at shutdown.
 //! * Every spawned task ends exactly once: completed, panicked, or cancelled (at shutdown, or when
 //!   its last waker is dropped), and its [`JoinHandle`] reports which.
-//! * A panic inside a task is caught; the worker and the runtime go on.
+//! * A panic inside a task or a hook is caught; the worker and the runtime go on.
+//! * No blocking call waits on a worker: `block_on` and a blocking `join` there panic.
 //!
 //! # Where we differ from the kernel
 //!
@@ -123,6 +124,7 @@
 
 mod balance;
 mod bell;
+mod builder;
 mod hooks;
 mod idle;
 mod join;
@@ -140,8 +142,9 @@ pub mod protocol {
 }
 
 pub use bell::{Bell, Until};
+pub use builder::{BuildError, Builder, Policy, MAX_POLL, MAX_WORKERS};
 pub use hooks::{Exit, Hooks, NoHooks, TaskId};
-pub use join::{JoinError, JoinHandle};
+pub use join::{JoinError, JoinHandle, Panic};
 pub use placement::Placement;
-pub use runtime::{spawn, BuildError, Builder, Handle, NoRuntime, Policy, Runtime, MAX_WORKERS};
+pub use runtime::{spawn, Handle, NoRuntime, Runtime};
 pub use stats::Stats;

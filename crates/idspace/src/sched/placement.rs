@@ -35,8 +35,9 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::builder::BuildError;
 use super::hooks::{Hooks, TaskId};
-use super::runtime::{BuildError, TaskRef};
+use super::runtime::TaskRef;
 use super::worker::Worker;
 use crate::sync::UnsafeCell;
 

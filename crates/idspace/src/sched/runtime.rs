@@ -6,10 +6,9 @@ use std::fmt;
 use std::future::Future;
 use std::panic::{self, AssertUnwindSafe};
 use std::pin::pin;
-use std::str::FromStr;
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::Duration;
 
+use super::builder::{BuildError, Builder, Policy};
 use super::hooks::{Exit, Hooks, NoHooks, TaskId};
 use super::join::{JoinHandle, JoinSlot};
 use super::placement::{self, Affine, Placement};
@@ -24,301 +23,12 @@ use crate::sync::unmodeled::Arc;
 use crate::sync::{self, thread, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crossbeam_utils::CachePadded;
 
-/// The most workers a runtime can have.
-pub const MAX_WORKERS: usize = 1024;
-
-/// How a wakeup reaches a task's target worker.
-///
-/// ```
-/// use idspace::sched::{BuildError, Policy};
-///
-/// // Names as the lab and the CLI spell them.
-/// let names: Vec<&str> = Policy::ALL.iter().map(|policy| policy.name()).collect();
-/// assert_eq!(names, ["locked", "wakelist", "wakelist-always"]);
-/// assert_eq!("wakelist".parse::<Policy>(), Ok(Policy::Wakelist));
-/// assert_eq!(Policy::WakelistAlways.to_string(), "wakelist-always");
-/// assert_eq!("fifo".parse::<Policy>(), Err(BuildError::UnknownPolicy("fifo".into())));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Policy {
-    /// Lock the target's run queue, enqueue, notify it if it idles (the kernel before the
-    /// wakelist, and `TTWU_QUEUE` off).
-    Locked,
-    /// Push onto the target's wakelist when it is idle (nothing running, nothing queued, no
-    /// wakeups pending), otherwise lock and enqueue: the kernel's `ttwu_queue_cond` since
-    /// f3dd3f674555.
-    Wakelist,
-    /// Always push onto the target's wakelist, busy or not (the `TTWU_QUEUE_DEFAULT`
-    /// experiment that regressed upstream).
-    WakelistAlways,
-}
-
-impl Policy {
-    /// Every policy, in the order the lab reports them.
-    pub const ALL: [Policy; 3] = [Policy::Locked, Policy::Wakelist, Policy::WakelistAlways];
-
-    /// The policy's name: `locked`, `wakelist` or `wakelist-always`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Policy::Locked => "locked",
-            Policy::Wakelist => "wakelist",
-            Policy::WakelistAlways => "wakelist-always",
-        }
-    }
-}
-
-impl fmt::Display for Policy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Policy {
-    type Err = BuildError;
-
-    fn from_str(name: &str) -> Result<Policy, BuildError> {
-        Policy::ALL
-            .into_iter()
-            .find(|policy| policy.name() == name)
-            .ok_or_else(|| BuildError::UnknownPolicy(name.to_string()))
-    }
-}
-
-/// Why a runtime could not be built.
-///
-/// ```
-/// use idspace::sched::{BuildError, Builder, Placement, MAX_WORKERS};
-///
-/// assert_eq!(Builder::new().workers(0).build().err(), Some(BuildError::Workers(0)));
-/// let too_many = Builder::new().workers(MAX_WORKERS + 1).build().err();
-/// assert_eq!(too_many, Some(BuildError::Workers(MAX_WORKERS + 1)));
-/// let unknown = "nearest".parse::<Placement>().unwrap_err();
-/// assert_eq!(unknown, BuildError::UnknownPlacement("nearest".into()));
-/// assert_eq!(unknown.to_string(), "unknown wakee placement \"nearest\" (known: kernel, remote)");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum BuildError {
-    /// The worker count is 0 or above [`MAX_WORKERS`].
-    Workers(usize),
-    /// A policy name that is none of `locked`, `wakelist`, `wakelist-always`.
-    UnknownPolicy(String),
-    /// A placement name that is neither `kernel` nor `remote`.
-    UnknownPlacement(String),
-    /// The operating system refused a worker thread.
-    Spawn(String),
-}
-
-impl fmt::Display for BuildError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BuildError::Workers(n) => {
-                write!(f, "a runtime needs 1 to {MAX_WORKERS} workers, not {n}")
-            }
-            BuildError::UnknownPolicy(name) => write!(
-                f,
-                "unknown wakeup policy \"{name}\" (known: locked, wakelist, wakelist-always)"
-            ),
-            BuildError::UnknownPlacement(name) => write!(
-                f,
-                "unknown wakee placement \"{name}\" (known: kernel, remote)"
-            ),
-            BuildError::Spawn(error) => write!(f, "cannot start a worker thread: {error}"),
-        }
-    }
-}
-
-impl std::error::Error for BuildError {}
-
-/// Configures and starts a [`Runtime`] whose tasks carry the data of hooks `H`.
-///
-/// ```
-/// use std::time::Duration;
-/// use idspace::sched::{Builder, Placement, Policy};
-///
-/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let runtime = Builder::new()
-///     .workers(2)
-///     .policy(Policy::Locked)
-///     .placement(Placement::Remote)
-///     .poll(Duration::ZERO) // idle workers park at once
-///     .build()?;
-/// let handle = runtime.handle();
-/// assert_eq!(handle.workers(), 2);
-/// assert_eq!((handle.policy(), handle.placement()), (Policy::Locked, Placement::Remote));
-/// assert_eq!(runtime.block_on(async { 20 + 22 })?, 42);
-///
-/// // The defaults: a worker per CPU, the wakelist, the kernel's placement, no hooks.
-/// let defaults = Builder::new().build()?;
-/// let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-/// assert_eq!(defaults.handle().workers(), cpus);
-/// assert_eq!(defaults.handle().policy(), Policy::Wakelist);
-/// # Ok(())
-/// # }
-/// ```
-pub struct Builder<H: Hooks = NoHooks> {
-    workers: usize,
-    policy: Policy,
-    placement: Placement,
-    poll: Duration,
-    hooks: Arc<H>,
-}
-
-impl<H: Hooks> Clone for Builder<H> {
-    fn clone(&self) -> Self {
-        Builder {
-            workers: self.workers,
-            policy: self.policy,
-            placement: self.placement,
-            poll: self.poll,
-            hooks: Arc::clone(&self.hooks),
-        }
-    }
-}
-
-impl Default for Builder {
-    fn default() -> Self {
-        Builder::new()
-    }
-}
-
-impl<H: Hooks> fmt::Debug for Builder<H> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Builder")
-            .field("workers", &self.workers)
-            .field("policy", &self.policy)
-            .field("placement", &self.placement)
-            .field("poll", &self.poll)
-            .field("hooks", &std::any::type_name::<H>())
-            .finish()
-    }
-}
-
-impl Builder {
-    /// One worker per available CPU, the `wakelist` policy, the kernel's placement, 50 µs of
-    /// idle polling, no hooks.
-    pub fn new() -> Self {
-        Builder {
-            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            policy: Policy::Wakelist,
-            placement: Placement::Kernel,
-            poll: Duration::from_micros(50),
-            hooks: Arc::new(NoHooks),
-        }
-    }
-}
-
-impl<H: Hooks> Builder<H> {
-    /// The number of workers (1 to [`MAX_WORKERS`]).
-    pub fn workers(mut self, workers: usize) -> Self {
-        self.workers = workers;
-        self
-    }
-
-    /// The wakeup policy.
-    pub fn policy(mut self, policy: Policy) -> Self {
-        self.policy = policy;
-        self
-    }
-
-    /// Where woken tasks run: [`Placement::Kernel`] (the default) runs a task woken by a
-    /// running task next on the waker's worker, capped against starvation and not for fan-out
-    /// wakers, and idle workers steal; [`Placement::Remote`] sends every wakeup made on a worker
-    /// to another worker and never steals, so that the wakeup [`Policy`] decides how every one
-    /// of them travels (the lab's forced-remote runs).
-    pub fn placement(mut self, placement: Placement) -> Self {
-        self.placement = placement;
-        self
-    }
-
-    /// The longest an idle worker polls its queues before it parks. The kernel's idle polling
-    /// lasts roughly 10–60 µs; zero parks at once. Within it, each worker adapts its poll to
-    /// its recent idle periods, and polls only while another worker runs (see `idle.rs`).
-    pub fn poll(mut self, poll: Duration) -> Self {
-        self.poll = poll;
-        self
-    }
-
-    /// Life-cycle hooks called at task creation, switch-in, switch-out and exit; every task of
-    /// the runtime then carries the hooks' [`Data`](Hooks::Data).
-    pub fn hooks<K: Hooks>(self, hooks: Arc<K>) -> Builder<K> {
-        Builder {
-            workers: self.workers,
-            policy: self.policy,
-            placement: self.placement,
-            poll: self.poll,
-            hooks,
-        }
-    }
-
-    /// Starts the workers.
-    pub fn build(self) -> Result<Runtime<H>, BuildError> {
-        if self.workers == 0 || self.workers > MAX_WORKERS {
-            return Err(BuildError::Workers(self.workers));
-        }
-        let workers = self.workers;
-        let shared = self.shared();
-        let mut runtime = Runtime {
-            handle: Handle {
-                shared: Arc::clone(&shared),
-            },
-            threads: Vec::with_capacity(workers),
-            cancelled: 0,
-        };
-        for index in 0..workers {
-            let shared = Arc::clone(&shared);
-            match spawn_worker(index, shared) {
-                Ok(thread) => runtime.threads.push(thread),
-                // Dropping the runtime stops the workers already started.
-                Err(error) => return Err(BuildError::Spawn(error)),
-            }
-        }
-        Ok(runtime)
-    }
-}
-
-impl<H: Hooks> Builder<H> {
-    /// The shared state of a runtime with this configuration, without its worker threads.
-    fn shared(self) -> Arc<RuntimeState<H>> {
-        Arc::new(RuntimeState {
-            workers: (0..self.workers).map(|_| Worker::new()).collect(),
-            external: CachePadded::new(Counters::default()),
-            policy: self.policy,
-            placement: self.placement,
-            poll: PollBudget(self.poll),
-            hooks: self.hooks,
-            registry: Registry::new(),
-            timers: Timers::new(self.workers),
-            shutdown: AtomicBool::new(false),
-            next_id: AtomicU64::new(1),
-            next_worker: AtomicUsize::new(0),
-        })
-    }
-}
-
-#[cfg(not(loom))]
-fn spawn_worker<H: Hooks>(
-    index: usize,
-    shared: Arc<RuntimeState<H>>,
-) -> Result<thread::JoinHandle<()>, String> {
-    thread::Builder::new()
-        .name(format!("idspace-worker-{index}"))
-        .spawn(move || worker::run(shared, index))
-        .map_err(|e| e.to_string())
-}
-
-#[cfg(loom)]
-fn spawn_worker<H: Hooks>(
-    index: usize,
-    shared: Arc<RuntimeState<H>>,
-) -> Result<thread::JoinHandle<()>, String> {
-    Ok(thread::spawn(move || worker::run(shared, index)))
-}
-
 /// One of a runtime's tasks, as queues and wakers hold it: its scheduler is the runtime's
 /// shared state.
 pub(crate) type TaskRef<H> = sync::Arc<TaskCell<Arc<RuntimeState<H>>>>;
+
+/// `RuntimeState::detached` when no worker shut its own runtime down.
+const NOT_DETACHED: usize = usize::MAX;
 
 /// What the workers, the tasks and the handles share.
 pub(crate) struct RuntimeState<H: Hooks> {
@@ -334,12 +44,38 @@ pub(crate) struct RuntimeState<H: Hooks> {
     /// Each worker's timer wheel.
     timers: Timers,
     shutdown: AtomicBool,
+    /// The worker that shut the runtime down from one of its own polls, which shutdown could
+    /// not wait for ([`NOT_DETACHED`] if none).
+    detached: AtomicUsize,
     next_id: AtomicU64,
     /// Round-robin start for tasks spawned from outside the runtime.
     next_worker: AtomicUsize,
 }
 
 impl<H: Hooks> RuntimeState<H> {
+    /// The shared state of a runtime of `workers` workers, before any thread starts.
+    pub(super) fn new(
+        workers: usize,
+        policy: Policy,
+        placement: Placement,
+        poll: PollBudget,
+        hooks: Arc<H>,
+    ) -> Arc<Self> {
+        Arc::new(RuntimeState {
+            workers: (0..workers).map(|_| Worker::new()).collect(),
+            external: CachePadded::new(Counters::default()),
+            policy,
+            placement,
+            poll,
+            hooks,
+            registry: Registry::new(),
+            timers: Timers::new(workers),
+            shutdown: AtomicBool::new(false),
+            detached: AtomicUsize::new(NOT_DETACHED),
+            next_id: AtomicU64::new(1),
+            next_worker: AtomicUsize::new(0),
+        })
+    }
     pub(crate) fn worker(&self, index: usize) -> &Worker<H> {
         &self.workers[index]
     }
@@ -369,6 +105,13 @@ impl<H: Hooks> RuntimeState<H> {
         self.poll
     }
 
+    /// Whether worker `index` shut the runtime down from one of its own polls, so that what
+    /// it still holds after that poll is its to cancel. Relaxed: written and read on that
+    /// worker's thread.
+    pub(crate) fn is_detached(&self, index: usize) -> bool {
+        self.detached.load(Ordering::Relaxed) == index
+    }
+
     /// Relaxed: the flag is published like any work (store, then `notify`'s fence) and read
     /// in the worker's fenced recheck.
     pub(crate) fn is_shutting_down(&self) -> bool {
@@ -390,9 +133,13 @@ impl<H: Hooks> RuntimeState<H> {
     }
 
     /// A task ended: it leaves the registry and the exit hook runs.
+    /// A panic of the exit hook is caught: the task's outcome is already delivered, the panic
+    /// hook has printed the message, and the thread (a worker, or whoever dropped the task's
+    /// last waker) goes on.
     pub(crate) fn exited(&self, task: &TaskCell<Arc<Self>>, here: Option<usize>, how: Exit) {
         self.registry.remove(task.id());
-        self.hooks.exited(task.id(), task.data(), here, how);
+        let exited = || self.hooks.exited(task.id(), task.data(), here, how);
+        let _ = panic::catch_unwind(AssertUnwindSafe(exited));
     }
 
     /// `try_to_wake_up` after the task's state was claimed (it is `QUEUED` and ours): choose a
@@ -639,6 +386,12 @@ where
     Handle::<NoHooks>::current().map(|handle| handle.spawn(future))
 }
 
+/// The message of the panic of [`Runtime::block_on`] called on a worker thread.
+const BLOCK_ON_IN_WORKER: &str = "Runtime::block_on was called from inside a runtime (a task, \
+     hook or timer callback running on a worker thread): blocking that worker would stop the \
+     tasks and timers the future waits for, a deadlock. Await the future instead, or spawn it \
+     and await its JoinHandle";
+
 /// Wakes the thread blocked in [`Runtime::block_on`].
 struct Unpark(std::thread::Thread);
 
@@ -818,7 +571,9 @@ impl<H: Hooks> Handle<H> {
     }
 }
 
-/// A running runtime: its workers and a [`Handle`]. Dropping it shuts it down.
+/// A running runtime: its workers and a [`Handle`]. Dropping it shuts it down, as
+/// [`Runtime::shutdown`] describes (also for a runtime dropped by one of its own tasks, and for
+/// its timers still pending elsewhere).
 ///
 /// ```
 /// use idspace::sched::{Policy, Runtime};
@@ -866,6 +621,22 @@ impl Runtime {
 }
 
 impl<H: Hooks> Runtime<H> {
+    /// The runtime over `shared`, before its workers start ([`started`](Self::started) adds
+    /// them one by one; dropping it stops those already started).
+    pub(super) fn starting(shared: Arc<RuntimeState<H>>) -> Self {
+        let workers = shared.workers.len();
+        Runtime {
+            handle: Handle { shared },
+            threads: Vec::with_capacity(workers),
+            cancelled: 0,
+        }
+    }
+
+    /// The next worker's thread has started.
+    pub(super) fn started(&mut self, thread: thread::JoinHandle<()>) {
+        self.threads.push(thread);
+    }
+
     /// A handle for spawning.
     pub fn handle(&self) -> &Handle<H> {
         &self.handle
@@ -883,11 +654,18 @@ impl<H: Hooks> Runtime<H> {
     /// Runs `future` on the calling thread, parking it while the future waits, until it
     /// finishes; the future may borrow from the caller and need not be `Send`. Inside it,
     /// [`Handle::current`] and [`spawn`] reach this runtime, and awaiting the runtime's tasks
-    /// works as anywhere. The future is not one of the runtime's tasks (no hooks see it). Call
-    /// it from outside the runtime: a worker blocked here cannot run the tasks it waits for.
+    /// works as anywhere. The future is not one of the runtime's tasks (no hooks see it).
+    ///
+    /// Nested inside another runtime's `block_on` it works (the thread is not a worker), but
+    /// not from a task or a timer callback of any runtime: a worker blocked here could not run
+    /// the tasks and fire the timers its future waits for.
     ///
     /// # Errors
     /// [`JoinError::Panicked`](super::JoinError::Panicked) if the future panicked.
+    ///
+    /// # Panics
+    /// When called on a runtime's worker thread (from a task, a hook or a timer callback), with
+    /// a message saying so: await the future there instead.
     ///
     /// ```
     /// use idspace::sched::{Policy, Runtime};
@@ -909,6 +687,9 @@ impl<H: Hooks> Runtime<H> {
     /// # }
     /// ```
     pub fn block_on<F: Future>(&self, future: F) -> Result<F::Output, super::JoinError> {
+        if worker::on_worker() {
+            panic!("{BLOCK_ON_IN_WORKER}");
+        }
         let _entered = enter(Arc::clone(&self.handle.shared));
         let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
         let mut cx = Context::from_waker(&waker);
@@ -918,7 +699,7 @@ impl<H: Hooks> Runtime<H> {
                 Ok(Poll::Ready(output)) => return Ok(output),
                 // A wakeup before the park leaves its token: the park returns at once.
                 Ok(Poll::Pending) => std::thread::park(),
-                Err(payload) => return Err(super::JoinError::Panicked(payload)),
+                Err(payload) => return Err(super::JoinError::panicked(payload)),
             }
         }
     }
@@ -934,6 +715,17 @@ impl<H: Hooks> Runtime<H> {
     /// their wakers); wakeups and spawns from then on cancel their task instead of queueing it.
     /// Returns how many tasks shutting down cancelled (a later call cancels nothing more and
     /// returns the same count). Idempotent; dropping the runtime does it too.
+    ///
+    /// Sleeps and timeouts of this runtime that are pending elsewhere (made by
+    /// [`Handle::sleep`] or [`Handle::timeout`] and polled on another thread or runtime) are
+    /// woken: a sleep then panics at its next poll, saying that its runtime shut down, and a
+    /// timeout fails with an [`Elapsed`](super::time::Elapsed) that
+    /// [`is_shut_down`](super::time::Elapsed::is_shut_down); neither waits forever.
+    ///
+    /// Called (or the runtime dropped) from one of the runtime's own tasks or timer callbacks,
+    /// it cannot wait for the worker it runs on: that worker is detached and stops as soon as
+    /// the current poll returns, and the calling task is cancelled then unless it completes in
+    /// that poll. Everything else happens as from outside, before the call returns.
     ///
     /// ```
     /// use std::time::Duration;
@@ -958,9 +750,19 @@ impl<H: Hooks> Runtime<H> {
         for worker in shared.workers.iter() {
             worker.notify(&shared.external);
         }
-        for thread in self.threads.drain(..) {
-            // A worker thread ends only by returning; a panic there would come from a hook,
-            // and the other workers and the queues are still shut down below.
+        // Called from one of this runtime's own tasks (or timer callbacks), the calling worker
+        // cannot wait for itself: it is detached instead, and stops once the current poll
+        // returns (see `worker::run`).
+        let here = worker::current(shared);
+        if let Some(index) = here {
+            shared.detached.store(index, Ordering::Relaxed);
+        }
+        for (index, thread) in self.threads.drain(..).enumerate() {
+            if here == Some(index) {
+                continue;
+            }
+            // A worker thread ends only by returning (hooks' panics are caught); if it did
+            // panic, the other workers and the queues are still shut down below.
             let _ = thread.join();
         }
         for worker in shared.workers.iter() {
@@ -979,8 +781,8 @@ impl<H: Hooks> Runtime<H> {
         }
         // Armed timers are dropped, outside the wheels' locks: their wakers and targets may
         // hold the runtime (a cycle through the wheel that this breaks), and arms from now on
-        // are refused.
-        drop(shared.timers.close());
+        // are refused. Sleeping futures polled outside the runtime are woken, to find it gone.
+        shared.timers.close();
         self.cancelled
     }
 }

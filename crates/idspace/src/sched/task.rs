@@ -69,20 +69,25 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
 
 /// A spawned future with its result slot, type-erased.
 pub(crate) trait Body: Send {
-    /// Polls the future; on completion, delivers its output to the join handle.
+    /// Polls the future; on completion, keeps its output for the join handle (delivered when
+    /// the body is dropped).
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()>;
-    /// Delivers `error` to the join handle instead of an output.
+    /// Drops the future and makes `error` the outcome, instead of any output it produced.
     fn fail(self: Pin<&mut Self>, error: JoinError);
 }
 
-/// The future of a task and the slot its join handle reads. The future is dropped before the
-/// slot is filled, so a joiner never sees the outcome while the future's resources still live;
-/// if `Spawned` itself is dropped unfinished (cancellation), the slot learns so.
+/// The future of a task and the slot its join handle reads. The outcome is delivered when
+/// `Spawned` is dropped, once the task is `DONE` and its `switched_out` hook has run (so a
+/// panic there can still be reported), and always after the future itself is dropped, so a
+/// joiner never sees the outcome while the future's resources still live. Dropped unfinished
+/// (cancellation), it tells the slot so.
 struct Spawned<F: Future> {
     future: ManuallyDrop<F>,
     /// Whether `future` has not been dropped yet.
     live: bool,
-    slot: Option<Arc<JoinSlot<F::Output>>>,
+    /// The outcome, from the poll that ended the future (or from [`Body::fail`]).
+    outcome: Option<Result<F::Output, JoinError>>,
+    slot: Arc<JoinSlot<F::Output>>,
 }
 
 impl<F: Future> Spawned<F> {
@@ -103,7 +108,7 @@ where
 {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         // `future` is structurally pinned: never moved out of a pinned `Spawned`, only dropped in
-        // place; `live` and `slot` are not pinned.
+        // place; `live`, `outcome` and `slot` are not pinned.
         // SAFETY: nothing below moves `future` out of `this`.
         let this = unsafe { self.get_unchecked_mut() };
         if !this.live {
@@ -114,9 +119,7 @@ where
         match future.poll(cx) {
             Poll::Ready(output) => {
                 this.drop_future();
-                if let Some(slot) = this.slot.take() {
-                    slot.finish(Ok(output));
-                }
+                this.outcome = Some(Ok(output));
                 Poll::Ready(())
             }
             Poll::Pending => Poll::Pending,
@@ -126,19 +129,19 @@ where
     fn fail(self: Pin<&mut Self>, error: JoinError) {
         // SAFETY: the future is only dropped in place, never moved.
         let this = unsafe { self.get_unchecked_mut() };
+        // An output already produced gives way to the error: a hook failed at this task. Set
+        // first, so that it stands even if dropping the future panics.
+        this.outcome = Some(Err(error));
         this.drop_future();
-        if let Some(slot) = this.slot.take() {
-            slot.finish(Err(error));
-        }
     }
 }
 
 impl<F: Future> Drop for Spawned<F> {
     fn drop(&mut self) {
-        self.drop_future();
-        if let Some(slot) = self.slot.take() {
-            slot.finish(Err(JoinError::Cancelled));
-        }
+        // A future whose destructor panics still gets its handle an answer.
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| self.drop_future()));
+        let outcome = self.outcome.take().unwrap_or(Err(JoinError::Cancelled));
+        self.slot.finish(outcome);
     }
 }
 
@@ -176,8 +179,8 @@ impl<S: Schedule> Linked for TaskCell<S> {
 
 /// What became of a task after one poll.
 pub(crate) enum Polled<S: Schedule> {
-    /// It is waiting; nothing more to do.
-    Sleeping,
+    /// It is waiting: nothing more to do, unless the runtime is shutting down.
+    Sleeping(Arc<TaskCell<S>>),
     /// It was woken while running: the caller must queue it again.
     Requeue(Arc<TaskCell<S>>),
     /// It finished; the caller holds the last worker's reference for the exit hooks.
@@ -209,7 +212,8 @@ impl<S: Schedule> TaskCell<S> {
         let body: Pin<Box<dyn Body>> = Box::pin(Spawned {
             future: ManuallyDrop::new(future),
             live: true,
-            slot: Some(slot),
+            outcome: None,
+            slot,
         });
         Arc::new(TaskCell {
             state: AtomicU32::new(QUEUED),
@@ -250,28 +254,65 @@ impl<S: Schedule> TaskCell<S> {
 
     /// Polls `task` once on `worker`. The caller took it off a queue, so it is `QUEUED`.
     ///
-    /// `switched_out` runs after the poll and before the task leaves `RUNNING`: no other
-    /// worker can switch the task in until it returns, so switch-in and switch-out hooks of one
-    /// task never overlap, and what `switched_out` writes into the task's data reaches the
-    /// next switch-in through the state word (Release below, Acquire at the next `run`).
+    /// After the poll, `switched_out` runs the switch-out hook: when it returns an error (the
+    /// hook panicked), the task ends there with that error, whatever its poll returned. Then a
+    /// task that ended is marked `DONE` and its outcome delivered, and only then does `leave`
+    /// close the poll (the worker's waker record goes back into the task): a joiner woken by
+    /// the delivery is woken from inside the poll, a sync wakeup like any made by the future.
+    ///
+    /// Both run before a task that goes on leaves `RUNNING`: no other worker can switch the
+    /// task in until they return, so switch-in and switch-out hooks of one task never overlap,
+    /// and what they write into the task reaches the next switch-in through the state word
+    /// (Release below, Acquire at the next `run`).
     pub(crate) fn run(
         task: Arc<Self>,
         worker: usize,
-        switched_out: impl FnOnce(&Self),
+        switched_out: impl FnOnce(&Self) -> Option<JoinError>,
+        leave: impl FnOnce(&Self),
     ) -> Polled<S> {
         // Acquire pairs with the Release of whoever last changed the state (the previous poll's
         // `RUNNING -> SLEEPING`, then a waker's CAS): the body's last writes are visible.
         let previous = task.state.swap(RUNNING, Ordering::Acquire);
         debug_assert_eq!(previous, QUEUED, "a task ran without being queued");
         task.last_worker.store(worker, Ordering::Relaxed);
-        // The poll borrows `task`'s reference for its waker: a waker the future keeps is a
+        let outcome = Self::poll_body(&task);
+        let outcome = match switched_out(&task) {
+            None => outcome,
+            Some(error) => task.fail_running(outcome, error),
+        };
+        let Outcome::Finished(body, how) = outcome else {
+            leave(&task);
+            // Release pairs with the next waker's Acquire CAS: the body's writes from this
+            // poll reach whoever runs it next.
+            return match task.state.compare_exchange(
+                RUNNING,
+                SLEEPING,
+                Ordering::Release,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => Polled::Sleeping(task),
+                Err(_) => {
+                    // RUNNING_WOKEN: a wakeup came during the poll and left the queueing to us.
+                    task.state.store(QUEUED, Ordering::Relaxed);
+                    Polled::Requeue(task)
+                }
+            };
+        };
+        task.finish(body);
+        leave(&task);
+        Polled::Exited(task, how)
+    }
+
+    /// Polls the body of a task this thread moved to `RUNNING`.
+    fn poll_body(task: &Arc<Self>) -> Outcome {
+        // The poll borrows the caller's reference for its waker: a waker the future keeps is a
         // clone, which takes a reference of its own.
         // SAFETY: the data is this live task's pointer from `Arc::as_ptr`, the vtable's
-        // contract; `task` outlives the waker, and `ManuallyDrop` keeps the waker from giving
+        // contract; the task outlives the waker, and `ManuallyDrop` keeps the waker from giving
         // back a reference it never took.
-        let waker = ManuallyDrop::new(unsafe { Waker::from_raw(Self::raw_waker(&task)) });
+        let waker = ManuallyDrop::new(unsafe { Waker::from_raw(Self::raw_waker(task)) });
         let mut cx = Context::from_waker(&waker);
-        let outcome = task.body.with_mut(|body| {
+        task.body.with_mut(|body| {
             // This thread moved the task to RUNNING: no one else enters the body until the
             // state leaves RUNNING / RUNNING_WOKEN, which happens after this access ends.
             // SAFETY: so this is the only reference to the body while it lives.
@@ -284,38 +325,48 @@ impl<S: Schedule> TaskCell<S> {
                 Ok(Poll::Ready(())) => Outcome::Finished(body.take(), Exit::Completed),
                 Err(payload) => {
                     // Dropping a future that just panicked may panic again; the worker survives
-                    // that too (the join handle then reports a cancellation).
+                    // that too (the join handle still reports the first panic).
                     let _ = panic::catch_unwind(AssertUnwindSafe(|| {
-                        future.as_mut().fail(JoinError::Panicked(payload))
+                        future.as_mut().fail(JoinError::panicked(payload))
                     }));
                     Outcome::Finished(body.take(), Exit::Panicked)
                 }
             }
+        })
+    }
+
+    /// Ends a task still `RUNNING` on this thread with `error` instead of the poll's `outcome`.
+    fn fail_running(&self, outcome: Outcome, error: JoinError) -> Outcome {
+        let body = match outcome {
+            Outcome::Pending => self.body.with_mut(|body| {
+                // SAFETY: the caller moved the task to RUNNING and it is still there: no one
+                // else enters the body.
+                unsafe { (*body).take() }
+            }),
+            Outcome::Finished(body, _) => body,
+        };
+        let Some(mut body) = body else {
+            return Outcome::Finished(None, Exit::Cancelled);
+        };
+        // Dropping the future may panic; the error stays the outcome all the same.
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| body.as_mut().fail(error)));
+        Outcome::Finished(Some(body), Exit::Panicked)
+    }
+
+    /// Ends a task the caller took off a queue, without polling it, with `error` (its
+    /// `switched_in` hook panicked).
+    pub(crate) fn fail(task: &Self, error: JoinError) {
+        debug_assert_eq!(task.state.load(Ordering::Relaxed), QUEUED);
+        let body = task.body.with_mut(|body| {
+            // SAFETY: the caller owns the task's QUEUED state: it is on no list and not running,
+            // so no one else enters the body.
+            unsafe { (*body).take() }
         });
-        switched_out(&task);
-        match outcome {
-            Outcome::Pending => {
-                // Release pairs with the next waker's Acquire CAS: the body's writes from this
-                // poll reach whoever runs it next.
-                match task.state.compare_exchange(
-                    RUNNING,
-                    SLEEPING,
-                    Ordering::Release,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => Polled::Sleeping,
-                    Err(_) => {
-                        // RUNNING_WOKEN: a wakeup came during the poll and left the queueing to us.
-                        task.state.store(QUEUED, Ordering::Relaxed);
-                        Polled::Requeue(task)
-                    }
-                }
-            }
-            Outcome::Finished(body, how) => {
-                task.finish(body);
-                Polled::Exited(task, how)
-            }
-        }
+        let body = body.map(|mut body| {
+            let _ = panic::catch_unwind(AssertUnwindSafe(|| body.as_mut().fail(error)));
+            body
+        });
+        task.finish(body);
     }
 
     /// Marks the task `DONE`, then drops the body taken out of it (outside any lock).

@@ -2,11 +2,13 @@
 //! and the loop that runs tasks and idles (`schedule()` and `do_idle()` in one).
 
 use std::collections::VecDeque;
+use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use super::balance;
-use super::hooks::Hooks;
+use super::hooks::{Exit, Hooks};
 use super::idle::{self, Idle, Notice, PollGovernor};
+use super::join::JoinError;
 use super::placement::{Local, Placement, MAX_NEXT_POLLS};
 use super::runtime::{RuntimeState, TaskRef};
 use super::stats::Counters;
@@ -252,6 +254,12 @@ pub(crate) fn current<H: Hooks>(shared: &RuntimeState<H>) -> Option<usize> {
     (runtime == shared as *const RuntimeState<H> as usize).then_some(worker)
 }
 
+/// Whether the current thread is a worker of any runtime: there, blocking the thread would
+/// stop the tasks and timers it runs (see `Runtime::block_on` and `JoinHandle::join`).
+pub(crate) fn on_worker() -> bool {
+    CURRENT.with(|current| current.get().0 != 0)
+}
+
 /// How long a worker polls before it parks. Under loom, where time does not pass, a non-zero
 /// budget is one look.
 #[derive(Clone, Copy)]
@@ -265,7 +273,8 @@ const TIMER_PASSES: u32 = 4;
 pub(crate) fn run<H: Hooks>(shared: Arc<RuntimeState<H>>, index: usize) {
     CURRENT.with(|current| current.set((Arc::as_ptr(&shared) as usize, index)));
     let entered = super::runtime::enter(Arc::clone(&shared));
-    shared.hooks().worker_started(index);
+    // A hook's panic was printed by the panic hook; the worker goes on without it.
+    let _ = panic::catch_unwind(AssertUnwindSafe(|| shared.hooks().worker_started(index)));
     let worker = shared.worker(index);
     let mut expired = Expired::default();
     let mut governor = PollGovernor::new(shared.poll_budget().0);
@@ -303,7 +312,14 @@ pub(crate) fn run<H: Hooks>(shared: Arc<RuntimeState<H>>, index: usize) {
         }
         idle(&shared, worker, index, &mut expired, &mut governor);
     }
-    shared.hooks().worker_stopped(index);
+    // Shut down from one of its own polls, this worker was not waited for: a task woken into
+    // its next slot after the queues closed is cancelled here, as shutdown cancels the rest.
+    if shared.is_detached(index) {
+        if let Some(task) = worker.local.take_next() {
+            shared.cancel(task, Some(index));
+        }
+    }
+    let _ = panic::catch_unwind(AssertUnwindSafe(|| shared.hooks().worker_stopped(index)));
     drop(entered);
     CURRENT.with(|current| current.set((0, 0)));
 }
@@ -315,14 +331,32 @@ fn run_task<H: Hooks>(
     task: TaskRef<H>,
 ) {
     let hooks = shared.hooks();
-    hooks.switched_in(task.id(), task.data(), index);
+    // A hook that panics ends its task there, with the panic as the task's outcome; the
+    // worker goes on.
+    let switched_in = || hooks.switched_in(task.id(), task.data(), index);
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(switched_in)) {
+        TaskCell::fail(&task, JoinError::hook_panicked("switched_in", payload));
+        shared.exited(&task, Some(index), Exit::Panicked);
+        return;
+    }
     worker.local.switch_in(task.wakees());
-    let polled = TaskCell::run(task, index, |task| {
-        task.set_wakees(worker.local.switch_out());
-        hooks.switched_out(task.id(), task.data(), index)
-    });
+    let switched_out = |task: &TaskCell<_>| {
+        let hook = || hooks.switched_out(task.id(), task.data(), index);
+        panic::catch_unwind(AssertUnwindSafe(hook))
+            .err()
+            .map(|payload| JoinError::hook_panicked("switched_out", payload))
+    };
+    let leave = |task: &TaskCell<_>| task.set_wakees(worker.local.switch_out());
+    let polled = TaskCell::run(task, index, switched_out, leave);
     match polled {
-        Polled::Sleeping => {}
+        // A task that shut its own runtime down (dropped it) is asleep now, after the shutdown
+        // drained the registry of sleepers: it is cancelled here, as the drain would have (the
+        // claim leaves it alone if a waker queued it meanwhile, onto a closed queue).
+        Polled::Sleeping(task) => {
+            if shared.is_detached(index) && task.claim_wakeup() {
+                shared.cancel(task, Some(index));
+            }
+        }
         Polled::Requeue(task) => {
             // Woken during its own poll: it goes to the back of this worker's queue, as a
             // yielding task would. The queue may be closed (shutdown): then it is cancelled.

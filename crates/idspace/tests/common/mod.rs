@@ -57,7 +57,7 @@ pub fn pid_designs() -> Vec<Box<dyn PidAllocator>> {
         Box::new(IdrRelock::new()),
         Box::new(IdrOnce::new()),
         Box::new(BitmapHash::new()),
-        Box::new(PerCpu::new(4)),
+        Box::new(PerCpu::new(4).unwrap()),
     ]
 }
 

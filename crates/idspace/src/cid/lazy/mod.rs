@@ -12,12 +12,12 @@ mod migrate;
 mod pcpu;
 mod scan;
 
-use std::time::Duration;
-
 use crossbeam_utils::CachePadded;
 
 use self::pcpu::Pcpu;
-pub use self::scan::{ScanPlacement, ScanStats, KERNEL_SCAN_PERIOD, TICK_SWITCHES};
+pub use self::scan::{
+    ScanPlacement, ScanStats, KERNEL_SCAN_PERIOD, MAX_SCAN_PERIOD, TICK_SWITCHES,
+};
 use super::mask::CidMask;
 use super::runqueue::{exit_task, leave, Claim, Rqs};
 use super::task::{Roster, SpaceId, Task};
@@ -163,11 +163,14 @@ impl LazyCids {
     ///
     /// # Errors
     /// [`CidError::BadCpuCount`] unless `cpus` is in `1..=`[`MAX_CPUS`](super::MAX_CPUS);
-    /// [`CidError::BadScanPeriod`] for a zero period; [`CidError::ScanThread`] if the worker
+    /// [`CidError::BadScanPeriod`] for a zero period or one above [`MAX_SCAN_PERIOD`]; [`CidError::ScanThread`] if the worker
     /// thread of [`ScanPlacement::Worker`] cannot start.
     pub fn with_scan(cpus: usize, placement: ScanPlacement) -> Result<LazyCids, CidError> {
         let cpus = check_cpu_count(cpus)?;
-        if placement.period() == Some(Duration::ZERO) {
+        if placement
+            .period()
+            .is_some_and(|period| period.is_zero() || period > MAX_SCAN_PERIOD)
+        {
             return Err(CidError::BadScanPeriod);
         }
         let shared = Arc::new(SpaceState {

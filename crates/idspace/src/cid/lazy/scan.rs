@@ -17,6 +17,8 @@ use crate::sync::{AtomicU64, Ordering};
 /// assert_eq!(kernel.period(), Some(Duration::from_millis(100)));
 /// let never = ScanPlacement::Tick { period: Duration::ZERO };
 /// assert_eq!(LazyCids::with_scan(2, never).err(), Some(CidError::BadScanPeriod));
+/// let absurd = ScanPlacement::Worker { period: Duration::MAX };
+/// assert_eq!(LazyCids::with_scan(2, absurd).err(), Some(CidError::BadScanPeriod));
 ///
 /// // A worker thread of the space scans every millisecond, whatever the switches do.
 /// let every_ms = ScanPlacement::Worker { period: Duration::from_millis(1) };
@@ -74,6 +76,11 @@ pub const TICK_SWITCHES: u32 = 64;
 
 /// The kernel's scan period (`MM_CID_SCAN_DELAY` and `SCHED_MM_CID_PERIOD_NS`).
 pub const KERNEL_SCAN_PERIOD: Duration = Duration::from_millis(100);
+
+/// The longest scan period a space accepts: a day. A period is added to the clock to find the
+/// next scan, so a bound keeps that sum in range; a longer one is
+/// [`CidError::BadScanPeriod`](crate::cid::CidError::BadScanPeriod).
+pub const MAX_SCAN_PERIOD: Duration = Duration::from_secs(86_400);
 
 impl ScanPlacement {
     /// The period, if the scan is periodic.

@@ -59,13 +59,20 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// `set_tid` (innermost first, as many as `ns`'s depth allows; outer levels are allocated
     /// normally); then its timers with their exact IDs (restore mode) and its timer cursor.
     ///
+    /// Each thread's allocation is the kernel's `alloc_pid` for one `clone3`: level by level,
+    /// innermost first, a `set_tid` entry is checked for range and init, then taken; a level
+    /// without one takes the next ID from its cursor; a dead `ns` is refused after every level.
+    /// The first refusal, in that order, is the answer, and nothing after it is tried.
+    ///
     /// # Errors
-    /// [`ProcessError::BadImage`]; [`ProcessError::UnknownNs`]; then, the first error in
-    /// restore order: [`ProcessError::Exists`], [`ProcessError::Invalid`],
-    /// [`ProcessError::Full`], [`ProcessError::NsDead`]. A refused restore holds no IDs and
-    /// makes no timers (see the module docs for the one thing it cannot undo). An image with
-    /// a timer notifying a channel is refused ([`ProcessError::BadImage`]): give its channel
-    /// with [`restore_with`](Self::restore_with).
+    /// [`ProcessError::BadImage`]; [`ProcessError::UnknownNs`]; then the first refusal:
+    /// [`ProcessError::Invalid`], [`ProcessError::Exists`], [`ProcessError::Full`],
+    /// [`ProcessError::NsDead`] (a freed `ns` answers as a dead one, after the same checks).
+    /// A refused restore frees the IDs it took and makes no timers, but leaves the PID
+    /// cursors where its allocations moved them, as the kernel does, and a namespace whose
+    /// ID 1 it had taken is left dead (see the module docs). An image with a timer notifying
+    /// a channel is refused ([`ProcessError::BadImage`]): give its channel with
+    /// [`restore_with`](Self::restore_with).
     pub fn restore(
         &self,
         ns: NsId,
@@ -96,20 +103,27 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     ) -> Result<Restored<C>, ProcessError> {
         image.check()?;
         let targets = timer_targets(image, notify)?;
-        let mut state = sync::lock(&self.state);
-        let Some(target) = state.namespaces.get(&ns) else {
-            return Err(Self::gone(&state, ns));
+        // A refused restore may end processes (see `give_back`): their tasks are woken once
+        // the lock is released.
+        let mut state = self.lock();
+        let depth = match state.namespaces.get(&ns) {
+            Some(target) => target.level as usize + 1,
+            None if state.freed.contains_key(&ns) => {
+                // Only the leader's allocation is tried: it cannot succeed.
+                let depth = Self::freed_depth(&state, ns);
+                let leader = &image.threads[0].ids;
+                let set_tid = &leader[..leader.len().min(depth)];
+                return Err(self.refuse_freed(&state, ns, set_tid, cpu));
+            }
+            None => return Err(ProcessError::UnknownNs),
         };
-        let depth = target.level as usize + 1;
         let mut order: Vec<&ThreadImage> = image.threads.iter().skip(1).collect();
         order.sort_by_key(|thread| thread.root());
         order.insert(0, &image.threads[0]);
-        let set_tids: Vec<&[u32]> = order
+        let set_tids = order
             .iter()
-            .map(|thread| &thread.ids[..thread.ids.len().min(depth)])
-            .collect();
-        self.check_free(&state, ns, &set_tids)?;
-        let pids = self.alloc_set_tids(ns, &set_tids, cpu)?;
+            .map(|thread| &thread.ids[..thread.ids.len().min(depth)]);
+        let pids = self.alloc_set_tids(&mut state, ns, set_tids, cpu)?;
         let zombie = image.threads[0].zombie;
         let (leader, owner, threads) = self.start_restored(&mut state, pids, zombie, cpu)?;
         self.restore_timers(owner, image);
@@ -124,12 +138,14 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         })
     }
 
-    /// Allocates one PID in `ns` per entry of `set_tids`, in order; a refusal frees what the
-    /// earlier entries took.
-    fn alloc_set_tids(
+    /// Allocates one PID in `ns` per entry of `set_tids`, in order, as one `clone3` each. The
+    /// first refusal is the answer: what the earlier entries took is freed, as the kernel's
+    /// restore ends the processes it made (a namespace whose ID 1 goes dies with it).
+    fn alloc_set_tids<'a>(
         &self,
+        state: &mut State<C>,
         ns: NsId,
-        set_tids: &[&[u32]],
+        set_tids: impl ExactSizeIterator<Item = &'a [u32]>,
         cpu: usize,
     ) -> Result<Vec<Pid>, ProcessError> {
         let mut allocated: Vec<Pid> = Vec::with_capacity(set_tids.len());
@@ -137,14 +153,27 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             match self.pids.alloc(ns, set_tid, cpu) {
                 Ok(pid) => allocated.push(pid),
                 Err(error) => {
-                    for pid in allocated {
-                        let _ = self.pids.free(pid.ns(), pid.ids()[0], cpu);
-                    }
+                    self.give_back(state, allocated, cpu);
                     return Err(ProcessError::from_pid(error));
                 }
             }
         }
         Ok(allocated)
+    }
+
+    /// Frees the PIDs of a refused restore, which no thread holds yet. Where one of them was a
+    /// namespace's ID 1, that namespace dies (the kernel's restore had made its init, and
+    /// ends it): its processes end and, left empty, it is freed.
+    fn give_back(&self, state: &mut State<C>, pids: Vec<Pid>, cpu: usize) {
+        if pids.is_empty() {
+            return;
+        }
+        let mut touched = BTreeSet::new();
+        let mut zap = Vec::new();
+        for pid in &pids {
+            self.free_ids(state, pid, cpu, &mut touched, &mut zap);
+        }
+        self.zap_and_free(state, zap, touched, cpu);
     }
 
     /// Makes the restored process from its threads' PIDs (the leader's first): returns the
@@ -183,37 +212,6 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             }
         }
         Ok((leader, owner, threads))
-    }
-
-    /// Refuses, before anything changes, a `set_tid` entry that is taken or that two threads of
-    /// the image ask for: the allocation would refuse it too, after IDs were already taken.
-    fn check_free(
-        &self,
-        state: &State<C>,
-        ns: NsId,
-        set_tids: &[&[u32]],
-    ) -> Result<(), ProcessError> {
-        let mut chain = vec![ns];
-        while chain.len() < set_tids.iter().map(|s| s.len()).max().unwrap_or(0) {
-            let parent = chain
-                .last()
-                .and_then(|ns| state.namespaces.get(ns))
-                .and_then(|space| space.parent);
-            match parent {
-                Some(parent) => chain.push(parent),
-                None => break,
-            }
-        }
-        let mut asked = BTreeSet::new();
-        for set_tid in set_tids {
-            for (&id, &level) in set_tid.iter().zip(&chain) {
-                let taken = matches!(self.pids.lookup(level, id), Ok(Some(_)));
-                if taken || !asked.insert((level, id)) {
-                    return Err(ProcessError::Exists);
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Recreates the image's timers under `owner` with their exact IDs (restore mode, as

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{all_cpus, Exited, Processes, Record, State};
+use super::{all_cpus, Exited, Freed, Processes, Record, State};
 use crate::pid::{NsId, Pid, ROOT};
 use crate::process::design::{CidDesign, PidDesign, TableDesign};
 use crate::process::error::ProcessError;
@@ -20,7 +20,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     pub fn fork(&self, ns: NsId, cpu: usize) -> Result<Arc<Thread<C>>, ProcessError> {
         let mut state = sync::lock(&self.state);
         if state.freed.contains_key(&ns) {
-            return Err(self.refuse_freed(&state, ns, cpu));
+            return Err(self.refuse_freed(&state, ns, &[], cpu));
         }
         let pid = self
             .pids
@@ -126,21 +126,21 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// # Errors
     /// [`ProcessError::UnknownThread`] if no live thread has `tid` (a zombie leader included).
     pub fn exit(&self, tid: u32, cpu: usize) -> Result<Exited, ProcessError> {
-        let mut state = sync::lock(&self.state);
-        let mut reap = Reaping::default();
-        let exited = self.exit_locked(&mut state, tid, cpu, &mut reap);
-        self.zap_and_free(&mut state, &mut reap, cpu);
-        drop(state);
-        reap.wake();
+        let mut state = self.lock();
+        let (mut touched, mut zap) = (BTreeSet::new(), Vec::new());
+        let exited = self.exit_locked(&mut state, tid, cpu, &mut touched, &mut zap);
+        self.zap_and_free(&mut state, zap, touched, cpu);
         exited
     }
 
+    /// [`exit`](Self::exit), under the model's lock.
     pub(super) fn exit_locked(
         &self,
         state: &mut State<C>,
         tid: u32,
         cpu: usize,
-        reap: &mut Reaping<C>,
+        touched: &mut BTreeSet<NsId>,
+        zap: &mut Vec<NsId>,
     ) -> Result<Exited, ProcessError> {
         let Some(&pid) = state.threads.get(&tid) else {
             return Err(ProcessError::UnknownThread);
@@ -154,27 +154,26 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             return Err(ProcessError::UnknownThread);
         }
         if record.live_threads() == 1 {
-            self.end_one(state, pid, cpu, reap);
+            self.end_one(state, pid, cpu, touched, zap);
             return Ok(Exited {
                 process_exited: true,
             });
         }
         if leader {
             record.zombie_leader = true;
-            if let Some(thread) = record.threads.get(&tid) {
-                // A zombie runs no more: it leaves the CID space now, or when its task stops.
-                if thread.task().is_attached() {
-                    if thread.task().kill() {
-                        reap.killed.push(Arc::clone(thread));
-                    }
-                } else {
-                    let _ = record.process.cids().exit(thread.cid_task());
-                }
+            let Some(thread) = record.threads.get(&tid).cloned() else {
+                return Err(ProcessError::UnknownThread);
+            };
+            // A zombie runs no more: it leaves the CID space now, or when its task stops.
+            if !thread.task().is_attached() {
+                let _ = record.process.cids().exit(thread.cid_task());
+            } else if thread.task().kill() {
+                state.wake_q.push(thread);
             }
         } else if let Some(thread) = record.threads.remove(&tid) {
             // A thread cloned into a namespace before any process there took its ID 1 holds
             // that 1 at the outer level, and freeing it kills that namespace.
-            self.retire(state, thread, true, cpu, reap);
+            self.retire(state, thread, true, cpu, touched, zap);
         }
         Ok(Exited {
             process_exited: false,
@@ -218,16 +217,14 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn kill(&self, pid: u32, cpu: usize) -> Result<usize, ProcessError> {
-        let mut state = sync::lock(&self.state);
+        let mut state = self.lock();
         let Some(record) = state.processes.get(&pid) else {
             return Err(ProcessError::UnknownProcess);
         };
         let live = record.live_threads();
-        let mut reap = Reaping::default();
-        self.end_one(&mut state, pid, cpu, &mut reap);
-        self.zap_and_free(&mut state, &mut reap, cpu);
-        drop(state);
-        reap.wake();
+        let (mut touched, mut zap) = (BTreeSet::new(), Vec::new());
+        self.end_one(&mut state, pid, cpu, &mut touched, &mut zap);
+        self.zap_and_free(&mut state, zap, touched, cpu);
         Ok(live)
     }
 
@@ -238,22 +235,39 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         state: &mut State<C>,
         thread: &Thread<C>,
         cpu: usize,
-        reap: &mut Reaping<C>,
+        touched: &mut BTreeSet<NsId>,
+        zap: &mut Vec<NsId>,
     ) {
-        let pid = thread.pid();
-        // Freeing by the innermost ID releases every level; the model holds the object, so the
-        // design finds it.
-        let _ = self.pids.free(pid.ns(), pid.ids()[0], cpu);
         state.threads.remove(&thread.tid());
-        for &(ns, id) in pid.levels() {
+        for &(ns, _) in thread.pid().levels() {
             if let Some(space) = state.namespaces.get_mut(&ns) {
                 space.held -= 1;
-                if id == 1 {
+            }
+        }
+        self.free_ids(state, thread.pid(), cpu, touched, zap);
+    }
+
+    /// Frees `pid`'s IDs at every level; notes the namespaces it had an ID in, and marks dead
+    /// (to be zapped) those where that ID was 1.
+    pub(super) fn free_ids(
+        &self,
+        state: &mut State<C>,
+        pid: &Pid,
+        cpu: usize,
+        touched: &mut BTreeSet<NsId>,
+        zap: &mut Vec<NsId>,
+    ) {
+        // Freeing by the innermost ID releases every level; the caller holds the object, so
+        // the design finds it.
+        let _ = self.pids.free(pid.ns(), pid.ids()[0], cpu);
+        for &(ns, id) in pid.levels() {
+            if id == 1 {
+                if let Some(space) = state.namespaces.get_mut(&ns) {
                     space.dead = true;
-                    reap.zap.push(ns);
+                    zap.push(ns);
                 }
             }
-            reap.touched.insert(ns);
+            touched.insert(ns);
         }
     }
 
@@ -264,7 +278,8 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         state: &mut State<C>,
         pid: u32,
         cpu: usize,
-        reap: &mut Reaping<C>,
+        touched: &mut BTreeSet<NsId>,
+        zap: &mut Vec<NsId>,
     ) {
         let Some(record) = state.processes.remove(&pid) else {
             return;
@@ -287,15 +302,22 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
                 }
                 state.dying.insert(tid, thread);
             } else {
-                self.retire(state, thread, in_cids, cpu, reap);
+                self.retire(state, thread, in_cids, cpu, touched, zap);
             }
         }
     }
 
-    /// Ends every process with an ID in a namespace that died on the way
-    /// (`zap_pid_ns_processes`), then frees the namespaces left dead and empty.
-    pub(super) fn zap_and_free(&self, state: &mut State<C>, reap: &mut Reaping<C>, cpu: usize) {
-        while let Some(ns) = reap.zap.pop() {
+    /// Ends every process with an ID in a namespace of `zap` (those dying, and those that die
+    /// on the way), then frees the namespaces of `touched` left dead and empty, and their
+    /// parents left so.
+    pub(super) fn zap_and_free(
+        &self,
+        state: &mut State<C>,
+        mut zap: Vec<NsId>,
+        mut touched: BTreeSet<NsId>,
+        cpu: usize,
+    ) {
+        while let Some(ns) = zap.pop() {
             let doomed: Vec<u32> = state
                 .processes
                 .iter()
@@ -303,11 +325,11 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
                 .map(|(&pid, _)| pid)
                 .collect();
             for pid in doomed {
-                self.end_one(state, pid, cpu, reap);
+                self.end_one(state, pid, cpu, &mut touched, &mut zap);
             }
         }
         // Free what is dead and empty, then its parents, which may have become so.
-        let mut candidates: Vec<NsId> = std::mem::take(&mut reap.touched).into_iter().collect();
+        let mut candidates: Vec<NsId> = touched.into_iter().collect();
         while let Some(ns) = candidates.pop() {
             let Some(space) = state.namespaces.get(&ns) else {
                 continue;
@@ -315,7 +337,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             if ns == ROOT || !space.dead || space.held != 0 || space.children != 0 {
                 continue;
             }
-            let parent = space.parent;
+            let (parent, pid_max) = (space.parent, space.pid_max);
             // Dead, with no IDs and no children in the model, so none in the design either:
             // the design gives the space's memory back; its number answers as dead from now on.
             let freed = self.pids.free_ns(ns);
@@ -326,7 +348,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             );
             state.namespaces.remove(&ns);
             if let Some(parent) = parent {
-                state.freed.insert(ns, parent);
+                state.freed.insert(ns, Freed { parent, pid_max });
             }
             if let Some(parent) = parent {
                 if let Some(up) = state.namespaces.get_mut(&parent) {
@@ -334,34 +356,6 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
                 }
                 candidates.push(parent);
             }
-        }
-    }
-}
-
-/// What ending threads left to do: namespaces whose counts changed (to free the dead and empty
-/// ones), namespaces whose ID 1 went (to zap), and killed tasks to wake once the model's lock
-/// is released.
-pub(super) struct Reaping<C> {
-    touched: BTreeSet<NsId>,
-    zap: Vec<NsId>,
-    pub(super) killed: Vec<Arc<Thread<C>>>,
-}
-
-impl<C> Default for Reaping<C> {
-    fn default() -> Self {
-        Reaping {
-            touched: BTreeSet::new(),
-            zap: Vec::new(),
-            killed: Vec::new(),
-        }
-    }
-}
-
-impl<C> Reaping<C> {
-    /// Wakes the killed threads' tasks, so that they stop. Call without the model's lock.
-    pub(super) fn wake(self) {
-        for thread in self.killed {
-            thread.task().wake();
         }
     }
 }

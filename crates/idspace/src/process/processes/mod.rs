@@ -16,14 +16,15 @@ mod timers;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::mem::size_of;
+use std::ops::{Deref, DerefMut};
 
 use super::design::{CidDesign, PidDesign, TableDesign};
 use super::error::ProcessError;
 use super::thread::{Process, Thread};
 use super::timers::WheelLink;
 use crate::cid::{CidAllocator, MAX_CPUS};
-use crate::pid::{NsId, PerCpu, ROOT};
-use crate::sync::{self, Arc, Mutex};
+use crate::pid::{NsId, PerCpu, PID_MAX_DEFAULT, ROOT};
+use crate::sync::{self, Arc, Mutex, MutexGuard};
 use crate::table::{Owner, ScaledHash};
 
 /// A namespace the model still keeps: alive, or dead with IDs or child namespaces left.
@@ -36,6 +37,18 @@ struct Namespace {
     held: usize,
     /// Its ID 1 was freed: nothing new enters it.
     dead: bool,
+    /// The `pid_max` last set through [`Processes::set_pid_max`]: a freed namespace keeps it
+    /// for the range check of a restore's `set_tid`.
+    pid_max: u32,
+}
+
+/// What the model keeps of a freed namespace: enough for its number to answer as a dead
+/// namespace does.
+#[derive(Debug, Clone, Copy)]
+struct Freed {
+    parent: NsId,
+    /// Its `pid_max`: a restore's `set_tid` entry at its level is still checked against it.
+    pid_max: u32,
 }
 
 /// A live process: every thread whose IDs are held, by root-level TID.
@@ -54,15 +67,18 @@ impl<C> Record<C> {
 
 struct State<C> {
     namespaces: HashMap<NsId, Namespace>,
-    /// Freed namespaces, by number, with their parents: a fork into one answers as into a dead
-    /// namespace, which takes (and gives back) an ID at each living ancestor first.
-    freed: HashMap<NsId, NsId>,
+    /// Freed namespaces, by number, with their parents and `pid_max`: a fork or restore into
+    /// one answers as into a dead namespace, which checks and takes an ID at each level first.
+    freed: HashMap<NsId, Freed>,
     processes: BTreeMap<u32, Record<C>>,
     /// Root-level TID -> root-level PID, for every thread whose IDs are held.
     threads: HashMap<u32, u32>,
     /// Threads that exited or were killed while a runtime task ran them, by root-level TID:
     /// they belong to no record any more, but hold their IDs until their task stops.
     dying: HashMap<u32, Arc<Thread<C>>>,
+    /// Killed threads whose tasks are to be woken once the lock is released (the kernel's
+    /// `wake_q`): waking may cancel a task, whose exit hook takes the lock.
+    wake_q: Vec<Arc<Thread<C>>>,
     next_owner: Owner,
 }
 
@@ -178,8 +194,8 @@ impl<P, C, T> fmt::Debug for Processes<P, C, T> {
     }
 }
 
-/// Bytes the model keeps for each freed namespace: its number and its parent's, so that the
-/// number goes on answering as a dead namespace (see [`Processes::model_bytes`]).
+/// Bytes the model keeps for each freed namespace: its number, its parent's and its `pid_max`,
+/// so that the number goes on answering as a dead namespace (see [`Processes::model_bytes`]).
 ///
 /// # Examples
 ///
@@ -197,7 +213,7 @@ impl<P, C, T> fmt::Debug for Processes<P, C, T> {
 /// assert_eq!(model.model_bytes(), before + FREED_NS_BYTES);
 /// # Ok::<(), idspace::process::ProcessError>(())
 /// ```
-pub const FREED_NS_BYTES: usize = 2 * size_of::<NsId>();
+pub const FREED_NS_BYTES: usize = 2 * size_of::<NsId>() + size_of::<u32>();
 
 /// The affinity that allows every CPU of a space of `cpus` CPUs.
 fn all_cpus(cpus: usize) -> u64 {
@@ -296,6 +312,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         if !(1..=MAX_CPUS).contains(&cpus) || C::with_cpus(cpus).is_err() {
             return Err(ProcessError::BadCpuCount(cpus));
         }
+        let pids = P::with_cpus(cpus).map_err(|_| ProcessError::BadCpuCount(cpus))?;
         let mut namespaces = HashMap::new();
         namespaces.insert(
             ROOT,
@@ -305,10 +322,11 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
                 children: 0,
                 held: 0,
                 dead: false,
+                pid_max: PID_MAX_DEFAULT,
             },
         );
         Ok(Processes {
-            pids: P::with_cpus(cpus),
+            pids,
             timers: T::empty(),
             cpus,
             state: Mutex::new(State {
@@ -317,6 +335,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
                 processes: BTreeMap::new(),
                 threads: HashMap::new(),
                 dying: HashMap::new(),
+                wake_q: Vec::new(),
                 next_owner: 1,
             }),
             wheel: WheelLink::default(),
@@ -408,9 +427,9 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
 
     /// Bytes of the model's own records: namespaces, processes with their CID spaces, threads
     /// with their IDs, and the TID index. Ended processes hold none; a freed namespace holds
-    /// [`FREED_NS_BYTES`] (its number and its parent's: its number answers as a dead
-    /// namespace for good, and a fork into it moves its living ancestors' cursors as one into
-    /// a dead namespace does).
+    /// [`FREED_NS_BYTES`] (its number, its parent's and its `pid_max`: its number answers as a
+    /// dead namespace for good, and a fork or restore into it checks its `set_tid` and moves
+    /// its living ancestors' cursors as one into a dead namespace does).
     pub fn model_bytes(&self) -> usize {
         let state = sync::lock(&self.state);
         let threads: usize = state
@@ -427,6 +446,50 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             + state.threads.len() * 2 * size_of::<u32>()
             + state.dying.len() * (size_of::<Thread<C>>() + size_of::<u32>())
             + threads
+    }
+}
+
+/// The model's lock, held: on release, it wakes the tasks of the threads killed meanwhile
+/// ([`State::wake_q`]). Every path that may kill a thread takes the lock through
+/// [`Processes::lock`].
+struct Locked<'a, C> {
+    guard: Option<MutexGuard<'a, State<C>>>,
+}
+
+impl<C> Deref for Locked<'_, C> {
+    type Target = State<C>;
+
+    fn deref(&self) -> &State<C> {
+        self.guard.as_ref().expect("held until dropped")
+    }
+}
+
+impl<C> DerefMut for Locked<'_, C> {
+    fn deref_mut(&mut self) -> &mut State<C> {
+        self.guard.as_mut().expect("held until dropped")
+    }
+}
+
+impl<C> Drop for Locked<'_, C> {
+    fn drop(&mut self) {
+        let Some(mut guard) = self.guard.take() else {
+            return;
+        };
+        let killed = std::mem::take(&mut guard.wake_q);
+        drop(guard);
+        for thread in killed {
+            thread.task().wake();
+        }
+    }
+}
+
+impl<P, C, T> Processes<P, C, T> {
+    /// Takes the model's lock; the tasks of threads killed while it is held are woken when it
+    /// is released.
+    fn lock(&self) -> Locked<'_, C> {
+        Locked {
+            guard: Some(sync::lock(&self.state)),
+        }
     }
 }
 

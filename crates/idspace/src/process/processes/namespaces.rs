@@ -1,7 +1,7 @@
 //! Namespaces: creating them, their `pid_max`, and refusing what comes into a freed one.
 
 use super::{Namespace, Processes, State};
-use crate::pid::{NsId, MAX_LEVEL, PID_MAX_LIMIT, PID_MAX_MIN};
+use crate::pid::{NsId, MAX_LEVEL, PID_MAX_DEFAULT, PID_MAX_LIMIT, PID_MAX_MIN};
 use crate::process::design::{CidDesign, PidDesign, TableDesign};
 use crate::process::error::ProcessError;
 use crate::sync;
@@ -16,28 +16,59 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         }
     }
 
-    /// A fork into freed namespace `ns`, refused as one into a dead namespace: the kernel's
-    /// `alloc_pid` takes an ID at every level before it sees that the namespace is dead, so
-    /// the living ancestors' cursors move (and a full one answers `Full`). The freed levels
-    /// are empty and can refuse nothing, so an allocation in the nearest living ancestor,
-    /// given back at once, has exactly those effects. (Were it to take some level's ID 1,
-    /// freeing it would kill that level; but a level with a freed descendant has allocated
-    /// before, so its ID 1 is free only if its init is gone and it is dead already.)
-    pub(super) fn refuse_freed(&self, state: &State<C>, ns: NsId, cpu: usize) -> ProcessError {
+    /// An allocation into freed namespace `ns` with `set_tid` (innermost first; empty for a
+    /// fork), refused as one into a dead namespace is by the kernel's `alloc_pid`: level by
+    /// level, innermost first, a `set_tid` entry outside the level's `1..pid_max` is
+    /// [`ProcessError::Invalid`]; the freed levels hold no IDs and had an init, so they refuse
+    /// nothing else; the living ancestors then take their IDs (moving their cursors, refusing a
+    /// taken entry or a full space) before the dead target is seen. An allocation in the
+    /// nearest living ancestor with the rest of `set_tid`, given back at once, has exactly
+    /// those effects, but in one corner: a living ancestor that never had an init (its first
+    /// ID went to a process below it: a failed first allocation of a namespace below it had
+    /// moved its cursor past 1). If that ancestor holds no process, a refusal of the
+    /// allocation puts its cursor back at 0, and once it is at 0 the allocation takes its
+    /// ID 1, and giving that back kills it; the kernel's allocation, refused for the dead
+    /// target, does neither.
+    pub(super) fn refuse_freed(
+        &self,
+        state: &State<C>,
+        ns: NsId,
+        set_tid: &[u32],
+        cpu: usize,
+    ) -> ProcessError {
         let mut up = ns;
-        while let Some(&parent) = state.freed.get(&up) {
-            up = parent;
+        let mut level = 0;
+        while let Some(freed) = state.freed.get(&up) {
+            if set_tid
+                .get(level)
+                .is_some_and(|&tid| tid < 1 || tid >= freed.pid_max)
+            {
+                return ProcessError::Invalid;
+            }
+            up = freed.parent;
+            level += 1;
         }
-        match self.pids.alloc(up, &[], cpu) {
+        let rest = set_tid.get(level..).unwrap_or_default();
+        match self.pids.alloc(up, rest, cpu) {
             Ok(pid) => {
                 let _ = self.pids.free(pid.ns(), pid.ids()[0], cpu);
                 ProcessError::NsDead
             }
-            Err(error) => match ProcessError::from_pid(error) {
-                ProcessError::Full => ProcessError::Full,
-                _ => ProcessError::NsDead,
-            },
+            Err(error) => ProcessError::from_pid(error),
         }
+    }
+
+    /// How many levels an allocation into freed namespace `ns` spans: its freed levels and
+    /// those of its nearest living ancestor.
+    pub(super) fn freed_depth(state: &State<C>, ns: NsId) -> usize {
+        let mut up = ns;
+        let mut freed_levels = 0;
+        while let Some(freed) = state.freed.get(&up) {
+            up = freed.parent;
+            freed_levels += 1;
+        }
+        let living = state.namespaces.get(&up).map_or(0, |space| space.level + 1);
+        freed_levels + living as usize
     }
 
     /// Creates a namespace below `parent`.
@@ -66,6 +97,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
                 children: 0,
                 held: 0,
                 dead: false,
+                pid_max: PID_MAX_DEFAULT,
             },
         );
         if let Some(up) = state.namespaces.get_mut(&parent) {
@@ -74,23 +106,28 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         Ok(ns)
     }
 
-    /// Sets a namespace's `pid_max`.
+    /// Sets a namespace's `pid_max`. A freed namespace keeps it too: it allocates nothing, but
+    /// a restore's `set_tid` entry at its level is checked against it, as the kernel checks one
+    /// for a dead namespace.
     ///
     /// # Errors
     /// [`ProcessError::Invalid`] outside `301..=4194304`, [`ProcessError::UnknownNs`].
     pub fn set_pid_max(&self, ns: NsId, max: u32) -> Result<(), ProcessError> {
-        let state = sync::lock(&self.state);
-        if state.freed.contains_key(&ns) {
-            // As on a dead namespace: accepted, and it changes nothing anyone can see.
-            return if (PID_MAX_MIN..=PID_MAX_LIMIT).contains(&max) {
-                Ok(())
-            } else {
-                Err(ProcessError::Invalid)
-            };
+        let mut state = sync::lock(&self.state);
+        if let Some(freed) = state.freed.get_mut(&ns) {
+            if !(PID_MAX_MIN..=PID_MAX_LIMIT).contains(&max) {
+                return Err(ProcessError::Invalid);
+            }
+            freed.pid_max = max;
+            return Ok(());
         }
         self.pids
             .set_pid_max(ns, max)
-            .map_err(ProcessError::from_pid)
+            .map_err(ProcessError::from_pid)?;
+        if let Some(space) = state.namespaces.get_mut(&ns) {
+            space.pid_max = max;
+        }
+        Ok(())
     }
 
     /// Whether the model still keeps `ns` (created, and not freed).

@@ -1,8 +1,10 @@
 //! Threads that runtime tasks run: attaching a task to a thread, killing it (its task stops
 //! at its next poll), and freeing its IDs once its task has stopped (see `process/kill.rs`).
 
-use super::lifecycle::Reaping;
+use std::collections::BTreeSet;
+
 use super::{Processes, State};
+use crate::pid::NsId;
 use crate::process::design::{CidDesign, PidDesign, TableDesign};
 use crate::process::thread::{Process, Thread};
 use crate::sync::{self, Arc};
@@ -29,9 +31,9 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// on `cpu`: a killed thread leaves the CID space and its IDs are freed now; a live one
     /// exits ([`exit`](Self::exit)); a zombie leader leaves the CID space.
     pub(crate) fn task_stopped(&self, thread: &Arc<Thread<C>>, cpu: usize) {
-        let mut state = sync::lock(&self.state);
+        let mut state = self.lock();
         let (attached, waker) = thread.task().detach();
-        let mut reap = Reaping::default();
+        let (mut touched, mut zap) = (BTreeSet::new(), Vec::new());
         let tid = thread.tid();
         if !attached {
             // Not ours to end: its task was never attached.
@@ -41,7 +43,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             .is_some_and(|dying| Arc::ptr_eq(dying, thread))
         {
             let _ = thread.process().cids().exit(thread.cid_task());
-            self.stopped_dying(&mut state, thread, cpu, &mut reap);
+            self.stopped_dying(&mut state, thread, cpu, &mut touched, &mut zap);
         } else if let Some(record) = state
             .processes
             .get(&thread.process().pid())
@@ -50,14 +52,13 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             if record.zombie_leader && thread.is_leader() {
                 let _ = record.process.cids().exit(thread.cid_task());
             } else {
-                let _ = self.exit_locked(&mut state, tid, cpu, &mut reap);
+                let _ = self.exit_locked(&mut state, tid, cpu, &mut touched, &mut zap);
             }
         }
-        self.zap_and_free(&mut state, &mut reap, cpu);
+        self.zap_and_free(&mut state, zap, touched, cpu);
         drop(state);
         // The waker it left is a reference to its task: dropped outside the lock.
         drop(waker);
-        reap.wake();
     }
 
     /// Ends a thread that left its record: one that a runtime task runs is killed, and holds
@@ -69,11 +70,12 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         thread: Arc<Thread<C>>,
         in_cids: bool,
         cpu: usize,
-        reap: &mut Reaping<C>,
+        touched: &mut BTreeSet<NsId>,
+        zap: &mut Vec<NsId>,
     ) {
         if thread.task().is_attached() {
             if thread.task().kill() {
-                reap.killed.push(Arc::clone(&thread));
+                state.wake_q.push(Arc::clone(&thread));
             }
             state.dying.insert(thread.tid(), thread);
             return;
@@ -81,7 +83,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         if in_cids {
             let _ = thread.process().cids().exit(thread.cid_task());
         }
-        self.release(state, &thread, cpu, reap);
+        self.release(state, &thread, cpu, touched, zap);
     }
 
     /// A killed thread's task stopped: its IDs are freed, but a leader's only with the last
@@ -92,14 +94,15 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         state: &mut State<C>,
         thread: &Arc<Thread<C>>,
         cpu: usize,
-        reap: &mut Reaping<C>,
+        touched: &mut BTreeSet<NsId>,
+        zap: &mut Vec<NsId>,
     ) {
         let process = thread.process();
         if thread.is_leader() && Self::threads_dying(state, process) > 1 {
             return;
         }
         state.dying.remove(&thread.tid());
-        self.release(state, thread, cpu, reap);
+        self.release(state, thread, cpu, touched, zap);
         if thread.is_leader() {
             return;
         }
@@ -112,7 +115,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
         if let Some(leader) = held_leader {
             if Self::threads_dying(state, process) == 1 {
                 state.dying.remove(&leader.tid());
-                self.release(state, &leader, cpu, reap);
+                self.release(state, &leader, cpu, touched, zap);
             }
         }
     }

@@ -57,6 +57,7 @@ use crate::sync::{self, Mutex};
 /// drop(runtime);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[non_exhaustive]
 pub enum Notify {
     /// Nothing is sent (`SIGEV_NONE`): read the timer with `timer_gettime`.
     None,

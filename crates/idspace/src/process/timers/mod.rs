@@ -4,7 +4,7 @@
 //! # The kernel design
 //!
 //! `timer_create` allocates a `k_itimer`, takes an ID from the process's cursor in the global
-//! hash (seed `001`) and links the timer into `signal_struct::posix_timers`. `timer_settime`
+//! hash (Linux 6.15's per-CPU-scaled one) and links the timer into `signal_struct::posix_timers`. `timer_settime`
 //! and friends find the timer by (process, ID) in the hash and work under its `it_lock`; the
 //! hrtimer's callback takes the same lock, queues the preallocated signal and, for an
 //! interval timer, forwards the expiry. `exit_itimers` deletes every timer of an exiting

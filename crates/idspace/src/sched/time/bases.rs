@@ -64,6 +64,17 @@ pub(crate) struct Timers {
     next_external: AtomicUsize,
 }
 
+/// Where a sleeping future's entry stands ([`Slot::still_pending`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Waiting {
+    /// In the wheel: its waker will be woken at the deadline.
+    Pending,
+    /// It expired (and was freed).
+    Expired,
+    /// The runtime shut down first: the entry will never expire.
+    ShutDown,
+}
+
 /// An armed entry: the base that holds it (shared by reference count, so that a future or an
 /// [`Armed`](super::Armed) reaches it without the runtime's own count, which every worker would
 /// bounce) and its key.
@@ -89,12 +100,18 @@ impl Slot {
     /// Whether a sleeping future's entry is still pending; if so its waker is replaced by
     /// `waker` unless that would wake the same task, and the old one is handed back to be
     /// dropped outside the lock.
-    pub(crate) fn still_pending(&self, waker: &Waker) -> (bool, Option<Waker>) {
+    pub(crate) fn still_pending(&self, waker: &Waker) -> (Waiting, Option<Waker>) {
         let mut locked = sync::lock(&self.base.locked);
+        if locked.closed {
+            return (Waiting::ShutDown, None);
+        }
         match locked.wheel.value_mut(self.key) {
-            Some(Target::Wake(old)) if old.will_wake(waker) => (true, None),
-            Some(Target::Wake(old)) => (true, Some(std::mem::replace(old, waker.clone()))),
-            _ => (false, None),
+            Some(Target::Wake(old)) if old.will_wake(waker) => (Waiting::Pending, None),
+            Some(Target::Wake(old)) => (
+                Waiting::Pending,
+                Some(std::mem::replace(old, waker.clone())),
+            ),
+            _ => (Waiting::Expired, None),
         }
     }
 
@@ -260,9 +277,12 @@ impl Timers {
         count
     }
 
-    /// Closes every base (arms are refused from now on) and returns what was armed, to be
-    /// dropped by the caller outside the locks.
-    pub(crate) fn close(&self) -> Vec<Target> {
+    /// Closes every base: arms are refused from now on, and the entries left will never
+    /// expire. Each sleeping future's waker is woken, so that a future polled by a thread or an
+    /// executor outside the runtime learns at its next poll that its runtime is gone
+    /// ([`Waiting::ShutDown`]) instead of waiting forever; [`Fire`] targets are dropped. Both
+    /// happen outside the bases' locks: a waker may run anything, a target may hold the runtime.
+    pub(crate) fn close(&self) {
         let mut left = Vec::new();
         for base in self.bases.iter() {
             let mut locked = sync::lock(&base.locked);
@@ -270,6 +290,11 @@ impl Timers {
             left.extend(locked.wheel.drain());
             base.next.store(NOTHING, Ordering::Relaxed);
         }
-        left
+        for target in left {
+            match target {
+                Target::Wake(waker) => waker.wake(),
+                Target::Fire { target, .. } => drop(target),
+            }
+        }
     }
 }

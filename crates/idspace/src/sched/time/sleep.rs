@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::arm::{self, Driver};
-use super::bases::{Slot, Target};
+use super::bases::{Slot, Target, Waiting};
 use crate::sched::runtime::with_current_driver;
 use crate::sched::{Handle, Hooks};
 
@@ -46,7 +46,10 @@ const SHUT_DOWN: &str = "an idspace timer future was polled after its runtime sh
 ///
 /// Polled outside any runtime when made by [`sleep`] or [`sleep_until`] (the runtime is found
 /// at the first poll; see [`Handle::sleep`] for the alternative), and polled after its runtime
-/// shut down (its tasks are cancelled then; only a `block_on` after shutdown can get here).
+/// shut down. A sleep that is pending when its runtime shuts down is woken then, so its next
+/// poll panics too, wherever it is polled (a plain thread, another executor, another
+/// runtime's `block_on`): it never waits forever for a timer that can no longer fire. (The
+/// runtime's own tasks are cancelled at shutdown, so inside them this cannot happen.)
 ///
 /// # Examples
 ///
@@ -187,20 +190,31 @@ impl Sleep {
     }
 
     /// `Future::poll` without the pin (the future is `Unpin`).
+    ///
+    /// # Panics
+    /// As [`Sleep`] documents.
     pub(crate) fn poll_at(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.poll_checked(cx)
+            .map(|outcome| outcome.unwrap_or_else(|ShutDown| panic!("{SHUT_DOWN}")))
+    }
+
+    /// [`poll_at`](Self::poll_at), with its runtime's shutdown as an error instead of a panic
+    /// (for the futures that have an error to report it with).
+    pub(crate) fn poll_checked(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ShutDown>> {
         if self.done {
-            return Poll::Ready(());
+            return Poll::Ready(Ok(()));
         }
         match &self.slot {
             Some(slot) => {
-                let (pending, replaced) = slot.still_pending(cx.waker());
+                let (waiting, replaced) = slot.still_pending(cx.waker());
                 // The waker it replaced is dropped here, outside the wheel's lock.
                 drop(replaced);
-                if pending {
-                    return Poll::Pending;
+                match waiting {
+                    Waiting::Pending => return Poll::Pending,
+                    // Its entry was freed as it expired.
+                    Waiting::Expired => self.slot = None,
+                    Waiting::ShutDown => return Poll::Ready(Err(ShutDown)),
                 }
-                // Its entry was freed as it expired.
-                self.slot = None;
             }
             None => {
                 let target = Target::Wake(cx.waker().clone());
@@ -217,14 +231,18 @@ impl Sleep {
                     }
                     // The wheel has seen the deadline pass already.
                     Ok(None) => {}
-                    Err(_) => panic!("{SHUT_DOWN}"),
+                    Err(_) => return Poll::Ready(Err(ShutDown)),
                 }
             }
         }
         self.done = true;
-        Poll::Ready(())
+        Poll::Ready(Ok(()))
     }
 }
+
+/// The runtime of a time future shut down before its deadline: its timers no longer run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ShutDown;
 
 impl Future for Sleep {
     type Output = ();

@@ -28,11 +28,26 @@ use crate::sched::{Handle, Hooks};
 /// # }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Elapsed(());
+pub struct Elapsed {
+    /// Whether the deadline's runtime shut down rather than the deadline passing.
+    shut_down: bool,
+}
+
+impl Elapsed {
+    /// Whether the timer's runtime shut down before the deadline (the deadline can no longer
+    /// be kept, so the future is given up), rather than the deadline passing.
+    pub fn is_shut_down(&self) -> bool {
+        self.shut_down
+    }
+}
 
 impl fmt::Display for Elapsed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the deadline passed before the future completed")
+        if self.shut_down {
+            f.write_str("the runtime of the deadline's timer shut down before the future completed")
+        } else {
+            f.write_str("the deadline passed before the future completed")
+        }
     }
 }
 
@@ -44,6 +59,10 @@ impl std::error::Error for Elapsed {}
 /// and one that completes before its first `Pending` never arms a timer at all. The deadline's
 /// [`Sleep`] arms when the future first returns `Pending`, and dropping the `Timeout` (or its
 /// completing) cancels it at once. Where it may be polled: see [`Sleep`].
+///
+/// When the timer's runtime shuts down first (a [`Handle::timeout`] polled elsewhere), the
+/// deadline can no longer be kept: the `Timeout` is woken and fails with an [`Elapsed`] whose
+/// [`is_shut_down`](Elapsed::is_shut_down) is true, instead of waiting forever.
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -151,7 +170,11 @@ impl<F: Future> Future for Timeout<F> {
         if let Poll::Ready(output) = future.poll(cx) {
             return Poll::Ready(Ok(output));
         }
-        this.sleep.poll_at(cx).map(|()| Err(Elapsed(())))
+        this.sleep.poll_checked(cx).map(|outcome| {
+            Err(Elapsed {
+                shut_down: outcome.is_err(),
+            })
+        })
     }
 }
 

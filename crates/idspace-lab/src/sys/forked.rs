@@ -43,7 +43,7 @@ struct Slot<T> {
 }
 
 /// An anonymous shared mapping holding the header and `workers` slots; unmapped on drop.
-struct Shared<T> {
+struct ResultMapping<T> {
     memory: *mut libc::c_void,
     bytes: usize,
     slots_offset: usize,
@@ -51,8 +51,8 @@ struct Shared<T> {
     _slots: std::marker::PhantomData<T>,
 }
 
-impl<T> Shared<T> {
-    fn new(workers: usize) -> Result<Shared<T>, String> {
+impl<T> ResultMapping<T> {
+    fn new(workers: usize) -> Result<ResultMapping<T>, String> {
         let (layout, slots_offset) = std::alloc::Layout::new::<Header>()
             .extend(
                 std::alloc::Layout::array::<Slot<T>>(workers)
@@ -79,7 +79,7 @@ impl<T> Shared<T> {
         if memory == libc::MAP_FAILED {
             return Err(format!("mmap: {}", io::Error::last_os_error()));
         }
-        Ok(Shared {
+        Ok(ResultMapping {
             memory,
             bytes,
             slots_offset,
@@ -111,7 +111,7 @@ impl<T> Shared<T> {
     }
 }
 
-impl<T> Drop for Shared<T> {
+impl<T> Drop for ResultMapping<T> {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly the mapping made in `new`; no reference into it outlives
         // `self` (they all borrow it).
@@ -147,7 +147,7 @@ pub fn run_forked<S, T: Copy>(
     scratch: &mut S,
     work: &dyn Fn(usize, &mut S) -> Option<T>,
 ) -> Result<Vec<Option<T>>, String> {
-    let shared = Shared::<T>::new(workers)?;
+    let shared = ResultMapping::<T>::new(workers)?;
     let header = shared.header();
     let parent = std::process::id();
     let mut children: Vec<Child> = Vec::with_capacity(workers);
@@ -174,39 +174,7 @@ pub fn run_forked<S, T: Copy>(
 
     let mut started = false;
     while !children.is_empty() {
-        // Reap every child that has exited; the first failure ends the others.
-        let mut position = 0;
-        while position < children.len() {
-            let child = &children[position];
-            let mut status = 0;
-            // SAFETY: `status` is a live int; `child.pid` is our unreaped child.
-            let reaped = unsafe { libc::waitpid(child.pid, &mut status, libc::WNOHANG) };
-            if reaped == 0 {
-                position += 1;
-                continue;
-            }
-            let child = children.swap_remove(position);
-            if reaped < 0 {
-                let error = io::Error::last_os_error();
-                stop(&mut children);
-                return Err(format!(
-                    "waiting for child process {} (pid {}): {error}",
-                    child.index, child.pid
-                ));
-            }
-            if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
-                let siblings = children.len();
-                stop(&mut children);
-                return Err(format!(
-                    "child process {} of {workers} (pid {}) {}; its {siblings} unfinished \
-                     sibling{} were killed",
-                    child.index,
-                    child.pid,
-                    describe(status),
-                    if siblings == 1 { "" } else { "s" }
-                ));
-            }
-        }
+        reap_exited(&mut children, workers)?;
         // Acquire pairs with each child's Release increment of `ready`.
         if !started && header.ready.load(Ordering::Acquire) == workers as u32 {
             // Release pairs with the children's Acquire loads of `go`.
@@ -217,8 +185,49 @@ pub fn run_forked<S, T: Copy>(
             wait_for_an_exit(&children, started);
         }
     }
+    Ok(results(&shared, workers))
+}
 
-    Ok((0..workers)
+/// Reaps every child that has exited; the first that failed ends the others and is the error.
+fn reap_exited(children: &mut Vec<Child>, workers: usize) -> Result<(), String> {
+    let mut position = 0;
+    while position < children.len() {
+        let child = &children[position];
+        let mut status = 0;
+        // SAFETY: `status` is a live int; `child.pid` is our unreaped child.
+        let reaped = unsafe { libc::waitpid(child.pid, &mut status, libc::WNOHANG) };
+        if reaped == 0 {
+            position += 1;
+            continue;
+        }
+        let child = children.swap_remove(position);
+        if reaped < 0 {
+            let error = io::Error::last_os_error();
+            stop(children);
+            return Err(format!(
+                "waiting for child process {} (pid {}): {error}",
+                child.index, child.pid
+            ));
+        }
+        if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+            let siblings = children.len();
+            stop(children);
+            return Err(format!(
+                "child process {} of {workers} (pid {}) {}; its {siblings} unfinished \
+                 sibling{} were killed",
+                child.index,
+                child.pid,
+                describe(status),
+                if siblings == 1 { "" } else { "s" }
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What each child left in its slot, once all have exited.
+fn results<T: Copy>(shared: &ResultMapping<T>, workers: usize) -> Vec<Option<T>> {
+    (0..workers)
         .map(|index| {
             let slot = shared.slot(index)?;
             // Acquire pairs with the child's Release store of `ok`.
@@ -228,13 +237,13 @@ pub fn run_forked<S, T: Copy>(
                 unsafe { (*slot.value.get()).assume_init() }
             })
         })
-        .collect())
+        .collect()
 }
 
 /// A child's life: wait for the start, work, wait for the siblings, leave the result, exit.
 /// Never returns.
 fn child_main<S, T: Copy>(
-    shared: &Shared<T>,
+    shared: &ResultMapping<T>,
     index: usize,
     parent: u32,
     scratch: &mut S,
