@@ -22,13 +22,12 @@ pub struct Shape {
 }
 
 /// A runtime of `workers` workers (wakelist policy) whose tasks are threads of processes: PIDs
-/// from percpu, CIDs from design `C`, timers in the scaled hash; with the init process forked.
+/// from percpu, CIDs from design `C`, timers in the scaled hash; the root's init comes with the hooks.
 pub(super) fn process_runtime<C: CidDesign>(
     workers: usize,
 ) -> Result<Runtime<ProcessHooks<PerCpu, C, ScaledHash<()>>>, String> {
     let hooks = ProcessHooks::<PerCpu, C, ScaledHash<()>>::for_workers(workers)
         .map_err(|e| e.to_string())?;
-    hooks.model().fork(ROOT, 0).map_err(|e| e.to_string())?;
     Builder::new()
         .workers(workers)
         .policy(Policy::Wakelist)

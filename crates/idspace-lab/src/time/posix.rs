@@ -67,7 +67,7 @@ fn ours(n: usize) -> Result<Vec<f64>, String> {
         .build()
         .map_err(|e| e.to_string())?;
     model.attach_wheel(runtime.handle()).map_err(err)?;
-    model.fork(ROOT, 0).map_err(err)?;
+    // The root's init came with the hooks: this process is the second.
     let pid = model.fork(ROOT, 0).map_err(err)?.tid();
     let m = Arc::clone(&model);
     let join = runtime
