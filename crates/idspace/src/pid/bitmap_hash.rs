@@ -183,6 +183,10 @@ impl PidAllocator for BitmapHash {
         Ok(pid)
     }
 
+    fn alloc_refused(&self, ns: NsId, set_tid: &[u32], _cpu: usize) -> PidError {
+        lock(&self.spaces).refused(ns, set_tid)
+    }
+
     fn free(&self, ns: NsId, id: u32, _cpu: usize) -> Result<(), PidError> {
         if ns as usize >= self.count.load(Ordering::Acquire) {
             return Err(PidError::UnknownNs);

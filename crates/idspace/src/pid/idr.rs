@@ -97,6 +97,12 @@ impl IdrAllocator {
         Ok(pid)
     }
 
+    fn alloc_refused(&self, ns: NsId, set_tid: &[u32]) -> PidError {
+        // One lock hold, also for the relocking design: nothing is published, so no other
+        // allocation can tell how many holds it took.
+        write(&self.spaces).refused(ns, set_tid)
+    }
+
     fn free(&self, ns: NsId, id: u32) -> Result<(), PidError> {
         let mut spaces = write(&self.spaces);
         let pid = match spaces.get(ns)?.ids.tree.get(u64::from(id)) {
@@ -176,6 +182,9 @@ macro_rules! idr_design {
             }
             fn alloc(&self, ns: NsId, set_tid: &[u32], _cpu: usize) -> Result<Pid, PidError> {
                 self.0.alloc(ns, set_tid)
+            }
+            fn alloc_refused(&self, ns: NsId, set_tid: &[u32], _cpu: usize) -> PidError {
+                self.0.alloc_refused(ns, set_tid)
             }
             fn free(&self, ns: NsId, id: u32, _cpu: usize) -> Result<(), PidError> {
                 self.0.free(ns, id)

@@ -203,6 +203,32 @@ pub trait PidAllocator: Send + Sync {
     /// ```
     fn alloc(&self, ns: NsId, set_tid: &[u32], cpu: usize) -> Result<Pid, PidError>;
 
+    /// The levels `ns` gives to an allocation into a namespace below it that was freed:
+    /// `alloc_pid` into a dead namespace whose own levels are gone. Takes an ID at every level
+    /// of `ns`'s chain as [`alloc`](Self::alloc) does (`set_tid` checked, cursors moved), then
+    /// gives them all back, publishing nothing, and answers the refusal: the first level's own
+    /// ([`PidError::Invalid`], [`PidError::Exists`], [`PidError::Full`]), else
+    /// [`PidError::NamespaceDead`] for the dead target. The failed allocation's target is the
+    /// freed namespace, so no cursor of `ns`'s chain is reset and no space there gains an init.
+    ///
+    /// # Errors
+    /// It returns the refusal itself; [`PidError::UnknownNs`] and [`PidError::NamespaceFreed`]
+    /// for an `ns` that is not a live space.
+    ///
+    /// ```
+    /// use idspace::pid::{IdrOnce, PidAllocator, PidError, ROOT};
+    ///
+    /// let pids = IdrOnce::new();
+    /// assert_eq!(pids.alloc(ROOT, &[], 0)?.ids(), [1]);
+    /// // The root's cursor moves past the ID the refused allocation took there (2).
+    /// assert_eq!(pids.alloc_refused(ROOT, &[], 0), PidError::NamespaceDead);
+    /// assert_eq!(pids.alloc(ROOT, &[], 0)?.ids(), [3]);
+    /// // A level's own refusal comes first.
+    /// assert_eq!(pids.alloc_refused(ROOT, &[1], 0), PidError::Exists);
+    /// # Ok::<(), PidError>(())
+    /// ```
+    fn alloc_refused(&self, ns: NsId, set_tid: &[u32], cpu: usize) -> PidError;
+
     /// Frees the object that has `id` in `ns`, releasing its IDs at every level.
     ///
     /// # Errors

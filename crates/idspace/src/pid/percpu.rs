@@ -597,6 +597,38 @@ impl PerCpu {
         Ok(pid)
     }
 
+    /// [`PidAllocator::alloc_refused`] under every CPU's lock: the levels taken as
+    /// [`alloc_slow`](Self::alloc_slow) takes them, then released, with no restart of the
+    /// chain's spaces (the refused allocation's target is a freed space below them).
+    fn refused_slow(&self, chain: &[(NsId, &Space)], set_tid: &[u32], cpu: usize) -> PidError {
+        let mut guards = self.lock_all();
+        if chain[0].1.is_freed() {
+            return PidError::NamespaceFreed;
+        }
+        let mut states: Vec<&mut CpuRanges> = guards.iter_mut().map(|guard| &mut **guard).collect();
+        let mut taken = Taken::new();
+        let mut holders: Vec<usize> = Vec::with_capacity(chain.len());
+        let mut answer = PidError::NamespaceDead;
+        for (level, &(ns, space)) in chain.iter().enumerate() {
+            let outcome = match set_tid.get(level) {
+                Some(&tid) => Self::take_chosen(&mut states, cpu, ns, space, tid),
+                None => self.take_next(&mut states, cpu, ns, space),
+            };
+            match outcome {
+                Ok((id, holder)) => {
+                    taken.push((ns, id));
+                    holders.push(holder);
+                }
+                Err(error) => {
+                    answer = error;
+                    break;
+                }
+            }
+        }
+        self.release_taken(&mut states, chain, &taken, &holders);
+        answer
+    }
+
     /// Takes `tid`, the ID `set_tid` asks for in `ns`, holding its range for `cpu` if no CPU
     /// holds it: the ID and the CPU whose state holds its range.
     fn take_chosen(
@@ -901,6 +933,18 @@ impl PidAllocator for PerCpu {
             Self::publish_one(state, ns, id, chain[level].1, &pid);
         }
         Ok(pid)
+    }
+
+    fn alloc_refused(&self, ns: NsId, set_tid: &[u32], cpu: usize) -> PidError {
+        let cpu = cpu % self.cpus.len();
+        let target = match self.space(ns) {
+            Ok(target) => target,
+            Err(error) => return error,
+        };
+        match self.chain(ns, &target, set_tid) {
+            Ok(chain) => self.refused_slow(&chain, set_tid, cpu),
+            Err(error) => error,
+        }
     }
 
     fn free(&self, ns: NsId, id: u32, _cpu: usize) -> Result<(), PidError> {

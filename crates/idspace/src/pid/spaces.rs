@@ -165,6 +165,27 @@ impl<S: IdSpace + Default> Spaces<S> {
         }
     }
 
+    /// [`PidAllocator::alloc_refused`](super::PidAllocator::alloc_refused) under the
+    /// design's lock: every level of `ns`'s chain allocated, then released without a reset.
+    pub(crate) fn refused(&mut self, ns: NsId, set_tid: &[u32]) -> PidError {
+        let chain = match self.chain(ns, set_tid) {
+            Ok(chain) => chain,
+            Err(error) => return error,
+        };
+        let mut taken = Taken::new();
+        let mut answer = PidError::NamespaceDead;
+        for index in 0..chain.len() {
+            if let Err(error) = self.alloc_at(&chain, index, set_tid, &mut taken) {
+                answer = error;
+                break;
+            }
+        }
+        for &(ns, id) in &taken {
+            self.at(ns).ids.release(id);
+        }
+        answer
+    }
+
     /// The final check of `alloc_pid`, after every level: the target space must be alive.
     /// Marks the inits of spaces where the allocation took ID 1.
     pub(crate) fn finish(&mut self, taken: &Taken) -> Result<(), PidError> {

@@ -152,10 +152,9 @@
 //!   freed number, its parent's and its `pid_max`, so that the number answers as a dead
 //!   namespace for the whole run, as the replay protocol requires. That includes a fork or a
 //!   restore into it: like one into a dead namespace, which takes an ID at every level before
-//!   `alloc_pid` sees the namespace is dead, it moves its living ancestors' cursors (the model
-//!   allocates in the nearest living ancestor and gives the IDs back at once; should that take
-//!   the ID 1 of a living ancestor that never had an init, giving it back kills that
-//!   ancestor, which the kernel leaves alive). Exactness also needs the ancestors' structures
+//!   `alloc_pid` sees the namespace is dead, it moves its living ancestors' cursors (the PID
+//!   design takes and gives back the nearest living ancestor's levels without publishing
+//!   them: [`PidAllocator::alloc_refused`](crate::pid::PidAllocator::alloc_refused)). Exactness also needs the ancestors' structures
 //!   as they were: the IDs the namespace's processes took there are freed, but a bitmap word or
 //!   a CPU's current range they first needed stays, and `BitmapHash`'s shared lookup stripes
 //!   keep some room.

@@ -31,11 +31,6 @@ pub struct Model {
 }
 
 impl Model {
-    /// Whether it chooses IDs as the kernel does (`false`: it checks a design's own choices).
-    pub fn is_kernel(&self) -> bool {
-        self.kernel
-    }
-
     pub fn new(kernel: bool) -> Model {
         Model {
             spaces: vec![Space {

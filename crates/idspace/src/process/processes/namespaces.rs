@@ -21,14 +21,10 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
     /// level, innermost first, a `set_tid` entry outside the level's `1..pid_max` is
     /// [`ProcessError::Invalid`]; the freed levels hold no IDs and had an init, so they refuse
     /// nothing else; the living ancestors then take their IDs (moving their cursors, refusing a
-    /// taken entry or a full space) before the dead target is seen. An allocation in the
-    /// nearest living ancestor with the rest of `set_tid`, given back at once, has exactly
-    /// those effects, but in one corner: a living ancestor that never had an init (its first
-    /// ID went to a process below it: a failed first allocation of a namespace below it had
-    /// moved its cursor past 1). If that ancestor holds no process, a refusal of the
-    /// allocation puts its cursor back at 0, and once it is at 0 the allocation takes its
-    /// ID 1, and giving that back kills it; the kernel's allocation, refused for the dead
-    /// target, does neither.
+    /// taken entry or a full space) before the dead target is seen. The PID design does that
+    /// part ([`PidAllocator::alloc_refused`](crate::pid::PidAllocator::alloc_refused)): it
+    /// takes and gives back the nearest living ancestor's levels without publishing anything,
+    /// so no ancestor gains an init, dies, or has its cursor reset.
     pub(super) fn refuse_freed(
         &self,
         state: &State<C>,
@@ -49,13 +45,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Processes<P, C, T> {
             level += 1;
         }
         let rest = set_tid.get(level..).unwrap_or_default();
-        match self.pids.alloc(up, rest, cpu) {
-            Ok(pid) => {
-                let _ = self.pids.free(pid.ns(), pid.ids()[0], cpu);
-                ProcessError::NsDead
-            }
-            Err(error) => ProcessError::from_pid(error),
-        }
+        ProcessError::from_pid(self.pids.alloc_refused(up, rest, cpu))
     }
 
     /// How many levels an allocation into freed namespace `ns` spans: its freed levels and
