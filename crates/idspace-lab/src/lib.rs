@@ -133,24 +133,136 @@ pub fn select(names: &[String]) -> Result<Vec<Box<dyn Experiment>>, String> {
 /// Runs the named experiments (all if `names` is empty) and writes the report into `out`.
 ///
 /// Everything that can be checked before the experiments run is checked first: the names, and
-/// that `out` can be created and written.
+/// that `out` can be created and written. An experiment that fails does not stop the run: its
+/// section in the report (and in `results.json`, with no tables) says why, the others go on,
+/// and the run then ends with an error naming every experiment that failed.
 pub fn run(names: &[String], scale: Scale, out: &Path) -> Result<(), String> {
     let selected = select(names)?;
+    run_selected(&selected, scale, out)
+}
+
+/// [`run`] over experiments already selected.
+fn run_selected(selected: &[Box<dyn Experiment>], scale: Scale, out: &Path) -> Result<(), String> {
     let output = Output::prepare(out)?;
     let machine = Machine::probe();
     let mut sections = Vec::new();
-    for experiment in &selected {
+    let mut failed = Vec::new();
+    for experiment in selected {
         eprintln!("== {}: {}", experiment.name(), experiment.about());
         let mut cx = Context::new(machine.clone(), scale, experiment.name());
-        let section = experiment
-            .run(&mut cx)
-            .map_err(|e| format!("experiment {} failed: {e}", experiment.name()))?;
+        let result = experiment.run(&mut cx);
         cx.progress.finish();
+        let section = match result {
+            Ok(section) => section,
+            Err(error) => {
+                eprintln!("experiment {} failed: {error}", experiment.name());
+                failed.push(format!("{} ({error})", experiment.name()));
+                failed_section(experiment.as_ref(), &error, cx.notes)
+            }
+        };
         output.write_plots(&section)?;
         sections.push(section);
         // Write after every experiment, so an interrupted run keeps what it measured.
         output.write_results(&machine, scale, &sections)?;
     }
     eprintln!("report: {}", output.report_path().display());
-    Ok(())
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} of {} experiments failed: {}",
+            failed.len(),
+            selected.len(),
+            failed.join("; ")
+        ))
+    }
+}
+
+/// The section of an experiment that failed: its name and heading, no tables, and the reason
+/// first among its notes (after it, the notes it had left before failing).
+fn failed_section(experiment: &dyn Experiment, error: &str, notes: Vec<String>) -> Section {
+    let mut all = vec![format!("**This experiment failed:** {error}")];
+    all.extend(notes);
+    Section {
+        name: experiment.name().into(),
+        title: experiment.about().into(),
+        intro: Vec::new(),
+        tables: Vec::new(),
+        plots: Vec::new(),
+        notes: all,
+    }
+}
+
+#[cfg(test)]
+mod run_tests {
+    use super::*;
+
+    /// An experiment that leaves a note and fails, or measures nothing and succeeds.
+    struct Scripted {
+        name: &'static str,
+        fails: bool,
+    }
+
+    impl Experiment for Scripted {
+        fn name(&self) -> &'static str {
+            self.name
+        }
+
+        fn about(&self) -> &'static str {
+            "a scripted experiment"
+        }
+
+        fn run(&self, cx: &mut Context) -> Result<Section, String> {
+            cx.notes.push(format!("{} started", self.name));
+            if self.fails {
+                return Err("the store went away".into());
+            }
+            Ok(Section {
+                name: self.name.into(),
+                title: "ran".into(),
+                intro: Vec::new(),
+                tables: Vec::new(),
+                plots: Vec::new(),
+                notes: std::mem::take(&mut cx.notes),
+            })
+        }
+    }
+
+    #[test]
+    fn a_failed_experiment_is_reported_and_the_others_still_run() {
+        let dir = std::env::temp_dir().join(format!("idspace-lab-failed-{}", std::process::id()));
+        let selected: Vec<Box<dyn Experiment>> = vec![
+            Box::new(Scripted {
+                name: "first",
+                fails: true,
+            }),
+            Box::new(Scripted {
+                name: "second",
+                fails: false,
+            }),
+        ];
+        let error = run_selected(&selected, Scale::Quick, &dir).unwrap_err();
+        assert_eq!(
+            error,
+            "1 of 2 experiments failed: first (the store went away)"
+        );
+        let results: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap())
+                .unwrap();
+        let experiments = results["experiments"].as_array().unwrap();
+        assert_eq!(experiments.len(), 2, "the experiment after the failure ran");
+        assert_eq!(experiments[0]["name"], "first");
+        assert_eq!(
+            experiments[0]["notes"][0],
+            "**This experiment failed:** the store went away"
+        );
+        assert_eq!(experiments[0]["notes"][1], "first started");
+        assert_eq!(experiments[1]["title"], "ran");
+        let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        assert!(
+            report.contains("This experiment failed:** the store went away"),
+            "{report}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
