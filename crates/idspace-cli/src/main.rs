@@ -14,13 +14,13 @@
 
 #[cfg(feature = "ids")]
 mod ids;
-mod replay;
 
 use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use idspace_cli::replay;
 
 // The lab measures memory with it; it counts nothing unless a lab measurement runs, so
 // `replay` pays one relaxed load per allocation (see `idspace_lab::alloc`). Builds without

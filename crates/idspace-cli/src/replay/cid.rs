@@ -52,6 +52,10 @@ fields! {
 /// One line of the CID protocol.
 #[derive(Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
+#[allow(
+    missing_docs,
+    reason = "a field is the line's field of that name; its type (in `fields!` above) says what it holds"
+)]
 pub enum CidOp {
     /// Creates a task, not running, allowed on all CPUs.
     Fork { task: TaskName },

@@ -1,7 +1,7 @@
 //! The fields of the protocols' ops: each a type that knows its name and what it may hold, so a
 //! bad value is answered `field "NAME" must be ..., got VALUE`.
 //!
-//! A protocol declares its fields with [`fields!`], giving each a [`Kind`]; the op enums use
+//! A protocol declares its fields with the `fields!` macro, giving each a [`Kind`]; the op enums use
 //! them as their variants' field types.
 
 use serde::de::{self, Deserialize, Deserializer};

@@ -47,7 +47,7 @@ impl Json {
     /// `f64`, losing integers beyond 64 bits and refusing those beyond `f64`, so it reads a copy
     /// of the line in which every number is `0` (padded with spaces, so that error positions
     /// hold), and each number's literal is taken from the line: serde visits values in document
-    /// order, the order of [`numbers`].
+    /// order, the order in which the private `numbers` scan finds them.
     pub fn parse(line: &str) -> Result<Json, BadInput> {
         let Some((literals, structure)) = numbers(line) else {
             // serde_json says where the malformed number is.

@@ -51,6 +51,10 @@ fields! {
 /// One line of the PID protocol.
 #[derive(Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
+#[allow(
+    missing_docs,
+    reason = "a field is the line's field of that name; its type (in `fields!` above) says what it holds"
+)]
 pub enum PidOp {
     /// Creates a space nested in `parent`.
     NsNew { parent: Parent },

@@ -58,6 +58,10 @@ fields! {
 /// One line of the process protocol.
 #[derive(Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
+#[allow(
+    missing_docs,
+    reason = "a field is the line's field of that name; its type (in `fields!` above) says what it holds"
+)]
 pub enum ProcessOp {
     /// Creates a namespace below `parent`.
     NsNew { parent: Parent },

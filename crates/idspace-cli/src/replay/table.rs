@@ -38,6 +38,10 @@ fields! {
 /// One line of the table protocol.
 #[derive(Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
+#[allow(
+    missing_docs,
+    reason = "a field is the line's field of that name; its type (in `fields!` above) says what it holds"
+)]
 pub enum TableOp {
     /// Allocates the owner's next ID.
     Create { owner: Owner },
