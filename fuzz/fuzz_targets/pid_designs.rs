@@ -257,7 +257,7 @@ fuzz_target!(|ops: Vec<Op>| {
         ],
     };
     let mut relaxed = Relaxed {
-        pids: PerCpu::new(CPUS),
+        pids: PerCpu::new(CPUS).expect("CPUS is within PerCpu's range"),
         model: Model::new(false),
     };
     let mut made = Made::default();
