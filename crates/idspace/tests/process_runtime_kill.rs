@@ -346,6 +346,8 @@ fn a_restored_process_runs_in_a_second_runtime_under_its_restored_tids() {
             let (target, leader, tid) = (Arc::clone(&target), thread.is_leader(), thread.tid());
             async move {
                 let mut fired = 0;
+                // Read here, while the process lives: it ends with its last thread.
+                let hour_armed = !target.timer_gettime(pid, hour).unwrap().value.is_zero();
                 if leader {
                     for _ in 0..3 {
                         let wait = target.timer_wait(pid, ticking).unwrap();
@@ -354,16 +356,17 @@ fn a_restored_process_runs_in_a_second_runtime_under_its_restored_tids() {
                     }
                 }
                 let me = process::current().unwrap();
-                (tid, me.root_tid, me.root_pid, fired)
+                (tid, me.root_tid, me.root_pid, fired, hour_armed)
             }
         })
         .unwrap();
     let restored_tids: Vec<u32> = restored.iter().map(|(tid, _)| *tid).collect();
     assert_eq!(restored_tids, tids, "every thread, leader first");
-    assert!(!target.timer_gettime(pid, hour).unwrap().value.is_zero());
     for (tid, task) in restored {
-        let (given, ran_as, pid_as, fired) = join_within(task, LIMIT, "restored").unwrap();
+        let (given, ran_as, pid_as, fired, hour_armed) =
+            join_within(task, LIMIT, "restored").unwrap();
         assert_eq!((given, ran_as, pid_as), (tid, tid, pid));
+        assert!(hour_armed, "the hour-long timer came back armed");
         assert_eq!(fired, if tid == pid { 3 } else { 0 });
     }
     assert_eq!(bad.load(Ordering::SeqCst), 0);
