@@ -568,22 +568,12 @@ impl PerCpu {
         let mut states: Vec<&mut CpuRanges> = guards.iter_mut().map(|guard| &mut **guard).collect();
         let mut taken = Taken::new();
         let mut holders: Vec<usize> = Vec::with_capacity(chain.len());
-        for (level, &(ns, space)) in chain.iter().enumerate() {
-            let outcome = match set_tid.get(level) {
-                Some(&tid) => Self::take_chosen(&mut states, cpu, ns, space, tid),
-                None => self.take_next(&mut states, cpu, ns, space),
-            };
-            match outcome {
-                Ok((id, holder)) => {
-                    taken.push((ns, id));
-                    holders.push(holder);
-                }
-                Err(error) => {
-                    self.release_taken(&mut states, chain, &taken, &holders);
-                    self.restart_if_unused(&mut states, chain[0].0, chain[0].1);
-                    return Err(error);
-                }
-            }
+        if let Err(error) =
+            self.take_levels(&mut states, chain, set_tid, cpu, &mut taken, &mut holders)
+        {
+            self.release_taken(&mut states, chain, &taken, &holders);
+            self.restart_if_unused(&mut states, chain[0].0, chain[0].1);
+            return Err(error);
         }
         // Acquire pairs with the Release store in `free`.
         if chain[0].1.dead.load(Ordering::Acquire) != 0 {
@@ -608,25 +598,34 @@ impl PerCpu {
         let mut states: Vec<&mut CpuRanges> = guards.iter_mut().map(|guard| &mut **guard).collect();
         let mut taken = Taken::new();
         let mut holders: Vec<usize> = Vec::with_capacity(chain.len());
-        let mut answer = PidError::NamespaceDead;
-        for (level, &(ns, space)) in chain.iter().enumerate() {
-            let outcome = match set_tid.get(level) {
-                Some(&tid) => Self::take_chosen(&mut states, cpu, ns, space, tid),
-                None => self.take_next(&mut states, cpu, ns, space),
-            };
-            match outcome {
-                Ok((id, holder)) => {
-                    taken.push((ns, id));
-                    holders.push(holder);
-                }
-                Err(error) => {
-                    answer = error;
-                    break;
-                }
-            }
-        }
+        let answer = self
+            .take_levels(&mut states, chain, set_tid, cpu, &mut taken, &mut holders)
+            .err()
+            .unwrap_or(PidError::NamespaceDead);
         self.release_taken(&mut states, chain, &taken, &holders);
         answer
+    }
+
+    /// Takes one ID per level of `chain`, innermost first (the one `set_tid` asks for, else
+    /// the next free), recording each and its holder CPU, until a level refuses.
+    fn take_levels(
+        &self,
+        states: &mut [&mut CpuRanges],
+        chain: &[(NsId, &Space)],
+        set_tid: &[u32],
+        cpu: usize,
+        taken: &mut Taken,
+        holders: &mut Vec<usize>,
+    ) -> Result<(), PidError> {
+        for (level, &(ns, space)) in chain.iter().enumerate() {
+            let (id, holder) = match set_tid.get(level) {
+                Some(&tid) => Self::take_chosen(states, cpu, ns, space, tid)?,
+                None => self.take_next(states, cpu, ns, space)?,
+            };
+            taken.push((ns, id));
+            holders.push(holder);
+        }
+        Ok(())
     }
 
     /// Takes `tid`, the ID `set_tid` asks for in `ns`, holding its range for `cpu` if no CPU
