@@ -81,12 +81,21 @@
 //! never with a duplicate. The background thread reconnects, with a back-off of at most
 //! 200 ms, and allocation resumes once a lease is granted.
 //!
+//! # Graceful stops and crashes
+//!
+//! [`Node::shutdown`] parks the unused tails of a monotonic node's leases under its identity
+//! ([`NodeBuilder::node_id`]); the next node of that identity leases them before anything
+//! fresh, so a restart discards only the IDs its CPUs had carved (at most the sub-range size per
+//! CPU). A crash leaves its leases' rows behind: [`Store::reclaim`], called before the node of
+//! that identity starts again, drops them and says how many IDs they held, the most the crash
+//! can have left unissued. Node identities must be unique among running nodes.
+//!
 //! # Running against your own server
 //!
 //! Pass a libpq-style URL (`postgresql://user:password@host:port/db`) or key-value string
 //! (`host=/var/run/postgresql user=app dbname=app`). The schema (`idspace_schema`,
-//! `idspace_space`, `idspace_lease`, `idspace_returned`, and the functions `idspace_lease` and
-//! `idspace_return`) is created or migrated on the first connection, under an advisory lock.
+//! `idspace_space`, `idspace_lease`, `idspace_returned`, `idspace_parked`, and the functions
+//! `idspace_lease`, `idspace_return` and `idspace_park`) is created or migrated on the first connection, under an advisory lock.
 //! TLS is not supported: use a Unix socket or a trusted network.
 //!
 //! Connecting tells the failures apart: credentials the server refuses (a wrong or missing
@@ -105,5 +114,5 @@ pub mod server;
 mod store;
 
 pub use error::LeaseError;
-pub use node::{Node, NodeBuilder, NodeStats, CYCLIC_MAX_STEP, MAX_CPUS};
+pub use node::{Node, NodeBuilder, NodeStats, Shutdown, CYCLIC_MAX_STEP, MAX_CPUS};
 pub use store::{parse_url, Grant, SpaceInfo, Store};

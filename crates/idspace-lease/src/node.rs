@@ -196,6 +196,8 @@ struct NodeShared {
     leases: AtomicU64,
     ids_leased: AtomicU64,
     fenced: AtomicU64,
+    /// Monotonic spaces: IDs carved by a CPU and given back unused (gaps).
+    discarded: AtomicU64,
 }
 
 impl NodeShared {
@@ -332,6 +334,10 @@ impl RangeSource for Leases {
     }
 
     fn give_back(&self, _cpu: usize, lease: Arc<Lease>, unused: Range<u64>) {
+        if !self.0.cyclic {
+            let count = unused.end.saturating_sub(unused.start);
+            self.0.discarded.fetch_add(count, Ordering::Relaxed);
+        }
         let mut state = lock(&self.0.state);
         self.0.release(&mut state, &lease, unused);
     }
@@ -451,6 +457,7 @@ impl Node {
             leases: AtomicU64::new(0),
             ids_leased: AtomicU64::new(0),
             fenced: AtomicU64::new(0),
+            discarded: AtomicU64::new(0),
         });
         {
             let mut state = lock(&shared.state);
@@ -522,8 +529,76 @@ impl Node {
     }
 }
 
-impl Drop for Node {
-    fn drop(&mut self) {
+/// What a graceful stop ([`Node::shutdown`]) left behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Shutdown {
+    /// IDs parked for the next start of the same node identity ([`NodeBuilder::node_id`]).
+    pub parked: u64,
+    /// IDs carved by the CPUs and never issued: gaps (at most the sub-range size per CPU,
+    /// for each CPU that served).
+    pub discarded: u64,
+}
+
+impl Node {
+    /// Stops the node gracefully: the CPUs' carved sub-ranges are dropped, the background
+    /// thread ends, and in a monotonic space the unused tails of the current and prefetched
+    /// leases are parked in the store under this node's identity, to be leased first when a
+    /// node of the same identity asks next (see [`NodeBuilder::node_id`]). A cyclic space
+    /// parks nothing: its leases go back as they always do, or are taken over once expired.
+    ///
+    /// # Errors
+    /// [`LeaseError::StoreUnreachable`] if the store cannot be reached to park the tails
+    /// (they are then gaps, as after a crash).
+    ///
+    /// ```no_run
+    /// # let url = "host=/var/run/postgresql user=app dbname=app";
+    /// let node = idspace_lease::Node::builder(url, "orders").node_id("web-1").start()?;
+    /// let first = node.next_id()?;
+    /// let stopped = node.shutdown()?;
+    /// // The next start of "web-1" goes on from the parked tail.
+    /// let again = idspace_lease::Node::builder(url, "orders").node_id("web-1").start()?;
+    /// assert!(stopped.parked == 0 || again.next_id()? > first);
+    /// # Ok::<(), idspace_lease::LeaseError>(())
+    /// ```
+    pub fn shutdown(mut self) -> Result<Shutdown, LeaseError> {
+        self.ranges.give_back_all();
+        self.close();
+        let shared = self.ranges.source().0.clone();
+        let discarded = shared.discarded.load(Ordering::Relaxed);
+        if shared.cyclic {
+            return Ok(Shutdown {
+                parked: 0,
+                discarded,
+            });
+        }
+        let tails: Vec<(i64, i64, u64)> = {
+            let state = lock(&shared.state);
+            let current = state.current.iter().map(|(lease, cursor)| (lease, *cursor));
+            let next = state.next.iter().map(|lease| (lease, lease.first));
+            current
+                .chain(next)
+                // Acquire pairs with the Release stores of `fenced`.
+                .filter(|(lease, _)| !lease.fenced.load(Ordering::Acquire))
+                .map(|(lease, first)| (lease.id, lease.epoch, first))
+                .collect()
+        };
+        let unreachable = |error: LeaseError| match error {
+            LeaseError::Authentication(why) | LeaseError::Connection(why) => {
+                LeaseError::StoreUnreachable(why)
+            }
+            other => other,
+        };
+        let config = parse_url(&shared.config.url)?;
+        let mut store = Store::connect_with(&config).map_err(unreachable)?;
+        let parked = store
+            .park(&shared.config.space, &shared.config.node, &tails)
+            .map_err(unreachable)?;
+        Ok(Shutdown { parked, discarded })
+    }
+
+    /// Closes the node: allocations fail with [`LeaseError::Closed`] and the background
+    /// thread ends.
+    fn close(&mut self) {
         let shared = &self.ranges.source().0;
         shared.closed.store(true, Ordering::Relaxed);
         {
@@ -535,6 +610,12 @@ impl Drop for Node {
         if let Some(background) = self.background.take() {
             let _ = background.join();
         }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 

@@ -328,6 +328,52 @@ impl Store {
         })
     }
 
+    /// Parks the unused tails of a monotonic node's leases for the same `node` to lease first
+    /// at its next start, and drops every lease row of `node` in `space`, in one round trip.
+    /// `tails` names each lease by (row, epoch) and the first ID of its unused tail; a lease
+    /// no longer the node's (taken over) parks nothing. Returns the IDs parked (0 in a cyclic
+    /// space, whose leases are returned or taken over instead).
+    pub fn park(
+        &mut self,
+        space: &str,
+        node: &str,
+        tails: &[(i64, i64, u64)],
+    ) -> Result<u64, LeaseError> {
+        let ids: Vec<i64> = tails.iter().map(|t| t.0).collect();
+        let epochs: Vec<i64> = tails.iter().map(|t| t.1).collect();
+        let firsts = tails
+            .iter()
+            .map(|t| to_db(t.2, "first ID"))
+            .collect::<Result<Vec<i64>, _>>()?;
+        let parked: i64 = self.statement(space, |client| {
+            Ok(client
+                .query_one(
+                    "SELECT idspace_park($1, $2, $3, $4, $5)",
+                    &[&space, &node, &ids, &epochs, &firsts],
+                )?
+                .get(0))
+        })?;
+        to_id(parked, "parked count")
+    }
+
+    /// Drops the lease rows that a process of identity `node` left in `space` without a
+    /// graceful stop (it crashed, or lost its store), and returns how many IDs they held: at
+    /// most that many IDs were never issued, the gap the crash left. Call it before a node of
+    /// that identity starts; node identities must be unique among running nodes.
+    pub fn reclaim(&mut self, space: &str, node: &str) -> Result<u64, LeaseError> {
+        let held: i64 = self.statement(space, |client| {
+            Ok(client
+                .query_one(
+                    "WITH gone AS (DELETE FROM idspace_lease WHERE space = $1 AND node = $2 \
+                     RETURNING last_id - first_id + 1 AS n) \
+                     SELECT coalesce(sum(n), 0)::bigint FROM gone",
+                    &[&space, &node],
+                )?
+                .get(0))
+        })?;
+        to_id(held, "reclaimed count")
+    }
+
     /// The raw client, for callers that measure PostgreSQL itself (the lab's baselines).
     pub fn client(&mut self) -> &mut Client {
         &mut self.client

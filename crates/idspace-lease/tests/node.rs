@@ -292,3 +292,41 @@ fn refused_credentials_and_missing_rights_are_named_apart_from_a_lost_store() {
         "{refused:?}"
     );
 }
+
+#[test]
+fn a_graceful_stop_parks_its_tail_for_the_same_node_and_a_crash_is_reclaimed() {
+    let server = server();
+    space(&server, "parked", 1, u64::from(u32::MAX), false);
+    let start = |id: &str| {
+        Node::builder(&server.url(), "parked")
+            .node_id(id)
+            .step(1000, 1000)
+            .cpus(1)
+            .sub_range(10)
+            .start()
+            .expect("node")
+    };
+    let first = start("w1");
+    let mut ids: Vec<u64> = (0..25).map(|_| first.next_id_on(0).expect("id")).collect();
+    let stopped = first.shutdown().expect("parked");
+    // 30 carved of the first lease of 1000; the 5 left in the CPU's sub-range are dropped.
+    assert_eq!(stopped.discarded, 5);
+    assert!(stopped.parked >= 970, "{stopped:?}");
+    // Another identity gets fresh IDs, never the parked tail.
+    let other = start("w2");
+    let fresh = other.next_id_on(0).expect("id");
+    assert!(fresh > 1000, "{fresh}");
+    ids.push(fresh);
+    // The same identity goes on where it stopped.
+    let again = start("w1");
+    let resumed = again.next_id_on(0).expect("id");
+    assert_eq!(resumed, 31);
+    ids.push(resumed);
+    assert_eq!(duplicates(&ids), 0);
+    // A node that vanishes without a stop leaves its rows; reclaiming them counts their IDs.
+    std::mem::forget(again);
+    let mut store = Store::connect(&server.url()).expect("connects");
+    let held = store.reclaim("parked", "w1").expect("reclaimed");
+    assert!(held >= 970, "{held}");
+    assert_eq!(store.reclaim("parked", "w1").expect("reclaimed"), 0);
+}
