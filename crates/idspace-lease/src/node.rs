@@ -179,6 +179,12 @@ pub struct NodeStats {
     pub step: u64,
     /// Leases found taken over (fenced).
     pub fenced: u64,
+    /// Time spent waiting for the store's answers to lease requests, in all.
+    pub lease_wait: Duration,
+    /// IDs of the current lease not yet carved by a CPU.
+    pub left_current: u64,
+    /// IDs of the prefetched lease (0 if none is held yet).
+    pub left_next: u64,
 }
 
 /// What the node and its background thread share.
@@ -198,6 +204,8 @@ struct NodeShared {
     fenced: AtomicU64,
     /// Monotonic spaces: IDs carved by a CPU and given back unused (gaps).
     discarded: AtomicU64,
+    /// Nanoseconds spent waiting for lease grants.
+    lease_wait_ns: AtomicU64,
 }
 
 impl NodeShared {
@@ -458,6 +466,7 @@ impl Node {
             ids_leased: AtomicU64::new(0),
             fenced: AtomicU64::new(0),
             discarded: AtomicU64::new(0),
+            lease_wait_ns: AtomicU64::new(0),
         });
         {
             let mut state = lock(&shared.state);
@@ -514,12 +523,19 @@ impl Node {
     /// Counters of the node's traffic with the store.
     pub fn stats(&self) -> NodeStats {
         let shared = &self.ranges.source().0;
+        let state = lock(&shared.state);
+        let left_current = state.current.as_ref().map_or(0, |(lease, cursor)| {
+            (lease.last + 1).saturating_sub(*cursor)
+        });
         NodeStats {
             round_trips: shared.round_trips.load(Ordering::Relaxed),
             leases: shared.leases.load(Ordering::Relaxed),
             ids_leased: shared.ids_leased.load(Ordering::Relaxed),
-            step: lock(&shared.state).step,
+            step: state.step,
             fenced: shared.fenced.load(Ordering::Relaxed),
+            lease_wait: Duration::from_nanos(shared.lease_wait_ns.load(Ordering::Relaxed)),
+            left_current,
+            left_next: state.next.as_ref().map_or(0, |lease| lease.len()),
         }
     }
 
@@ -790,7 +806,10 @@ fn exchange(
         shared.round_trips.fetch_add(1, Ordering::Relaxed);
         let sent = Instant::now();
         let config = &shared.config;
-        match client.lease(&config.space, &config.node, step, config.ttl, retire) {
+        let answer = client.lease(&config.space, &config.node, step, config.ttl, retire);
+        let waited = sent.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+        shared.lease_wait_ns.fetch_add(waited, Ordering::Relaxed);
+        match answer {
             Ok(grant) => replies.fetched = Some((grant, sent, retire)),
             Err(e) => replies.error = Some(e),
         }

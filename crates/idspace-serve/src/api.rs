@@ -1,0 +1,325 @@
+//! [`Service`]: the HTTP API, the same code on every runtime.
+//!
+//! Routes (every refusal is a JSON body `{"error": CODE, "message": TEXT}`, see
+//! [`ApiError`]):
+//!
+//! - `GET /api/segment/get/{space}`: one ID as plain text (Meituan Leaf's segment contract);
+//! - `GET /v1/spaces/{space}/ids?count=N`: N IDs (1 to [`MAX_COUNT`], default 1), one per line,
+//!   or a JSON array with `Accept: application/json`;
+//! - `POST /v1/spaces` with `Authorization: Bearer TOKEN` and `{"name", "min", "max",
+//!   "cyclic"}`: creates a space (off without an admin token);
+//! - `GET /healthz`: 200 with `ok` while the store answers or a lease held has IDs left,
+//!   else 503 with the reason;
+//! - `GET /metrics`: Prometheus text.
+//!
+//! A space name in a path is percent-decoded and must be UTF-8 of 1 to 200 bytes.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Body;
+use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+use hyper::{Method, Request, Response, StatusCode};
+use serde::Deserialize;
+
+use crate::error::ApiError;
+use crate::metrics::{Metrics, Route};
+use crate::spaces::{NodeConfig, Spaces};
+use crate::MAX_COUNT;
+
+/// The largest body `POST /v1/spaces` reads.
+const MAX_BODY: usize = 16 * 1024;
+
+/// The HTTP API over the node's spaces.
+pub struct Service {
+    spaces: Arc<Spaces>,
+    metrics: Metrics,
+    admin_token: Option<String>,
+    stopping: AtomicBool,
+}
+
+/// A request's answer before it becomes a response: status, content type, body.
+struct Answer {
+    status: u16,
+    content_type: &'static str,
+    body: String,
+}
+
+impl Answer {
+    fn text(status: u16, body: String) -> Answer {
+        Answer {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body,
+        }
+    }
+
+    fn json(status: u16, body: String) -> Answer {
+        Answer {
+            status,
+            content_type: "application/json",
+            body,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewSpace {
+    name: String,
+    min: u64,
+    max: u64,
+    #[serde(default)]
+    cyclic: bool,
+}
+
+impl Service {
+    pub(crate) fn new(config: NodeConfig, admin_token: Option<String>) -> Service {
+        Service {
+            spaces: Arc::new(Spaces::new(config)),
+            metrics: Metrics::new(),
+            admin_token,
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    /// Answers one request.
+    pub async fn handle<B>(&self, request: Request<B>) -> Response<Full<Bytes>>
+    where
+        B: Body<Data = Bytes>,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        let started = Instant::now();
+        let (route, answer) = self.route(request).await;
+        let took = started.elapsed();
+        let (answer, retry_after, code) = match answer {
+            Ok(answer) => (answer, None, None),
+            Err(error) => (
+                Answer::json(error.status, error.body()),
+                error.retry_after,
+                Some(error.code),
+            ),
+        };
+        self.metrics.record(route, took, code);
+        let mut response = Response::new(Full::new(Bytes::from(answer.body)));
+        *response.status_mut() =
+            StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(answer.content_type));
+        if let Some(seconds) = retry_after {
+            headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+
+    async fn route<B>(&self, request: Request<B>) -> (Route, Result<Answer, ApiError>)
+    where
+        B: Body<Data = Bytes>,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        let path = request.uri().path().to_string();
+        let parts: Vec<&str> = path.split('/').collect();
+        let get = request.method() == Method::GET;
+        let wrong = || Err(ApiError::method_not_allowed(request.method().as_str()));
+        match parts.as_slice() {
+            ["", "api", "segment", "get", space] => (
+                Route::Segment,
+                if get {
+                    self.segment(space).await
+                } else {
+                    wrong()
+                },
+            ),
+            ["", "v1", "spaces", space, "ids"] => (
+                Route::Ids,
+                if get {
+                    self.ids(space, &request).await
+                } else {
+                    wrong()
+                },
+            ),
+            ["", "v1", "spaces"] => {
+                let answer = if request.method() == Method::POST {
+                    self.create(request).await
+                } else {
+                    wrong()
+                };
+                (Route::CreateSpace, answer)
+            }
+            ["", "healthz"] => (
+                Route::Health,
+                if get { self.health().await } else { wrong() },
+            ),
+            ["", "metrics"] => (
+                Route::Metrics,
+                if get { Ok(self.render()) } else { wrong() },
+            ),
+            _ => (Route::Other, Err(ApiError::not_found(&path))),
+        }
+    }
+
+    async fn segment(&self, space: &str) -> Result<Answer, ApiError> {
+        let ids = self.take(space, 1).await?;
+        Ok(Answer::text(200, ids[0].to_string()))
+    }
+
+    async fn ids<B>(&self, space: &str, request: &Request<B>) -> Result<Answer, ApiError> {
+        let count = parse_count(request.uri().query())?;
+        let ids = self.take(space, count).await?;
+        let json = request
+            .headers()
+            .get_all(ACCEPT)
+            .iter()
+            .any(|value| value.to_str().is_ok_and(|v| v.contains("application/json")));
+        Ok(if json {
+            Answer::json(200, serde_json::to_string(&ids).unwrap_or_default())
+        } else {
+            let mut body = String::with_capacity(ids.len() * 12);
+            for id in ids {
+                body.push_str(&id.to_string());
+                body.push('\n');
+            }
+            Answer::text(200, body)
+        })
+    }
+
+    async fn take(&self, space: &str, count: usize) -> Result<Vec<u64>, ApiError> {
+        // Relaxed: a stop flag; a request racing with it is answered either way.
+        if self.stopping.load(Ordering::Relaxed) {
+            return Err(ApiError::shutting_down());
+        }
+        let space = decode_space(space)?;
+        self.spaces.get(&space).await?.take(count)
+    }
+
+    async fn create<B>(&self, request: Request<B>) -> Result<Answer, ApiError>
+    where
+        B: Body<Data = Bytes>,
+        B::Error: std::error::Error + Send + Sync + 'static,
+    {
+        let Some(token) = &self.admin_token else {
+            return Err(ApiError::admin_disabled());
+        };
+        let given = request
+            .headers()
+            .get(AUTHORIZATION)
+            .and_then(|value| value.as_bytes().strip_prefix(b"Bearer "))
+            .unwrap_or_default();
+        if !same(given, token.as_bytes()) {
+            return Err(ApiError::unauthorized());
+        }
+        let body = Limited::new(request.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| ApiError::bad_request(format!("body: {e}")))?
+            .to_bytes();
+        let new: NewSpace = serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request(format!("body: {e}")))?;
+        let name = new.name.clone();
+        self.spaces
+            .create(name, new.min, new.max, new.cyclic)
+            .await?;
+        let created = serde_json::json!({
+            "name": new.name, "min": new.min, "max": new.max, "cyclic": new.cyclic
+        });
+        Ok(Answer::json(201, created.to_string()))
+    }
+
+    async fn health(&self) -> Result<Answer, ApiError> {
+        // Relaxed: a stop flag.
+        if self.stopping.load(Ordering::Relaxed) {
+            return Err(ApiError::shutting_down());
+        }
+        let mut reason = self.spaces.health().await?;
+        reason.push('\n');
+        Ok(Answer::text(200, reason))
+    }
+
+    fn render(&self) -> Answer {
+        let mut out = String::new();
+        self.metrics.render(&mut out);
+        self.spaces.render(&mut out);
+        Answer {
+            status: 200,
+            content_type: "text/plain; version=0.0.4; charset=utf-8",
+            body: out,
+        }
+    }
+
+    /// Refuses new IDs from now on (in-flight requests finish) and stops every space's node,
+    /// parking the unused tails of its leases.
+    pub(crate) fn stop_nodes(&self) {
+        // Relaxed: a stop flag.
+        self.stopping.store(true, Ordering::Relaxed);
+        self.spaces.shutdown();
+    }
+}
+
+/// The `count` of a query string: 1 when absent.
+fn parse_count(query: Option<&str>) -> Result<usize, ApiError> {
+    let Some(value) = query
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("count="))
+    else {
+        return Ok(1);
+    };
+    match value.parse::<usize>() {
+        Ok(count) if (1..=MAX_COUNT).contains(&count) => Ok(count),
+        _ => Err(ApiError::bad_count(value)),
+    }
+}
+
+/// A space name from a path segment: percent-decoded, UTF-8, 1 to 200 bytes.
+fn decode_space(segment: &str) -> Result<String, ApiError> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| ApiError::bad_request("a bad percent escape in the space name"))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    let name =
+        String::from_utf8(out).map_err(|_| ApiError::bad_request("the space name is not UTF-8"))?;
+    if name.is_empty() || name.len() > 200 {
+        return Err(ApiError::bad_request("a space name has 1 to 200 bytes"));
+    }
+    Ok(name)
+}
+
+/// Compares two tokens in time independent of where they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_names_are_checked() {
+        assert_eq!(parse_count(None), Ok(1));
+        assert_eq!(parse_count(Some("a=1&count=7")), Ok(7));
+        assert_eq!(parse_count(Some("count=0")).unwrap_err().code, "bad_count");
+        let huge = format!("count={}", MAX_COUNT + 1);
+        assert_eq!(parse_count(Some(&huge)).unwrap_err().code, "bad_count");
+        assert_eq!(decode_space("a%20b").as_deref(), Ok("a b"));
+        assert!(decode_space("%FF").is_err());
+        assert!(decode_space("%G1").is_err());
+        assert!(decode_space("").is_err());
+        assert!(same(b"abc", b"abc") && !same(b"abc", b"abd") && !same(b"ab", b"abc"));
+    }
+}

@@ -1,0 +1,137 @@
+//! # idspace-serve
+//!
+//! `idspace serve`: IDs unique across a cluster, over HTTP. One process is one node of the
+//! cluster: it serves each space from a lease [`Node`](idspace_lease::Node) (ranges leased
+//! from PostgreSQL, handed out per CPU, the next lease prefetched), through hyper's HTTP/1.1
+//! server, on idspace's own runtime or, with `--runtime tokio`, on tokio: the same service
+//! code on both ([`server`]'s accept loop is written once over a listener, a spawn function and
+//! hyper's timer), so that the lab compares runtimes and nothing else.
+//!
+//! ```no_run
+//! use clap::Parser;
+//!
+//! #[derive(Parser)]
+//! struct Cli {
+//!     #[command(flatten)]
+//!     serve: idspace_serve::Args,
+//! }
+//!
+//! let cli = Cli::parse_from(["serve", "--url", "host=/var/run/postgresql user=app"]);
+//! std::process::exit(if idspace_serve::run(cli.serve) == std::process::ExitCode::SUCCESS { 0 } else { 1 });
+//! ```
+//!
+//! # Invariants
+//!
+//! - **No ID twice.** Every ID comes from a lease of the node's own; the lease crate's fencing
+//!   holds through store outages, pauses past a lease's expiry and crashes (see
+//!   `idspace_lease`). A batch that fails half-way drops the IDs it took (counted in
+//!   `/metrics`), never hands them out later.
+//! - **Outages.** While PostgreSQL is down, requests are served from the leases held (the
+//!   current and the prefetched one); once they are used up or expire, requests get 503
+//!   `store_unreachable` with `Retry-After`, never a duplicate.
+//! - **Stops.** SIGTERM or SIGINT: the node stops accepting, finishes the requests in flight
+//!   (hyper's graceful shutdown, at most ten seconds), then parks the unused tail of each
+//!   monotonic lease under `--node-id` for its next start (only the IDs the CPUs had carved
+//!   are lost), and exits 0. A crash leaves gaps; the next start of the same `--node-id`
+//!   counts them (at most the IDs its leftover leases held) and logs them.
+//!
+//! # Where we differ from Meituan Leaf
+//!
+//! The segment route answers as Leaf's does, but Leaf loses its segments on every restart and
+//! fails with "both segments not ready" when a small step runs out under load: here a restart
+//! resumes the parked tail, and the adaptive step (doubling while leases last under a second)
+//! keeps the prefetched lease ahead of the load. Errors are HTTP statuses with JSON bodies
+//! rather than Leaf's negative IDs.
+
+#![warn(missing_docs)]
+
+mod api;
+mod args;
+mod error;
+mod metrics;
+mod os;
+pub mod server;
+mod spaces;
+mod tokio_rt;
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+pub use api::Service;
+pub use args::{Args, RuntimeKind, HELP};
+pub use error::ApiError;
+
+/// The most IDs one request of `GET /v1/spaces/{space}/ids` may ask for.
+pub const MAX_COUNT: usize = 10_000;
+
+/// Writes one line to the log (stderr), prefixed with the command's name.
+pub(crate) fn log(line: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "idspace serve: {line}");
+}
+
+/// Runs `idspace serve` until SIGTERM or SIGINT: 0 after a graceful stop, 1 if it could not
+/// start (the reason on stderr).
+pub fn run(args: Args) -> ExitCode {
+    match serve(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            log(&error);
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn serve(args: Args) -> Result<(), String> {
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    os::watch_stop_signals(stop_tx).map_err(|e| format!("signals: {e}"))?;
+    match os::raise_fd_limit() {
+        Ok((before, now)) => log(&format!(
+            "open file limit (ulimit -n): {now} (soft limit was {before}): at most about {} \
+             connections",
+            now.saturating_sub(64)
+        )),
+        Err(error) => log(&format!("open file limit unknown: {error}")),
+    }
+    let admin_token = match &args.admin_token_file {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("--admin-token-file {}: {e}", path.display()))?;
+            let token = text.trim().to_string();
+            if token.is_empty() {
+                return Err(format!("--admin-token-file {}: empty", path.display()));
+            }
+            Some(token)
+        }
+    };
+    // Fail now on a bad URL or an unreachable store, not at the first request.
+    idspace_lease::Store::connect(&args.url).map_err(|e| e.to_string())?;
+    let workers = args
+        .workers
+        .map(usize::from)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let config = spaces::NodeConfig {
+        url: args.url.clone(),
+        node_id: args.node_id.clone(),
+        ttl: std::time::Duration::from_millis(args.ttl_ms),
+        step: args.step,
+        cpus: workers,
+    };
+    let service = Arc::new(Service::new(config, admin_token));
+    let listener = server::bind(args.listen).map_err(|e| format!("{}: {e}", args.listen))?;
+    let address = listener.local_addr().map_err(|e| e.to_string())?;
+    log(&format!(
+        "listening on {address} ({:?} runtime, {workers} workers, node {})",
+        args.runtime,
+        args.node_id.as_deref().unwrap_or("(host:pid)")
+    ));
+    let served = match args.runtime {
+        RuntimeKind::Tokio => tokio_rt::run(workers, listener, service.clone(), stop),
+        RuntimeKind::Idspace => tokio_rt::run(workers, listener, service.clone(), stop),
+    };
+    served.map_err(|e| format!("serving: {e}"))?;
+    service.stop_nodes();
+    log("stopped");
+    Ok(())
+}

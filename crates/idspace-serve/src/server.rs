@@ -1,0 +1,179 @@
+//! The accept loop and the connections, written once over any runtime: a runtime supplies a
+//! listener whose `accept` yields hyper I/O, a way to spawn a task, and hyper's timer.
+//!
+//! Graceful stop: when the stop signal is raised the loop stops accepting and drops the
+//! listening socket; every connection is asked to finish (hyper answers the request in flight
+//! and closes an idle keep-alive connection at once); the loop then waits for the last
+//! connection, at most [`GRACE`].
+
+use std::future::{poll_fn, Future};
+use std::io;
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use hyper::rt::{Read, Timer, Write};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use tokio::sync::{watch, Notify};
+
+use crate::api::Service;
+
+/// How long a graceful stop waits for connections to finish.
+pub(crate) const GRACE: Duration = Duration::from_secs(10);
+
+/// How long a connection may take to send a request's head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The largest buffer a connection reads a request's head into (a header flood beyond it is
+/// refused with 431).
+const MAX_HEAD: usize = 64 * 1024;
+
+/// A listening socket of some runtime.
+pub(crate) trait Listener {
+    /// A connection, as hyper reads and writes it.
+    type Io: Read + Write + Unpin + Send + 'static;
+    /// The next connection.
+    fn accept(&self) -> impl Future<Output = io::Result<Self::Io>>;
+}
+
+/// A task of the connection loop, boxed for any runtime's spawn.
+pub(crate) type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// Connections open, and a wakeup when the last one closes.
+#[derive(Default)]
+struct Open {
+    count: AtomicUsize,
+    closed: Notify,
+}
+
+/// The first of two futures to finish.
+enum First<A, B> {
+    Left(A),
+    Right(B),
+}
+
+async fn first<A: Future, B: Future>(a: A, b: B) -> First<A::Output, B::Output> {
+    let (mut a, mut b) = (pin!(a), pin!(b));
+    poll_fn(|cx| {
+        if let Poll::Ready(value) = a.as_mut().poll(cx) {
+            return Poll::Ready(First::Left(value));
+        }
+        b.as_mut().poll(cx).map(First::Right)
+    })
+    .await
+}
+
+/// Serves `listener` until `stop` turns true, then stops gracefully.
+pub(crate) async fn serve<L, T>(
+    listener: L,
+    spawn: impl Fn(Task),
+    timer: T,
+    service: Arc<Service>,
+    mut stop: watch::Receiver<bool>,
+) where
+    L: Listener,
+    T: Timer + Clone + Send + Sync + 'static,
+{
+    let open = Arc::new(Open::default());
+    let mut last_complaint: Option<Instant> = None;
+    loop {
+        let accepted = match first(listener.accept(), stop.wait_for(|stop| *stop)).await {
+            First::Left(accepted) => accepted,
+            First::Right(_) => break,
+        };
+        let io = match accepted {
+            Ok(io) => io,
+            Err(error) => {
+                // Out of descriptors (EMFILE) or a connection reset before accept: complain
+                // at most once a second and go on after a pause.
+                if last_complaint.is_none_or(|at| at.elapsed() > Duration::from_secs(1)) {
+                    crate::log(&format!("accept failed: {error}"));
+                    last_complaint = Some(Instant::now());
+                }
+                timer.sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        open.count.fetch_add(1, Ordering::Relaxed);
+        spawn(Box::pin(connection(
+            io,
+            timer.clone(),
+            service.clone(),
+            stop.clone(),
+            open.clone(),
+        )));
+    }
+    drop(listener);
+    let deadline = Instant::now() + GRACE;
+    // Acquire pairs with the Release decrement in `connection`.
+    while open.count.load(Ordering::Acquire) > 0 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let count = open.count.load(Ordering::Relaxed);
+            crate::log(&format!(
+                "{count} connections still open after {GRACE:?}; stopping"
+            ));
+            break;
+        }
+        let closed = open.closed.notified();
+        // Checked again after registering, so that a close in between is not missed.
+        if open.count.load(Ordering::Acquire) == 0 {
+            break;
+        }
+        let _ = first(closed, timer.sleep(left.min(Duration::from_millis(100)))).await;
+    }
+}
+
+/// One connection, served until it closes; asked to finish when `stop` turns true.
+async fn connection<I, T>(
+    io: I,
+    timer: T,
+    service: Arc<Service>,
+    mut stop: watch::Receiver<bool>,
+    open: Arc<Open>,
+) where
+    I: Read + Write + Unpin + Send + 'static,
+    T: Timer + Send + Sync + 'static,
+{
+    let handler = service_fn(move |request| {
+        let service = service.clone();
+        async move { Ok::<_, std::convert::Infallible>(service.handle(request).await) }
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(timer)
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_buf_size(MAX_HEAD)
+        .keep_alive(true);
+    let mut conn = pin!(builder.serve_connection(io, handler));
+    let stopped = matches!(
+        first(conn.as_mut(), stop.wait_for(|stop| *stop)).await,
+        First::Right(_)
+    );
+    if stopped {
+        conn.as_mut().graceful_shutdown();
+        let _ = conn.await;
+    }
+    // Release pairs with the Acquire loads of the graceful stop.
+    if open.count.fetch_sub(1, Ordering::Release) == 1 {
+        open.closed.notify_waiters();
+    }
+}
+
+/// A listening TCP socket on `address` (address reuse on, a backlog of 4096, non-blocking),
+/// for any runtime to take over.
+pub(crate) fn bind(address: std::net::SocketAddr) -> io::Result<std::net::TcpListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(address),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&address.into())?;
+    socket.listen(4096)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}

@@ -1,0 +1,325 @@
+//! [`Spaces`]: one lease [`Node`] per space asked for, started on the first request for it.
+//!
+//! A node is started under one lock, so that a process never runs two nodes of one identity
+//! in one space (their graceful stops would park each other's tails). Before a node with an
+//! explicit identity starts, the lease rows a crashed process of that identity left are
+//! reclaimed and their IDs counted as gaps.
+//!
+//! Everything that talks to the store from a request (starting a node, creating a space, the
+//! health check) runs on a thread of its own, awaited by the request: PostgreSQL's client
+//! blocks (and runs a tokio runtime of its own, which may not start on a tokio worker), and
+//! no worker of either runtime should wait for a network round trip.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use idspace_lease::{LeaseError, Node, Store};
+
+use crate::error::ApiError;
+use crate::metrics::{label, metric};
+
+/// A space's node and its counters.
+pub(crate) struct SpaceNode {
+    node: Node,
+    /// IDs answered.
+    issued: AtomicU64,
+    /// IDs taken from the node but not answered (a batch that failed half-way).
+    dropped: AtomicU64,
+    /// IDs that leases of a crashed process of this identity held (at most that many gaps).
+    crash_gap: u64,
+}
+
+impl SpaceNode {
+    /// `count` IDs, or the first error (the IDs taken before it are counted as dropped).
+    pub fn take(&self, count: usize) -> Result<Vec<u64>, ApiError> {
+        let mut ids = Vec::with_capacity(count);
+        for _ in 0..count {
+            match self.node.next_id() {
+                Ok(id) => ids.push(id),
+                Err(error) => {
+                    self.dropped.fetch_add(ids.len() as u64, Ordering::Relaxed);
+                    return Err(error.into());
+                }
+            }
+        }
+        self.issued.fetch_add(count as u64, Ordering::Relaxed);
+        Ok(ids)
+    }
+}
+
+/// How nodes are started.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeConfig {
+    pub url: String,
+    /// The node's stable identity; `None`: the lease crate's default (host and process).
+    pub node_id: Option<String>,
+    pub ttl: Duration,
+    pub step: u64,
+    pub cpus: usize,
+}
+
+/// The spaces this node serves.
+pub(crate) struct Spaces {
+    config: NodeConfig,
+    nodes: RwLock<HashMap<String, Arc<SpaceNode>>>,
+    starting: Mutex<()>,
+    /// A connection for admin requests and health checks, made again after a failure.
+    store: Mutex<Option<Store>>,
+    closed: AtomicBool,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Spaces {
+    pub fn new(config: NodeConfig) -> Spaces {
+        Spaces {
+            config,
+            nodes: RwLock::new(HashMap::new()),
+            starting: Mutex::new(()),
+            store: Mutex::new(None),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    fn started(&self, space: &str) -> Option<Arc<SpaceNode>> {
+        let nodes = self.nodes.read().unwrap_or_else(|p| p.into_inner());
+        nodes.get(space).cloned()
+    }
+
+    /// The node of `space`, started (off the caller's thread) if it is not yet.
+    pub async fn get(self: &Arc<Self>, space: &str) -> Result<Arc<SpaceNode>, ApiError> {
+        if let Some(node) = self.started(space) {
+            return Ok(node);
+        }
+        let (spaces, space) = (self.clone(), space.to_string());
+        off_thread(move || spaces.start_once(&space)).await?
+    }
+
+    fn start_once(&self, space: &str) -> Result<Arc<SpaceNode>, ApiError> {
+        let _starting = lock(&self.starting);
+        if let Some(node) = self.started(space) {
+            return Ok(node);
+        }
+        // Relaxed: checked under `starting`, which `shutdown` takes after setting it.
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(ApiError::shutting_down());
+        }
+        let node = Arc::new(self.start(space)?);
+        let mut nodes = self.nodes.write().unwrap_or_else(|p| p.into_inner());
+        nodes.insert(space.to_string(), node.clone());
+        Ok(node)
+    }
+
+    fn start(&self, space: &str) -> Result<SpaceNode, ApiError> {
+        let config = &self.config;
+        let mut builder = Node::builder(&config.url, space)
+            .ttl(config.ttl)
+            .step(config.step, config.step.max(1 << 20))
+            .cpus(config.cpus);
+        let mut crash_gap = 0;
+        if let Some(id) = &config.node_id {
+            crash_gap = self.with_store(|store| store.reclaim(space, id))?;
+            builder = builder.node_id(id.clone());
+        }
+        let node = builder.start()?;
+        if crash_gap > 0 {
+            crate::log(&format!(
+                "space \"{space}\": a crashed process of node \"{}\" left leases of {crash_gap} \
+                 IDs; at most that many were never issued (gaps)",
+                config.node_id.as_deref().unwrap_or_default()
+            ));
+        }
+        Ok(SpaceNode {
+            node,
+            issued: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            crash_gap,
+        })
+    }
+
+    /// Runs `f` on the shared connection, connecting first if there is none; a failure drops
+    /// the connection.
+    fn with_store<T>(
+        &self,
+        f: impl FnOnce(&mut Store) -> Result<T, LeaseError>,
+    ) -> Result<T, ApiError> {
+        let mut store = lock(&self.store);
+        if store.is_none() {
+            *store = Some(Store::connect(&self.config.url)?);
+        }
+        let Some(connected) = store.as_mut() else {
+            return Err(ApiError::from(LeaseError::Closed));
+        };
+        let result = f(connected);
+        if let Err(LeaseError::StoreUnreachable(_)) = &result {
+            *store = None;
+        }
+        Ok(result?)
+    }
+
+    /// Creates a space.
+    pub async fn create(
+        self: &Arc<Self>,
+        name: String,
+        min: u64,
+        max: u64,
+        cyclic: bool,
+    ) -> Result<(), ApiError> {
+        let spaces = self.clone();
+        off_thread(move || spaces.with_store(|store| store.create_space(&name, min, max, cyclic)))
+            .await?
+    }
+
+    /// `Ok(reason)` while the node can serve (the store answers, or a lease held has IDs
+    /// left), else the store's error.
+    pub async fn health(self: &Arc<Self>) -> Result<String, ApiError> {
+        // Relaxed: a stop flag, read for display.
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(ApiError::shutting_down());
+        }
+        let spaces = self.clone();
+        let reached =
+            off_thread(move || spaces.with_store(|store| store.schema_version().map(|_| ())))
+                .await?;
+        match reached {
+            Ok(()) => Ok("ok".into()),
+            Err(error) => {
+                let nodes = self.nodes.read().unwrap_or_else(|p| p.into_inner());
+                let held = nodes.values().any(|space| {
+                    let stats = space.node.stats();
+                    stats.left_current + stats.left_next > 0
+                });
+                if held {
+                    Ok(format!("ok: serving from held leases; {}", error.message))
+                } else {
+                    Err(error)
+                }
+            }
+        }
+    }
+
+    /// Appends every space's series to `out`.
+    pub fn render(&self, out: &mut String) {
+        let nodes: Vec<(String, Arc<SpaceNode>)> = {
+            let nodes = self.nodes.read().unwrap_or_else(|p| p.into_inner());
+            nodes.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        };
+        let stats: Vec<_> = nodes
+            .iter()
+            .map(|(name, space)| (label(name), space, space.node.stats()))
+            .collect();
+        type Read = fn(&SpaceNode, &idspace_lease::NodeStats) -> f64;
+        let series: [(&str, &str, &str, Read); 8] = [
+            (
+                "idspace_serve_ids_issued_total",
+                "counter",
+                "IDs answered.",
+                |s, _| s.issued.load(Ordering::Relaxed) as f64,
+            ),
+            (
+                "idspace_serve_leases_total",
+                "counter",
+                "Leases granted by the store.",
+                |_, n| n.leases as f64,
+            ),
+            (
+                "idspace_serve_lease_wait_seconds_total",
+                "counter",
+                "Round-trip time of lease requests, summed.",
+                |_, n| n.lease_wait.as_secs_f64(),
+            ),
+            (
+                "idspace_serve_step",
+                "gauge",
+                "IDs per lease now.",
+                |_, n| n.step as f64,
+            ),
+            (
+                "idspace_serve_ids_left_current",
+                "gauge",
+                "IDs of the current lease not yet carved.",
+                |_, n| n.left_current as f64,
+            ),
+            (
+                "idspace_serve_ids_left_next",
+                "gauge",
+                "IDs of the prefetched lease.",
+                |_, n| n.left_next as f64,
+            ),
+            (
+                "idspace_serve_crash_gap_ids",
+                "gauge",
+                "IDs held by leases a crashed process of this node left (at most that many gaps).",
+                |s, _| s.crash_gap as f64,
+            ),
+            (
+                "idspace_serve_dropped_ids_total",
+                "counter",
+                "IDs taken and never answered (a batch failed half-way).",
+                |s, _| s.dropped.load(Ordering::Relaxed) as f64,
+            ),
+        ];
+        for (name, kind, help, read) in series {
+            metric(out, name, kind, help);
+            for (space, node, node_stats) in &stats {
+                let _ = writeln!(
+                    out,
+                    "{name}{{space=\"{space}\"}} {}",
+                    read(node, node_stats)
+                );
+            }
+        }
+    }
+
+    /// Stops every node: each parks the unused tail of its leases (see
+    /// [`Node::shutdown`]); the outcome is logged.
+    pub fn shutdown(&self) {
+        // Relaxed: read under `starting`, taken below.
+        self.closed.store(true, Ordering::Relaxed);
+        let _starting = lock(&self.starting);
+        let nodes = std::mem::take(&mut *self.nodes.write().unwrap_or_else(|p| p.into_inner()));
+        for (name, space) in nodes {
+            let Ok(space) = Arc::try_unwrap(space) else {
+                crate::log(&format!(
+                    "space \"{name}\": still in use at the stop; its leases are left to expire"
+                ));
+                continue;
+            };
+            let issued = space.issued.load(Ordering::Relaxed);
+            match space.node.shutdown() {
+                Ok(done) => crate::log(&format!(
+                    "space \"{name}\": {issued} IDs issued; {} IDs parked for the next start, \
+                     {} carved and dropped (gaps)",
+                    done.parked, done.discarded
+                )),
+                Err(error) => crate::log(&format!(
+                    "space \"{name}\": {issued} IDs issued; the unused tail could not be \
+                     parked ({error}): it is a gap"
+                )),
+            }
+        }
+    }
+}
+
+/// Runs `f` on a thread of its own and awaits its result, on any runtime.
+async fn off_thread<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("idspace-serve-store".into())
+        .spawn(move || {
+            let _ = sender.send(f());
+        })
+        .map_err(|e| ApiError::from(LeaseError::StoreUnreachable(format!("no thread: {e}"))))?;
+    receiver.await.map_err(|_| {
+        ApiError::from(LeaseError::StoreUnreachable(
+            "the store thread failed".into(),
+        ))
+    })
+}
