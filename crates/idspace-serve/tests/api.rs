@@ -8,17 +8,22 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{duplicates, postgres, serve, space, within, Client};
+use common::{duplicates, serve, shared_url, space_at, within, Client};
 
 /// Every route answers as documented, on `runtime`.
 fn routes(runtime: &'static str) {
-    let server = postgres();
-    space(&server, "orders", 1_000_000_000);
-    space(&server, "tiny", 3);
+    let url = shared_url();
+    let (orders, tiny, made) = (
+        format!("orders-{runtime}"),
+        format!("tiny-{runtime}"),
+        format!("made-{runtime}"),
+    );
+    space_at(&url, &orders, 1_000_000_000);
+    space_at(&url, &tiny, 3);
     let token = std::env::temp_dir().join(format!("idspace-serve-token-{}", std::process::id()));
     std::fs::write(&token, "s3cret\n").unwrap();
     let node = serve(
-        &server.url(),
+        &url,
         &[
             "--runtime",
             runtime,
@@ -29,7 +34,7 @@ fn routes(runtime: &'static str) {
     let mut client = node.client();
     let mut ids = Vec::new();
 
-    let one = client.get("/api/segment/get/orders", "");
+    let one = client.get(&format!("/api/segment/get/{orders}"), "");
     assert_eq!(one.status, 200, "{}", one.text());
     assert!(one
         .header("content-type")
@@ -41,11 +46,11 @@ fn routes(runtime: &'static str) {
             .expect("Leaf's contract: the ID alone"),
     );
 
-    let lines = client.get("/v1/spaces/orders/ids?count=100", "");
+    let lines = client.get(&format!("/v1/spaces/{orders}/ids?count=100"), "");
     assert_eq!(lines.status, 200);
     ids.extend(lines.text().lines().map(|l| l.parse::<u64>().unwrap()));
     let json = client.get(
-        "/v1/spaces/orders/ids?count=50",
+        &format!("/v1/spaces/{orders}/ids?count=50"),
         "Accept: application/json\r\n",
     );
     assert_eq!(json.header("content-type"), Some("application/json"));
@@ -60,14 +65,19 @@ fn routes(runtime: &'static str) {
         (unknown.status, unknown.code().as_str()),
         (404, "unknown_space")
     );
-    assert_eq!(client.get("/v1/spaces/tiny/ids?count=3", "").status, 200);
-    let exhausted = client.get("/v1/spaces/tiny/ids", "");
+    assert_eq!(
+        client
+            .get(&format!("/v1/spaces/{tiny}/ids?count=3"), "")
+            .status,
+        200
+    );
+    let exhausted = client.get(&format!("/v1/spaces/{tiny}/ids"), "");
     assert_eq!(
         (exhausted.status, exhausted.code().as_str()),
         (409, "exhausted")
     );
     for bad in ["0", "10001", "-1", "x", "99999999999999999999999"] {
-        let response = client.get(&format!("/v1/spaces/orders/ids?count={bad}"), "");
+        let response = client.get(&format!("/v1/spaces/{orders}/ids?count={bad}"), "");
         assert_eq!(
             (response.status, response.code().as_str()),
             (400, "bad_count"),
@@ -76,7 +86,8 @@ fn routes(runtime: &'static str) {
     }
 
     // Admin: a token, then the space serves at once.
-    let body = r#"{"name":"made","min":5,"max":1000,"cyclic":false}"#;
+    let body = format!(r#"{{"name":"{made}","min":5,"max":1000,"cyclic":false}}"#);
+    let body = body.as_str();
     let anonymous = client.post("/v1/spaces", "", body);
     assert_eq!(
         (anonymous.status, anonymous.code().as_str()),
@@ -84,31 +95,33 @@ fn routes(runtime: &'static str) {
     );
     let wrong = client.post("/v1/spaces", "Authorization: Bearer nope\r\n", body);
     assert_eq!(wrong.status, 401);
-    let made = client.post("/v1/spaces", "Authorization: Bearer s3cret\r\n", body);
-    assert_eq!(made.status, 201, "{}", made.text());
+    let created = client.post("/v1/spaces", "Authorization: Bearer s3cret\r\n", body);
+    assert_eq!(created.status, 201, "{}", created.text());
     let again = client.post("/v1/spaces", "Authorization: Bearer s3cret\r\n", body);
     assert_eq!((again.status, again.code().as_str()), (409, "space_exists"));
     let junk = client.post("/v1/spaces", "Authorization: Bearer s3cret\r\n", "{");
     assert_eq!((junk.status, junk.code().as_str()), (400, "bad_request"));
-    assert_eq!(client.get("/api/segment/get/made", "").text(), "5");
+    let path = format!("/api/segment/get/{made}");
+    let first = client.get(&path, "").text();
+    assert_eq!(first, "5");
 
     let health = client.get("/healthz", "");
     assert_eq!((health.status, health.text().trim()), (200, "ok"));
     let metrics = client.get("/metrics", "").text();
     for series in [
-        "idspace_serve_ids_issued_total{space=\"orders\"} 151",
-        "idspace_serve_leases_total{space=\"orders\"}",
-        "idspace_serve_lease_wait_seconds_total{space=\"orders\"}",
-        "idspace_serve_step{space=\"orders\"}",
-        "idspace_serve_ids_left_current{space=\"orders\"}",
-        "idspace_serve_ids_left_next{space=\"orders\"}",
-        "idspace_serve_crash_gap_ids{space=\"orders\"} 0",
-        "idspace_serve_errors_total{code=\"bad_count\"} 5",
-        "idspace_serve_request_duration_seconds_bucket{le=\"+Inf\"}",
-        "idspace_serve_requests_total{route=\"segment\"}",
+        format!("idspace_serve_ids_issued_total{{space=\"{orders}\"}} 151"),
+        format!("idspace_serve_leases_total{{space=\"{orders}\"}}"),
+        format!("idspace_serve_lease_wait_seconds_total{{space=\"{orders}\"}}"),
+        format!("idspace_serve_step{{space=\"{orders}\"}}"),
+        format!("idspace_serve_ids_left_current{{space=\"{orders}\"}}"),
+        format!("idspace_serve_ids_left_next{{space=\"{orders}\"}}"),
+        format!("idspace_serve_crash_gap_ids{{space=\"{orders}\"}} 0"),
+        "idspace_serve_errors_total{code=\"bad_count\"} 5".to_string(),
+        "idspace_serve_request_duration_seconds_bucket{le=\"+Inf\"}".to_string(),
+        "idspace_serve_requests_total{route=\"segment\"}".to_string(),
     ] {
         assert!(
-            metrics.contains(series),
+            metrics.contains(series.as_str()),
             "{series} missing from:\n{metrics}"
         );
     }
@@ -130,9 +143,9 @@ fn routes_on_tokio() {
 #[test]
 fn malformed_requests_get_named_errors() {
     within(Duration::from_secs(60), || {
-        let server = postgres();
-        space(&server, "m", 1_000_000);
-        let node = serve(&server.url(), &[]);
+        let url = shared_url();
+        space_at(&url, "m", 1_000_000);
+        let node = serve(&url, &[]);
         let mut client = node.client();
         let missing = client.get("/nope/../../etc", "");
         assert_eq!(
@@ -197,9 +210,9 @@ fn malformed_requests_get_named_errors() {
 #[test]
 fn a_slow_reader_and_many_idle_connections() {
     within(Duration::from_secs(60), || {
-        let server = postgres();
-        space(&server, "s", u64::from(u32::MAX));
-        let node = serve(&server.url(), &[]);
+        let url = shared_url();
+        space_at(&url, "s", u64::from(u32::MAX));
+        let node = serve(&url, &[]);
         let mut slow = TcpStream::connect(node.address).unwrap();
         slow.write_all(b"GET /v1/spaces/s/ids?count=10000 HTTP/1.1\r\nHost: t\r\n\r\n")
             .unwrap();
@@ -235,7 +248,6 @@ fn a_slow_reader_and_many_idle_connections() {
             idle.len(),
             quick.elapsed()
         );
-        // Every idle connection is still served.
         let mut last = Client::connect(node.address);
         drop(idle);
         assert_eq!(last.get("/healthz", "").status, 200);
@@ -263,10 +275,10 @@ fn raise_own_limit() -> (u64, u64) {
 #[test]
 fn a_graceful_stop_resumes_where_it_stopped() {
     within(Duration::from_secs(60), || {
-        let server = postgres();
-        space(&server, "g", u64::from(u32::MAX));
+        let url = shared_url();
+        space_at(&url, "g", u64::from(u32::MAX));
         let flags = ["--node-id", "web-1", "--step", "100000"];
-        let mut first = serve(&server.url(), &flags);
+        let mut first = serve(&url, &flags);
         let mut client = first.client();
         let before: Vec<u64> = client
             .get("/v1/spaces/g/ids?count=1000", "")
@@ -278,7 +290,7 @@ fn a_graceful_stop_resumes_where_it_stopped() {
         first.signal(libc::SIGTERM);
         assert_eq!(first.wait(Duration::from_secs(15)), Some(0));
         assert!(first.logged("parked for the next start"));
-        let second = serve(&server.url(), &flags);
+        let second = serve(&url, &flags);
         let after: u64 = second
             .client()
             .get("/api/segment/get/g", "")

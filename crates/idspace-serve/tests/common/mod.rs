@@ -19,9 +19,33 @@ pub fn postgres() -> Throwaway {
     Throwaway::start(Durability { fsync: false }).expect("PostgreSQL starts")
 }
 
-/// Creates a monotonic space of IDs 1..=`max`.
-pub fn space(server: &Throwaway, name: &str, max: u64) {
-    Store::connect(&server.url())
+/// The server the tests of one binary share (each in spaces of its own): starting one costs
+/// seconds. It is stopped and deleted when the test binary exits.
+static SHARED: Mutex<Option<Throwaway>> = Mutex::new(None);
+
+/// Stops the shared server at exit.
+extern "C" fn stop_shared() {
+    // No panic may cross this extern "C" boundary.
+    let _ = std::panic::catch_unwind(|| {
+        let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+        drop(shared.take());
+    });
+}
+
+/// The URL of the shared server, started on first use.
+pub fn shared_url() -> String {
+    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    if shared.is_none() {
+        *shared = Some(postgres());
+        // SAFETY: `stop_shared` is an extern "C" fn that catches every panic.
+        unsafe { libc::atexit(stop_shared) };
+    }
+    shared.as_ref().expect("started").url()
+}
+
+/// Creates a monotonic space of IDs 1..=`max` on the server at `url`.
+pub fn space_at(url: &str, name: &str, max: u64) {
+    Store::connect(url)
         .expect("connects")
         .create_space(name, 1, max, false)
         .expect("space created");
@@ -34,9 +58,11 @@ pub fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send +
     std::thread::spawn(move || {
         let _ = sender.send(f());
     });
-    receiver
-        .recv_timeout(limit)
-        .unwrap_or_else(|_| panic!("the test took longer than {limit:?}"))
+    match receiver.recv_timeout(limit) {
+        Ok(value) => value,
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("the test took longer than {limit:?}"),
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("the test failed (see above)"),
+    }
 }
 
 /// An `idspace-serve` process on a free loopback port, with its log collected.
@@ -49,8 +75,13 @@ pub struct Serve {
 /// Starts `idspace-serve` against `url` with `extra` flags; waits until it listens.
 pub fn serve(url: &str, extra: &[&str]) -> Serve {
     let mut child = Command::new(env!("CARGO_BIN_EXE_idspace-serve"))
-        .args(["--url", url, "--listen", "127.0.0.1:0", "--workers", "2"])
+        .args(["--url", url, "--workers", "2"])
         .args(extra)
+        .args(if extra.contains(&"--listen") {
+            &[][..]
+        } else {
+            &["--listen", "127.0.0.1:0"][..]
+        })
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -119,6 +150,14 @@ impl Serve {
     /// A client of this process.
     pub fn client(&self) -> Client {
         Client::connect(self.address)
+    }
+}
+
+impl Serve {
+    /// Stops the process gracefully (SIGTERM) and waits for it, at most 15 s; its exit code.
+    pub fn stop(&mut self) -> Option<i32> {
+        self.signal(libc::SIGTERM);
+        self.wait(Duration::from_secs(15))
     }
 }
 
@@ -236,14 +275,22 @@ pub fn duplicates(ids: &[u64]) -> usize {
     ids.iter().filter(|id| !seen.insert(**id)).count()
 }
 
-/// IDs of the space leased and never issued (the gaps), given the IDs issued.
-pub fn gaps(server: &Throwaway, name: &str, issued: usize) -> u64 {
-    let info = Store::connect(&server.url())
-        .expect("connects")
-        .space(name)
-        .expect("space");
+/// IDs of the space leased, never issued and not parked for a node's next start (the
+/// gaps), given the IDs issued.
+pub fn gaps(url: &str, name: &str, issued: usize) -> u64 {
+    let mut store = Store::connect(url).expect("connects");
+    let info = store.space(name).expect("space");
     let leased = info.leased_through.map_or(0, |last| last + 1 - info.min);
-    leased.saturating_sub(issued as u64)
+    let parked: i64 = store
+        .client()
+        .query_one(
+            "SELECT coalesce(sum(last_id - first_id + 1), 0)::bigint FROM idspace_parked \
+             WHERE space = $1",
+            &[&name],
+        )
+        .expect("parked")
+        .get(0);
+    leased.saturating_sub(issued as u64 + parked as u64)
 }
 
 /// Asks `GET /v1/spaces/{space}/ids?count=N` on `client` until `until` says stop, collecting
