@@ -1,11 +1,12 @@
-//! `idspace`: the lab (`bench`), the replay driver (`replay`) and leased IDs (`ids`).
+//! `idspace`: the lab (`bench`), the replay driver (`replay`), leased IDs (`ids`) and the ID
+//! service over HTTP (`serve`).
 //!
 //! Cargo features, all on by default, choose the subcommands that do work:
 //!
 //! - `bench`: the lab and its peers (`idspace-lab`), and the counting allocator it measures
 //!   memory with;
 //! - `ids`: the lease client and its PostgreSQL driver (`idspace-lease`);
-//! - `serve`: reserved for an HTTP service; it enables nothing yet.
+//! - `serve`: the ID service over HTTP (`idspace-serve`: hyper, tokio, the lease client).
 //!
 //! `replay` needs none of them: `--no-default-features` builds a small binary that replays
 //! alone. The other subcommands stay in the command line and its `--help` in every build, so
@@ -14,6 +15,7 @@
 
 #[cfg(feature = "ids")]
 mod ids;
+mod serve;
 
 use std::io;
 use std::path::PathBuf;
@@ -50,6 +52,9 @@ enum Command {
     /// IDs unique across a cluster, leased from PostgreSQL: N IDs, one per line, on stdout;
     /// or, with --create-space, a new space.
     Ids(IdsArgs),
+    /// Cluster-unique IDs over HTTP, from leases of PostgreSQL: one process is one node.
+    #[cfg_attr(feature = "serve", command(after_help = idspace_serve::HELP))]
+    Serve(serve::ServeArgs),
 }
 
 // `idspace bench`'s flags (the variant's doc comment is the command's help).
@@ -168,6 +173,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench(args),
         Command::Replay { family } => replay(family),
         Command::Ids(args) => ids(args),
+        Command::Serve(args) => serve::run(args),
     }
 }
 
@@ -246,8 +252,8 @@ fn ids(_: IdsArgs) -> ExitCode {
 }
 
 /// Says that this build lacks `feature`, and how to get it; exit status 2.
-#[cfg(not(all(feature = "bench", feature = "ids")))]
-fn missing_feature(feature: &str) -> ExitCode {
+#[cfg(not(all(feature = "bench", feature = "ids", feature = "serve")))]
+pub(crate) fn missing_feature(feature: &str) -> ExitCode {
     eprintln!(
         "idspace {feature}: this build lacks the `{feature}` feature; build with the default \
          features, or with `--features {feature}`"

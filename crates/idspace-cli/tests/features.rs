@@ -14,7 +14,7 @@ fn idspace(args: &[&str]) -> Output {
 }
 
 /// Asserts that `idspace ARGS` refused with status 2, naming `feature`.
-#[cfg(not(all(feature = "bench", feature = "ids")))]
+#[cfg(not(all(feature = "bench", feature = "ids", feature = "serve")))]
 fn assert_needs(args: &[&str], feature: &str) {
     let output = idspace(args);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -37,7 +37,7 @@ fn help_lists_every_subcommand() {
     let output = idspace(&["--help"]);
     assert!(output.status.success());
     let help = String::from_utf8_lossy(&output.stdout);
-    for command in ["bench", "replay", "ids"] {
+    for command in ["bench", "replay", "ids", "serve"] {
         assert!(help.contains(command), "{command} missing from:\n{help}");
     }
 }
@@ -76,5 +76,30 @@ fn ids_without_its_feature_names_it() {
             "9",
         ],
         "ids",
+    );
+}
+
+/// With the service in the build, `serve --help` documents its HTTP API.
+#[cfg(feature = "serve")]
+#[test]
+fn serve_help_documents_the_api() {
+    let output = idspace(&["serve", "--help"]);
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    for text in [
+        "/api/segment/get/{space}",
+        "--node-id",
+        "store_unreachable (503",
+    ] {
+        assert!(help.contains(text), "{text} missing from:\n{help}");
+    }
+}
+
+#[cfg(not(feature = "serve"))]
+#[test]
+fn serve_without_its_feature_names_it() {
+    assert_needs(
+        &["serve", "--url", "host=/nowhere", "--listen", "127.0.0.1:0"],
+        "serve",
     );
 }
