@@ -35,6 +35,30 @@ where
     io.poll_io(cx, Direction::Write, |mut source| source.write(buf))
 }
 
+/// Reads into uninitialised memory once the source is readable (hyper's read buffers are
+/// uninitialised: zeroing them first would cost a memset per read).
+#[cfg(feature = "hyper")]
+pub(crate) fn poll_read_uninit<S>(
+    io: &IoSource<S>,
+    cx: &mut Context<'_>,
+    buf: &mut [std::mem::MaybeUninit<u8>],
+) -> Poll<io::Result<usize>>
+where
+    S: Source + std::os::fd::AsRawFd,
+{
+    io.poll_io(cx, Direction::Read, |source| {
+        // SAFETY: `read(2)` writes at most `buf.len()` bytes at `buf`, which is valid, writable
+        // memory of that length owned by the caller for the call; `MaybeUninit` bytes need no
+        // initialisation before being written, and the caller counts only the `n` written.
+        let n = unsafe { libc::read(source.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n.unsigned_abs())
+        }
+    })
+}
+
 /// Writes vectored once the source is writable.
 pub(crate) fn poll_write_vectored<S>(
     io: &IoSource<S>,
@@ -85,6 +109,20 @@ macro_rules! read_stream {
                     }
                 }
                 Ok(())
+            }
+        }
+
+        #[cfg(feature = "hyper")]
+        impl $ty {
+            /// Reads into uninitialised memory (for hyper's buffers).
+            // A pipe's receiver has no use for it: hyper runs over sockets.
+            #[allow(dead_code)]
+            pub(crate) fn poll_read_uninit(
+                &self,
+                cx: &mut std::task::Context<'_>,
+                buf: &mut [std::mem::MaybeUninit<u8>],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                $crate::net::stream::poll_read_uninit(&self.io, cx, buf)
             }
         }
 

@@ -149,5 +149,7 @@ pub use hooks::{Exit, Hooks, NoHooks, TaskId};
 pub use io::spawn_blocking;
 pub use join::{JoinError, JoinHandle, Panic};
 pub use placement::Placement;
+#[cfg(all(feature = "hyper", not(loom)))]
+pub(crate) use runtime::current_driver;
 pub use runtime::{spawn, Handle, NoRuntime, Runtime};
 pub use stats::Stats;
