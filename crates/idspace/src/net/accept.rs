@@ -26,9 +26,9 @@ pub(crate) fn out_of_resources(error: &io::Error) -> bool {
 /// error to standard error and backs off (doubling from [`MIN_BACKOFF`] to [`MAX_BACKOFF`]) on
 /// the listener's runtime's timers; the pending connection waits in the kernel's backlog. A
 /// connection the peer aborted before it was taken (`ECONNABORTED`) is skipped.
-pub(crate) async fn accept_with_backoff<S: Source, T, A, N: std::fmt::Debug>(
+pub(crate) async fn accept_with_backoff<S: Source, T, A>(
     io: &IoSource<S>,
-    name: impl Fn() -> Option<N>,
+    name: impl Fn() -> String,
     mut accept: impl FnMut(&S) -> io::Result<(T, A)>,
 ) -> io::Result<(T, A)> {
     let mut backoff = MIN_BACKOFF;
@@ -36,7 +36,7 @@ pub(crate) async fn accept_with_backoff<S: Source, T, A, N: std::fmt::Debug>(
         match io.io(Direction::Read, &mut accept).await {
             Err(error) if out_of_resources(&error) => {
                 eprintln!(
-                    "idspace: accept on {:?} failed: {error}; the listener retries in {backoff:?}",
+                    "idspace: accept on {} failed: {error}; the listener retries in {backoff:?}",
                     name()
                 );
                 let mut sleep = io.sleep(backoff);

@@ -97,7 +97,10 @@ impl TcpListener {
     pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         let (stream, peer) = accept_with_backoff(
             &self.io,
-            || self.local_addr().ok(),
+            || {
+                self.local_addr()
+                    .map_or_else(|_| "an unknown address".into(), |addr| addr.to_string())
+            },
             |listener| listener.accept(),
         )
         .await?;

@@ -120,7 +120,10 @@ impl UnixListener {
     pub async fn accept(&self) -> io::Result<(UnixStream, SocketAddr)> {
         let (stream, peer) = accept_with_backoff(
             &self.io,
-            || self.local_addr().ok(),
+            || {
+                self.local_addr()
+                    .map_or_else(|_| "an unknown address".into(), |addr| format!("{addr:?}"))
+            },
             |listener| listener.accept(),
         )
         .await?;
