@@ -4,7 +4,7 @@
 //! cluster: it serves each space from a lease [`Node`](idspace_lease::Node) (ranges leased
 //! from PostgreSQL, handed out per CPU, the next lease prefetched), through hyper's HTTP/1.1
 //! server, on idspace's own runtime or, with `--runtime tokio`, on tokio: the same service
-//! code on both ([`server`]'s accept loop is written once over a listener, a spawn function and
+//! code on both (the accept loop is written once over a listener, a spawn function and
 //! hyper's timer), so that the lab compares runtimes and nothing else.
 //!
 //! ```no_run
@@ -48,9 +48,10 @@
 mod api;
 mod args;
 mod error;
+mod idspace_rt;
 mod metrics;
 mod os;
-pub mod server;
+mod server;
 mod spaces;
 mod tokio_rt;
 
@@ -128,7 +129,7 @@ fn serve(args: Args) -> Result<(), String> {
     ));
     let served = match args.runtime {
         RuntimeKind::Tokio => tokio_rt::run(workers, listener, service.clone(), stop),
-        RuntimeKind::Idspace => tokio_rt::run(workers, listener, service.clone(), stop),
+        RuntimeKind::Idspace => idspace_rt::run(workers, listener, service.clone(), stop),
     };
     served.map_err(|e| format!("serving: {e}"))?;
     service.stop_nodes();
