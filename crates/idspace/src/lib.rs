@@ -132,8 +132,14 @@
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
 pub mod cid;
+#[cfg(all(feature = "hyper", not(loom)))]
+pub mod hyper_rt;
+#[cfg(not(loom))]
+pub mod net;
 pub mod percid;
 pub mod pid;
+#[cfg(not(loom))]
+pub mod pipe;
 pub mod process;
 pub mod range;
 pub mod sched;
