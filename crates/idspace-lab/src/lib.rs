@@ -35,6 +35,7 @@ mod pid;
 mod process;
 mod progress;
 mod report;
+mod serve;
 mod stats;
 mod svg;
 mod sys;
@@ -107,6 +108,7 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
         Box::new(percid::PerCidData),
         Box::new(mmcid::MmCid),
         Box::new(lease::Lease),
+        Box::new(serve::Serve),
         Box::new(process::Process),
         Box::new(time::Time),
     ]

@@ -56,6 +56,7 @@ mod spaces;
 mod tokio_rt;
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -74,7 +75,7 @@ pub(crate) fn log(line: &str) {
 /// Runs `idspace serve` until SIGTERM or SIGINT: 0 after a graceful stop, 1 if it could not
 /// start (the reason on stderr).
 pub fn run(args: Args) -> ExitCode {
-    match serve(args) {
+    match serve_until_signal(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             log(&error);
@@ -83,9 +84,8 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-fn serve(args: Args) -> Result<(), String> {
-    let (stop_tx, stop) = tokio::sync::watch::channel(false);
-    os::watch_stop_signals(stop_tx).map_err(|e| format!("signals: {e}"))?;
+fn serve_until_signal(args: &Args) -> Result<(), String> {
+    os::block_stop_signals().map_err(|e| format!("signals: {e}"))?;
     match os::raise_fd_limit() {
         Ok((before, now)) => log(&format!(
             "open file limit (ulimit -n): {now} (soft limit was {before}): at most about {} \
@@ -94,6 +94,42 @@ fn serve(args: Args) -> Result<(), String> {
         )),
         Err(error) => log(&format!("open file limit unknown: {error}")),
     }
+    let running = start(args)?;
+    let signal = os::wait_for_stop_signal().map_err(|e| format!("signals: {e}"))?;
+    log(&format!("{signal}: stopping gracefully"));
+    running.stop()?;
+    log("stopped");
+    Ok(())
+}
+
+/// The service running in this process, on threads of its own: what `idspace serve` runs
+/// between its start and a stop signal, and what the lab measures in its own process.
+pub struct Running {
+    address: SocketAddr,
+    stop: tokio::sync::watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+    service: Arc<Service>,
+}
+
+/// Starts the service `args` describe: checks the store, binds, and serves on a thread of its
+/// own until [`Running::stop`].
+///
+/// ```no_run
+/// use clap::Parser;
+///
+/// #[derive(Parser)]
+/// struct Cli {
+///     #[command(flatten)]
+///     serve: idspace_serve::Args,
+/// }
+///
+/// let cli = Cli::parse_from(["serve", "--url", "host=/tmp user=me", "--listen", "127.0.0.1:0"]);
+/// let running = idspace_serve::start(&cli.serve)?;
+/// println!("serving on {}", running.address());
+/// running.stop()?;
+/// # Ok::<(), String>(())
+/// ```
+pub fn start(args: &Args) -> Result<Running, String> {
     let admin_token = match &args.admin_token_file {
         None => None,
         Some(path) => {
@@ -127,12 +163,51 @@ fn serve(args: Args) -> Result<(), String> {
         args.runtime,
         args.node_id.as_deref().unwrap_or("(host:pid)")
     ));
-    let served = match args.runtime {
-        RuntimeKind::Tokio => tokio_rt::run(workers, listener, service.clone(), stop),
-        RuntimeKind::Idspace => idspace_rt::run(workers, listener, service.clone(), stop),
-    };
-    served.map_err(|e| format!("serving: {e}"))?;
-    service.stop_nodes();
-    log("stopped");
-    Ok(())
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let runtime = args.runtime;
+    let serving = service.clone();
+    let thread = std::thread::Builder::new()
+        .name("idspace-serve".into())
+        .spawn(move || match runtime {
+            RuntimeKind::Tokio => tokio_rt::run(workers, listener, serving, stopped),
+            RuntimeKind::Idspace => idspace_rt::run(workers, listener, serving, stopped),
+        })
+        .map_err(|e| format!("no thread: {e}"))?;
+    Ok(Running {
+        address,
+        stop,
+        thread: Some(thread),
+        service,
+    })
+}
+
+impl Running {
+    /// Where it listens.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Stops gracefully: no more connections, the requests in flight finished (at most ten
+    /// seconds), then every space's node parks its unused tail (logged).
+    pub fn stop(mut self) -> Result<(), String> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        let Some(thread) = self.thread.take() else {
+            return Ok(());
+        };
+        let _ = self.stop.send(true);
+        let served = thread
+            .join()
+            .map_err(|_| "the serving thread panicked".to_string())?;
+        self.service.stop_nodes();
+        served.map_err(|e| format!("serving: {e}"))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
 }

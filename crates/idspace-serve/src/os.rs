@@ -1,9 +1,7 @@
-//! The process around the service: the descriptor limit, and the stop signals taken by a
-//! thread of their own so that any runtime sees them the same way.
+//! The process around the service: the descriptor limit, and the stop signals, blocked in
+//! every thread and taken by the main thread with `sigwait`, so that no runtime sees them.
 
 use std::io;
-
-use tokio::sync::watch;
 
 /// Raises the soft limit of open descriptors to the hard limit; returns (before, now).
 pub(crate) fn raise_fd_limit() -> io::Result<(u64, u64)> {
@@ -41,30 +39,31 @@ fn stop_signals() -> libc::sigset_t {
 }
 
 /// Blocks SIGTERM and SIGINT in the calling thread and in every thread it starts from now on
-/// (call it first, before any thread exists), and starts the thread that waits for them:
-/// the first one sets `stop`.
-pub(crate) fn watch_stop_signals(stop: watch::Sender<bool>) -> io::Result<()> {
+/// (call it first, before any thread exists), so that [`wait_for_stop_signal`] takes them.
+pub(crate) fn block_stop_signals() -> io::Result<()> {
     let set = stop_signals();
     // SAFETY: `set` is a valid signal set; the old mask is not asked for.
     let status = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(status))
+    }
+}
+
+/// Waits for SIGTERM or SIGINT (blocked by [`block_stop_signals`]); its name.
+pub(crate) fn wait_for_stop_signal() -> io::Result<&'static str> {
+    let set = stop_signals();
+    let mut signal = 0;
+    // SAFETY: `set` is valid and `signal` ours to write; the signals are blocked in every
+    // thread, so sigwait takes them.
+    let status = unsafe { libc::sigwait(&set, &mut signal) };
     if status != 0 {
         return Err(io::Error::from_raw_os_error(status));
     }
-    std::thread::Builder::new()
-        .name("idspace-serve-signals".into())
-        .spawn(move || {
-            let mut signal = 0;
-            // SAFETY: `set` is valid and `signal` ours to write; the signals are blocked in
-            // every thread, so sigwait takes them.
-            if unsafe { libc::sigwait(&set, &mut signal) } == 0 {
-                let name = if signal == libc::SIGTERM {
-                    "SIGTERM"
-                } else {
-                    "SIGINT"
-                };
-                crate::log(&format!("{name}: stopping gracefully"));
-                let _ = stop.send(true);
-            }
-        })?;
-    Ok(())
+    Ok(if signal == libc::SIGTERM {
+        "SIGTERM"
+    } else {
+        "SIGINT"
+    })
 }

@@ -16,13 +16,13 @@
 //! the policies are compared on the path the patch changed.
 
 mod channel;
-mod http;
+pub(crate) mod http;
 mod kernel;
 mod messaging;
 mod ours;
 mod runner;
 mod summary;
-mod tools;
+pub(crate) mod tools;
 mod workloads;
 
 use std::cell::RefCell;

@@ -1,0 +1,422 @@
+//! Experiment `serve`: the ID service over HTTP under `wrk`. `idspace serve` on our runtime,
+//! the same service code on tokio, a naive service calling `nextval` per request, and a hyper
+//! hello-world on tokio (the ceiling of any HTTP service here), at 64 and 256 keep-alive
+//! connections, for one ID per request and for batches of 100; then errors and p99 while
+//! PostgreSQL restarts.
+//!
+//! Every server runs inside the lab's process, so `getrusage` around a wrk run is the server's
+//! CPU (wrk is a child process, PostgreSQL a server of its own: neither is counted; the naive
+//! service's figure therefore leaves out the CPU PostgreSQL spends on its statements).
+
+mod naive;
+mod wrk;
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use idspace_lease::server::{Durability, Throwaway};
+use idspace_lease::Store;
+
+use crate::cputime::CpuClock;
+use crate::declare::{self, Declared, Measurement, Sweep};
+use crate::measure::Values;
+use crate::model::{Row, Section};
+use crate::{Context, Experiment, Scale};
+
+/// The experiment.
+pub struct Serve;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Ours,
+    Tokio,
+    Naive,
+    Hello,
+}
+
+struct Subject {
+    name: &'static str,
+    kind: Kind,
+}
+
+impl crate::measure::Candidate for Subject {
+    fn name(&self) -> &str {
+        self.name
+    }
+}
+
+const OURS: &str = "idspace serve";
+const TOKIO: &str = "idspace serve on tokio";
+const NAIVE: &str = "nextval per request";
+const HELLO: &str = "hyper hello (tokio)";
+
+/// The space every ID service serves.
+const SPACE: &str = "lab";
+
+struct Plan {
+    seconds: u64,
+    /// (connections, IDs per request).
+    points: Vec<(usize, usize)>,
+    fault_seconds: u64,
+    workers: usize,
+    wrk_threads: usize,
+}
+
+impl Plan {
+    fn new(scale: Scale, cpus: usize) -> Plan {
+        let (seconds, points, fault_seconds) = match scale {
+            Scale::Quick => (1, vec![(64, 1), (256, 1), (64, 100)], 3),
+            Scale::Full => (5, vec![(64, 1), (256, 1), (64, 100), (256, 100)], 8),
+        };
+        Plan {
+            seconds,
+            points,
+            fault_seconds,
+            workers: cpus.max(1),
+            wrk_threads: cpus.clamp(1, 2),
+        }
+    }
+}
+
+/// The four servers, listening on loopback ports.
+struct Servers {
+    ours: idspace_serve::Running,
+    tokio: idspace_serve::Running,
+    naive: naive::Naive,
+    hello: crate::io::http::servers::Running,
+}
+
+impl Servers {
+    fn start(url: &str, workers: usize) -> Result<Servers, String> {
+        let service = |runtime, node: &str| idspace_serve::Args {
+            url: url.to_string(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            workers: u16::try_from(workers).ok(),
+            runtime,
+            node_id: Some(node.to_string()),
+            admin_token_file: None,
+            ttl_ms: 10_000,
+            step: 1000,
+        };
+        let servers = Servers {
+            ours: idspace_serve::start(&service(idspace_serve::RuntimeKind::Idspace, "ours"))?,
+            tokio: idspace_serve::start(&service(idspace_serve::RuntimeKind::Tokio, "tokio"))?,
+            naive: naive::Naive::start(url, workers)?,
+            hello: crate::io::http::servers::Server::Tokio.start(workers)?,
+        };
+        // The first request of a space starts its lease node: not part of any measurement.
+        for addr in [
+            servers.ours.address(),
+            servers.tokio.address(),
+            servers.naive.addr,
+        ] {
+            warm(addr)?;
+        }
+        Ok(servers)
+    }
+
+    fn address(&self, kind: Kind) -> SocketAddr {
+        match kind {
+            Kind::Ours => self.ours.address(),
+            Kind::Tokio => self.tokio.address(),
+            Kind::Naive => self.naive.addr,
+            Kind::Hello => self.hello.addr,
+        }
+    }
+
+    fn stop(self) -> Result<(), String> {
+        self.ours.stop()?;
+        self.tokio.stop()?;
+        drop(self.naive);
+        self.hello.stop().map(|_| ())
+    }
+}
+
+/// One request for an ID, so that the service's node is started.
+fn warm(addr: SocketAddr) -> Result<(), String> {
+    let mut stream = std::net::TcpStream::connect(addr).map_err(|e| format!("{addr}: {e}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    let request =
+        format!("GET /v1/spaces/{SPACE}/ids HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    if answer.starts_with("HTTP/1.1 200") {
+        Ok(())
+    } else {
+        Err(format!(
+            "{addr} answered the first request with: {}",
+            answer.trim()
+        ))
+    }
+}
+
+/// The path a subject is driven on, for `batch` IDs a request.
+fn path(kind: Kind, batch: usize) -> String {
+    match kind {
+        Kind::Hello => "/".to_string(),
+        _ => format!("/v1/spaces/{SPACE}/ids?count={batch}"),
+    }
+}
+
+/// Everything one wrk run against one server needs.
+struct Rig<'a> {
+    wrk: PathBuf,
+    script: wrk::Script,
+    servers: &'a Servers,
+    plan: &'a Plan,
+}
+
+impl Rig<'_> {
+    /// One run: requests/s, IDs/s, p50, p99, p99.9 (µs), server CPU µs per request, server
+    /// CPU s per million IDs, errors.
+    fn measure(
+        &self,
+        subject: &Subject,
+        connections: usize,
+        batch: usize,
+        seconds: u64,
+    ) -> Result<Vec<f64>, String> {
+        if subject.kind == Kind::Hello && batch > 1 {
+            return Ok(vec![f64::NAN; 8]);
+        }
+        let addr = self.servers.address(subject.kind);
+        let cpu = CpuClock::start()?;
+        let run = wrk::run(
+            &self.wrk,
+            &self.script,
+            addr,
+            &path(subject.kind, batch),
+            connections,
+            self.plan.wrk_threads,
+            seconds,
+        )?;
+        let cpu = cpu.elapsed()?;
+        let per_second = run.requests as f64 / run.duration.as_secs_f64();
+        let ids = |value: f64| {
+            if subject.kind == Kind::Hello {
+                f64::NAN
+            } else {
+                value
+            }
+        };
+        let answered = run.requests.saturating_sub(run.errors).max(1) as f64;
+        Ok(vec![
+            per_second,
+            ids(per_second * batch as f64),
+            run.p50,
+            run.p99,
+            run.p999,
+            cpu.as_secs_f64() * 1e6 / run.requests.max(1) as f64,
+            // CPU µs per ID is CPU seconds per million IDs.
+            ids(cpu.as_secs_f64() * 1e6 / (answered * batch as f64)),
+            run.errors as f64,
+        ])
+    }
+}
+
+/// Each cell's reference divided by the cell: ≥ 1 where the cell is smaller (better, for
+/// times and CPU).
+fn inverse(values: &Values, reference: &str) -> Vec<Option<f64>> {
+    let reference = values.get(reference);
+    values
+        .cells()
+        .iter()
+        .map(|cell| match (cell, reference) {
+            (Some(v), Some(r)) if *v > 0.0 => Some(r / v),
+            _ => None,
+        })
+        .collect()
+}
+
+impl Experiment for Serve {
+    fn name(&self) -> &'static str {
+        "serve"
+    }
+
+    fn about(&self) -> &'static str {
+        "idspace serve under wrk: ours vs the same on tokio, nextval per request, hyper hello"
+    }
+
+    fn run(&self, cx: &mut Context) -> Result<Section, String> {
+        let wrk = crate::io::tools::locate("wrk", "wrk")?;
+        let plan = Plan::new(cx.scale, cx.cpus());
+        let server = Throwaway::start(Durability { fsync: true })?;
+        let url = server.url();
+        let mut store = Store::connect(&url).map_err(|e| e.to_string())?;
+        store
+            .create_space(SPACE, 1, i64::MAX as u64, false)
+            .map_err(|e| e.to_string())?;
+        store
+            .client()
+            .batch_execute(&format!("CREATE SEQUENCE {}", naive::SEQUENCE))
+            .map_err(|e| e.to_string())?;
+        let servers = Servers::start(&url, plan.workers)?;
+        let rig = Rig {
+            wrk,
+            script: wrk::Script::write()?,
+            servers: &servers,
+            plan: &plan,
+        };
+        let declared = Declared {
+            name: self.name(),
+            title: "The ID service over HTTP: idspace serve vs the same on tokio, nextval per \
+                    request and a hyper hello-world"
+                .into(),
+            intro: vec![format!(
+                "wrk ({} threads, keep-alive, a Lua script for the path and the percentiles) \
+                 against four servers in the lab's process on {} workers each: `idspace serve` \
+                 on our runtime, the same service code on tokio, a naive service that runs \
+                 `SELECT nextval(..) FROM generate_series(1, N)` per request on a pool of \
+                 PostgreSQL connections, and hyper's hello-world on tokio. One throwaway \
+                 PostgreSQL (fsync on) on a Unix socket. Runs of {} s.",
+                plan.wrk_threads, plan.workers, plan.seconds
+            )],
+            measurements: vec![steady(&rig), restart(&rig, &server)],
+            notes: vec![NOTE.into()],
+        };
+        let section = declare::run(cx, declared);
+        drop(rig);
+        servers.stop()?;
+        Ok(section)
+    }
+}
+
+const NOTE: &str = "Ratios read ≥ 1 when ours is better: requests/s and IDs/s as ours ÷ \
+    theirs, latencies and CPU as theirs ÷ ours. Server CPU is getrusage of the lab's process \
+    around each wrk run (wrk and PostgreSQL excluded). On 2 cores wrk shares the machine with \
+    the server, so requests/s is bounded by wrk as much as by the server: CPU per request is the \
+    figure that ranks. Goals: ≥ 1.0x tokio in requests/s and p99; ≥ 0.8x the hello-world in CPU \
+    per request; ≥ 50x nextval in IDs/s at batches of 100; 0 errors while PostgreSQL restarts.";
+
+fn subjects() -> Vec<Subject> {
+    vec![
+        Subject {
+            name: OURS,
+            kind: Kind::Ours,
+        },
+        Subject {
+            name: TOKIO,
+            kind: Kind::Tokio,
+        },
+        Subject {
+            name: NAIVE,
+            kind: Kind::Naive,
+        },
+        Subject {
+            name: HELLO,
+            kind: Kind::Hello,
+        },
+    ]
+}
+
+/// Steady load at every point.
+fn steady<'a>(rig: &'a Rig<'a>) -> Box<dyn Measurement + 'a> {
+    Sweep::new(
+        subjects(),
+        rig.plan.points.clone(),
+        |&(c, b)| format!("{c} conns, batch {b}"),
+        move |subject, &(c, b)| rig.measure(subject, c, b, rig.plan.seconds),
+    )
+    .tables(move |swept, _| {
+        let mut tables = Vec::new();
+        for (index, ((c, b), result)) in swept.results.iter().enumerate() {
+            let mut rows = vec![
+                Row::numbers("requests/s", result.metric(0), 0),
+                Row::ratios("requests/s vs tokio", result.metric(0).over(TOKIO)),
+                Row::ratios("requests/s vs hello", result.metric(0).over(HELLO)),
+                Row::numbers("IDs/s", result.metric(1), 0),
+                Row::ratios("IDs/s vs nextval", result.metric(1).over(NAIVE)),
+                Row::numbers("p50 (µs)", result.metric(2), 0),
+                Row::numbers("p99 (µs)", result.metric(3), 0),
+                Row::ratios("p99 vs tokio", inverse(&result.metric(3), TOKIO)),
+                Row::numbers("p99.9 (µs)", result.metric(4), 0),
+                Row::numbers("server CPU per request (µs)", result.metric(5), 2),
+                Row::ratios("CPU per request vs tokio", inverse(&result.metric(5), TOKIO)),
+                Row::ratios("CPU per request vs hello", inverse(&result.metric(5), HELLO)),
+                Row::numbers("server CPU per million IDs (s)", result.metric(6), 2),
+                Row::numbers("errors", result.metric(7), 0),
+            ];
+            if *b > 1 {
+                // The hello-world has no IDs to batch: only the ID services' rows apply.
+                rows.retain(|row| !row.label.contains("hello"));
+            }
+            tables.push(swept.table(
+                format!("load{index}"),
+                format!("{c} keep-alive connections, {b} ID(s) per request"),
+                "requests/s, IDs/s, µs",
+                rows,
+            ));
+        }
+        tables.into()
+    })
+}
+
+/// One run at 64 connections, one ID a request, while PostgreSQL is stopped a quarter in and
+/// started again.
+fn run_through_restart(
+    rig: &Rig,
+    subject: &Subject,
+    server: &Throwaway,
+) -> Result<Vec<f64>, String> {
+    let seconds = rig.plan.fault_seconds;
+    std::thread::scope(|scope| {
+        let restarter = scope.spawn(|| {
+            std::thread::sleep(Duration::from_secs(seconds) / 4);
+            let started = std::time::Instant::now();
+            server.stop()?;
+            server.start_again()?;
+            Ok::<Duration, String>(started.elapsed())
+        });
+        let measured = rig.measure(subject, 64, 1, seconds);
+        let down = restarter
+            .join()
+            .map_err(|_| "the restart panicked".to_string())??;
+        let mut metrics = measured?;
+        metrics.push(down.as_secs_f64() * 1000.0);
+        Ok(metrics)
+    })
+}
+
+/// The fault row.
+fn restart<'a>(rig: &'a Rig<'a>, server: &'a Throwaway) -> Box<dyn Measurement + 'a> {
+    let faulty: Vec<Subject> = subjects()
+        .into_iter()
+        .filter(|s| s.kind != Kind::Hello)
+        .collect();
+    Sweep::new(
+        faulty,
+        vec![()],
+        |_| "restart".into(),
+        move |subject, _| run_through_restart(rig, subject, server),
+    )
+    .tables(move |swept, _| {
+        let result = swept.only();
+        let seconds = rig.plan.fault_seconds;
+        let rows = vec![
+            Row::numbers("errors (non-2xx and socket errors)", result.metric(7), 0),
+            Row::numbers("p99 (µs)", result.metric(3), 0),
+            Row::ratios("p99 vs tokio", inverse(&result.metric(3), TOKIO)),
+            Row::numbers("requests/s", result.metric(0), 0),
+            Row::numbers("PostgreSQL down and up again (ms)", result.metric(8), 0),
+        ];
+        swept
+            .table(
+                "restart",
+                format!(
+                    "While PostgreSQL restarts: stopped (fast shutdown) {} ms into a {seconds} s \
+                     run at 64 connections, one ID a request, then started again",
+                    seconds * 1000 / 4
+                ),
+                "errors, µs, requests/s, ms",
+                rows,
+            )
+            .into()
+    })
+}
