@@ -546,6 +546,13 @@ impl Node {
 }
 
 /// What a graceful stop ([`Node::shutdown`]) left behind.
+///
+/// ```
+/// let stopped = idspace_lease::Shutdown { parked: 970, discarded: 5 };
+/// // Parked IDs are served by the next start of the same node identity; discarded ones are
+/// // gaps.
+/// assert_eq!(stopped.parked + stopped.discarded, 975);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Shutdown {
     /// IDs parked for the next start of the same node identity ([`NodeBuilder::node_id`]).

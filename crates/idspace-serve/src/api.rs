@@ -34,7 +34,7 @@ use crate::MAX_COUNT;
 const MAX_BODY: usize = 16 * 1024;
 
 /// The HTTP API over the node's spaces.
-pub struct Service {
+pub(crate) struct Service {
     spaces: Arc<Spaces>,
     metrics: Metrics,
     admin_token: Option<String>,
@@ -87,7 +87,7 @@ impl Service {
     }
 
     /// Answers one request.
-    pub async fn handle<B>(&self, request: Request<B>) -> Response<Full<Bytes>>
+    pub(crate) async fn handle<B>(&self, request: Request<B>) -> Response<Full<Bytes>>
     where
         B: Body<Data = Bytes>,
         B::Error: std::error::Error + Send + Sync + 'static,

@@ -36,6 +36,13 @@ Example:
   curl -s localhost:8080/api/segment/get/orders";
 
 /// Which runtime serves the connections.
+///
+/// ```
+/// use clap::ValueEnum;
+/// use idspace_serve::RuntimeKind;
+///
+/// assert_eq!(RuntimeKind::from_str("tokio", false), Ok(RuntimeKind::Tokio));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum RuntimeKind {
     /// idspace's own runtime (`idspace::sched`) with its reactor.

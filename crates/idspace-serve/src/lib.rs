@@ -60,7 +60,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-pub use api::Service;
+use api::Service;
 pub use args::{Args, RuntimeKind, HELP};
 pub use error::ApiError;
 
@@ -104,6 +104,27 @@ fn serve_until_signal(args: &Args) -> Result<(), String> {
 
 /// The service running in this process, on threads of its own: what `idspace serve` runs
 /// between its start and a stop signal, and what the lab measures in its own process.
+/// Dropping it stops it as [`Running::stop`] does.
+///
+/// ```no_run
+/// use std::net::SocketAddr;
+/// use idspace_serve::{Args, RuntimeKind};
+///
+/// let args = Args {
+///     url: "host=/var/run/postgresql user=app dbname=app".into(),
+///     listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+///     workers: Some(2),
+///     runtime: RuntimeKind::Idspace,
+///     node_id: Some("web-1".into()),
+///     admin_token_file: None,
+///     ttl_ms: 10_000,
+///     step: 1000,
+/// };
+/// let running = idspace_serve::start(&args)?;
+/// println!("curl http://{}/api/segment/get/orders", running.address());
+/// running.stop()?;
+/// # Ok::<(), String>(())
+/// ```
 pub struct Running {
     address: SocketAddr,
     stop: tokio::sync::watch::Sender<bool>,

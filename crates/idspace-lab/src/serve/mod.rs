@@ -67,7 +67,7 @@ struct Plan {
 impl Plan {
     fn new(scale: Scale, cpus: usize) -> Plan {
         let (seconds, points, fault_seconds) = match scale {
-            Scale::Quick => (1, vec![(64, 1), (256, 1), (64, 100)], 3),
+            Scale::Quick => (1, vec![(64, 1), (256, 1), (64, 100)], 2),
             Scale::Full => (5, vec![(64, 1), (256, 1), (64, 100), (256, 100)], 8),
         };
         Plan {
@@ -386,9 +386,12 @@ fn run_through_restart(
 
 /// The fault row.
 fn restart<'a>(rig: &'a Rig<'a>, server: &'a Throwaway) -> Box<dyn Measurement + 'a> {
+    // The service on tokio fails or holds as ours does (the same code, the same leases): the
+    // quick scale leaves it out to stay short.
+    let full = rig.plan.points.len() > 3;
     let faulty: Vec<Subject> = subjects()
         .into_iter()
-        .filter(|s| s.kind != Kind::Hello)
+        .filter(|s| s.kind != Kind::Hello && (full || s.kind != Kind::Tokio))
         .collect();
     Sweep::new(
         faulty,
@@ -402,7 +405,7 @@ fn restart<'a>(rig: &'a Rig<'a>, server: &'a Throwaway) -> Box<dyn Measurement +
         let rows = vec![
             Row::numbers("errors (non-2xx and socket errors)", result.metric(7), 0),
             Row::numbers("p99 (µs)", result.metric(3), 0),
-            Row::ratios("p99 vs tokio", inverse(&result.metric(3), TOKIO)),
+            Row::ratios("p99 vs nextval", inverse(&result.metric(3), NAIVE)),
             Row::numbers("requests/s", result.metric(0), 0),
             Row::numbers("PostgreSQL down and up again (ms)", result.metric(8), 0),
         ];
