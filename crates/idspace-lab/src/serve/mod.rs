@@ -338,8 +338,14 @@ fn steady<'a>(rig: &'a Rig<'a>) -> Box<dyn Measurement + 'a> {
                 Row::ratios("p99 vs tokio", inverse(&result.metric(3), TOKIO)),
                 Row::numbers("p99.9 (µs)", result.metric(4), 0),
                 Row::numbers("server CPU per request (µs)", result.metric(5), 2),
-                Row::ratios("CPU per request vs tokio", inverse(&result.metric(5), TOKIO)),
-                Row::ratios("CPU per request vs hello", inverse(&result.metric(5), HELLO)),
+                Row::ratios(
+                    "CPU per request vs tokio",
+                    inverse(&result.metric(5), TOKIO),
+                ),
+                Row::ratios(
+                    "CPU per request vs hello",
+                    inverse(&result.metric(5), HELLO),
+                ),
                 Row::numbers("server CPU per million IDs (s)", result.metric(6), 2),
                 Row::numbers("errors", result.metric(7), 0),
             ];

@@ -102,19 +102,21 @@ pub fn serve(url: &str, extra: &[&str]) -> Serve {
         });
     }
     let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    let address = loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let line = lines
-            .recv_timeout(left)
-            .expect("idspace-serve says where it listens");
+        let Ok(line) = lines.recv_timeout(left) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("idspace-serve did not say where it listens");
+        };
         if let Some(rest) = line.split("listening on ").nth(1) {
-            let address = rest.split(' ').next().unwrap().parse().expect("an address");
-            return Serve {
-                child,
-                address,
-                log,
-            };
+            break rest.split(' ').next().unwrap().parse().expect("an address");
         }
+    };
+    Serve {
+        child,
+        address,
+        log,
     }
 }
 
