@@ -125,7 +125,7 @@ fn named_errors_and_an_idempotent_schema() {
     let mut store = Store::connect(&server.url()).expect("connects");
     // Connecting again migrates nothing twice.
     let mut again = Store::connect(&server.url()).expect("connects again");
-    assert_eq!(again.schema_version(), Ok(1));
+    assert_eq!(again.schema_version(), Ok(2));
     assert_eq!(
         store.space("none"),
         Err(LeaseError::UnknownSpace("none".into()))
