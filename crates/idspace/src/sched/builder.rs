@@ -21,6 +21,9 @@ pub const MAX_WORKERS: usize = 1024;
 /// polling lasts tens of microseconds.
 pub const MAX_POLL: Duration = Duration::from_secs(1);
 
+/// The blocking pool's default size ([`Builder::blocking_threads`]).
+pub const DEFAULT_BLOCKING_THREADS: usize = 64;
+
 /// How a wakeup reaches a task's target worker.
 ///
 /// ```
@@ -109,6 +112,8 @@ pub enum BuildError {
     UnknownPlacement(String),
     /// The operating system refused a worker thread.
     Spawn(String),
+    /// The operating system refused a worker's poller (an epoll instance or an eventfd).
+    Poller(String),
 }
 
 impl fmt::Display for BuildError {
@@ -135,6 +140,7 @@ impl fmt::Display for BuildError {
                 "unknown wakee placement \"{name}\" (known: kernel, remote)"
             ),
             BuildError::Spawn(error) => write!(f, "cannot start a worker thread: {error}"),
+            BuildError::Poller(error) => write!(f, "cannot create a worker's poller: {error}"),
         }
     }
 }
@@ -173,6 +179,7 @@ pub struct Builder<H: Hooks = NoHooks> {
     placement: Placement,
     poll: Duration,
     hooks: Arc<H>,
+    blocking_threads: usize,
 }
 
 impl<H: Hooks> Clone for Builder<H> {
@@ -183,6 +190,7 @@ impl<H: Hooks> Clone for Builder<H> {
             placement: self.placement,
             poll: self.poll,
             hooks: Arc::clone(&self.hooks),
+            blocking_threads: self.blocking_threads,
         }
     }
 }
@@ -200,6 +208,7 @@ impl<H: Hooks> fmt::Debug for Builder<H> {
             .field("policy", &self.policy)
             .field("placement", &self.placement)
             .field("poll", &self.poll)
+            .field("blocking_threads", &self.blocking_threads)
             .field("hooks", &std::any::type_name::<H>())
             .finish()
     }
@@ -207,7 +216,7 @@ impl<H: Hooks> fmt::Debug for Builder<H> {
 
 impl Builder {
     /// One worker per available CPU, the `wakelist` policy, the kernel's placement, 50 µs of
-    /// idle polling, no hooks.
+    /// idle polling, no hooks, at most [`DEFAULT_BLOCKING_THREADS`] blocking threads.
     pub fn new() -> Self {
         Builder {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -215,6 +224,7 @@ impl Builder {
             placement: Placement::Kernel,
             poll: Duration::from_micros(50),
             hooks: Arc::new(NoHooks),
+            blocking_threads: DEFAULT_BLOCKING_THREADS,
         }
     }
 }
@@ -251,6 +261,15 @@ impl<H: Hooks> Builder<H> {
         self
     }
 
+    /// The most threads the blocking pool runs at once ([`Handle::spawn_blocking`]); jobs
+    /// beyond them wait for a free thread. Zero counts as one.
+    ///
+    /// [`Handle::spawn_blocking`]: super::Handle::spawn_blocking
+    pub fn blocking_threads(mut self, threads: usize) -> Self {
+        self.blocking_threads = threads;
+        self
+    }
+
     /// Life-cycle hooks called at task creation, switch-in, switch-out and exit; every task of
     /// the runtime then carries the hooks' [`Data`](Hooks::Data).
     pub fn hooks<K: Hooks>(self, hooks: Arc<K>) -> Builder<K> {
@@ -260,6 +279,7 @@ impl<H: Hooks> Builder<H> {
             placement: self.placement,
             poll: self.poll,
             hooks,
+            blocking_threads: self.blocking_threads,
         }
     }
 
@@ -271,7 +291,7 @@ impl<H: Hooks> Builder<H> {
     pub fn build(self) -> Result<Runtime<H>, BuildError> {
         self.check()?;
         let workers = self.workers;
-        let shared = self.shared();
+        let shared = self.try_shared()?;
         let mut runtime = Runtime::starting(Arc::clone(&shared));
         for index in 0..workers {
             let shared = Arc::clone(&shared);
@@ -299,14 +319,21 @@ impl<H: Hooks> Builder<H> {
     }
 
     /// The shared state of a runtime with this configuration, without its worker threads.
-    pub(super) fn shared(self) -> Arc<RuntimeState<H>> {
+    pub(super) fn try_shared(self) -> Result<Arc<RuntimeState<H>>, BuildError> {
         RuntimeState::new(
             self.workers,
             self.policy,
             self.placement,
             PollBudget(self.poll),
             self.hooks,
+            self.blocking_threads,
         )
+    }
+
+    /// [`try_shared`](Self::try_shared) for the unit tests and models.
+    #[cfg(test)]
+    pub(super) fn shared(self) -> Arc<RuntimeState<H>> {
+        self.try_shared().expect("a poller per worker")
     }
 }
 

@@ -8,6 +8,7 @@
 //! | `RUNNING`  | running tasks or looking for them         | the worker: `POLLING`               |
 //! | `POLLING`  | idle, spinning on its queues              | a waker: `NOTIFIED` (no syscall); the worker: `PARKED` or `RUNNING` |
 //! | `PARKED`   | asleep in `futex_wait` on this word       | a waker: `NOTIFIED`, then `futex_wake` |
+//! | `PARKED_POLLER` | asleep in `epoll_wait` on its poller | a waker: `NOTIFIED`, then an eventfd write; the worker: `POLLING` once the wait returned |
 //! | `NOTIFIED` | told to look at its queues                | the worker: `RUNNING`               |
 //!
 //! The full protocol, and why no wakeup is lost, is in the [`protocol`](super::protocol)
@@ -47,6 +48,7 @@ const RUNNING: u32 = 0;
 const POLLING: u32 = 1;
 const PARKED: u32 = 2;
 const NOTIFIED: u32 = 3;
+const PARKED_POLLER: u32 = 4;
 
 /// How a notification reached its worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +59,8 @@ pub(crate) enum Notice {
     Polling,
     /// The worker was asleep: it was woken with a futex wake (the IPI).
     Woken,
+    /// The worker was asleep in its poller: the caller must write the poller's eventfd.
+    WakePoller,
 }
 
 /// One worker's idle word and, under loom, the lock and condition variable that model the
@@ -108,6 +112,34 @@ impl Idle {
     /// notification.
     pub(crate) fn stop_idling(&self) {
         self.state.swap(RUNNING, Ordering::Relaxed);
+    }
+
+    /// The worker, polling and still without work, sleeps in its poller: `wait` is the
+    /// `epoll_wait` (bounded by the worker's next timer), which also returns when a waker writes
+    /// the poller's eventfd after [`notify`](Self::notify) said [`Notice::WakePoller`]. Returns
+    /// what `wait` returned, or `None` when a waker set the worker's flag first (no wait).
+    ///
+    /// When the wait returns, the word goes back to `POLLING` (unless a waker set `NOTIFIED`
+    /// meanwhile): the worker delivers the events it got while it still counts as idle, and
+    /// wakers in that window set its flag without an eventfd write.
+    pub(crate) fn park_in_poller<R>(&self, wait: impl FnOnce() -> R) -> Option<R> {
+        // Races the waker's CAS POLLING -> NOTIFIED, as in `park`.
+        self.state
+            .compare_exchange(POLLING, PARKED_POLLER, Ordering::Relaxed, Ordering::Relaxed)
+            .ok()?;
+        // The eventfd is the futex's counterpart: a write before the wait starts makes the
+        // wait return at once (the event stays pending until reported), so a notification
+        // between the CAS above and the wait is not lost.
+        let waited = wait();
+        // Fails only if a waker set NOTIFIED: then the flag stays, and the worker, about to
+        // look at its queues anyway, sees it.
+        let _ = self.state.compare_exchange(
+            PARKED_POLLER,
+            POLLING,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+        Some(waited)
     }
 
     /// The worker, polling and still without work, goes to sleep until notified, or until
@@ -172,14 +204,15 @@ impl Idle {
         loop {
             let from = match state {
                 RUNNING | NOTIFIED => return Notice::NotNeeded,
-                POLLING | PARKED => state,
-                _ => unreachable!("idle state word holds only the four states"),
+                POLLING | PARKED | PARKED_POLLER => state,
+                _ => unreachable!("idle state word holds only the five states"),
             };
             match self
                 .state
                 .compare_exchange(from, NOTIFIED, Ordering::AcqRel, Ordering::Relaxed)
             {
                 Ok(_) if from == POLLING => return Notice::Polling,
+                Ok(_) if from == PARKED_POLLER => return Notice::WakePoller,
                 Ok(_) => {
                     self.wake_sleeper();
                     return Notice::Woken;

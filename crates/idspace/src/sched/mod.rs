@@ -127,6 +127,11 @@ mod bell;
 mod builder;
 mod hooks;
 mod idle;
+pub(crate) mod io;
+/// The reactor's races for the loom models (`tests/loom_io.rs`); not part of the API.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use io::model as io_model;
 mod join;
 mod placement;
 mod registry;
@@ -142,9 +147,13 @@ pub mod protocol {
 }
 
 pub use bell::{Bell, Until};
-pub use builder::{BuildError, Builder, Policy, MAX_POLL, MAX_WORKERS};
+pub use builder::{BuildError, Builder, Policy, DEFAULT_BLOCKING_THREADS, MAX_POLL, MAX_WORKERS};
 pub use hooks::{Exit, Hooks, NoHooks, TaskId};
+#[cfg(not(loom))]
+pub use io::spawn_blocking;
 pub use join::{JoinError, JoinHandle, Panic};
 pub use placement::Placement;
+#[cfg(all(feature = "hyper", not(loom)))]
+pub(crate) use runtime::current_driver;
 pub use runtime::{spawn, Handle, NoRuntime, Runtime};
 pub use stats::Stats;

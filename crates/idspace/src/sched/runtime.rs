@@ -10,6 +10,8 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use super::builder::{BuildError, Builder, Policy};
 use super::hooks::{Exit, Hooks, NoHooks, TaskId};
+#[cfg(not(loom))]
+use super::io::{BlockingPool, Reactor};
 use super::join::{JoinHandle, JoinSlot};
 use super::placement::{self, Affine, Placement};
 use super::registry::Registry;
@@ -50,31 +52,52 @@ pub(crate) struct RuntimeState<H: Hooks> {
     next_id: AtomicU64,
     /// Round-robin start for tasks spawned from outside the runtime.
     next_worker: AtomicUsize,
+    /// Round-robin start for I/O resources registered from outside the runtime.
+    #[cfg(not(loom))]
+    next_io: AtomicUsize,
+    /// Threads for work that must block.
+    #[cfg(not(loom))]
+    blocking: BlockingPool,
 }
 
 impl<H: Hooks> RuntimeState<H> {
     /// The shared state of a runtime of `workers` workers, before any thread starts.
+    ///
+    /// # Errors
+    /// The system refused a worker's poller (an epoll instance or its eventfd).
     pub(super) fn new(
         workers: usize,
         policy: Policy,
         placement: Placement,
         poll: PollBudget,
         hooks: Arc<H>,
-    ) -> Arc<Self> {
-        Arc::new(RuntimeState {
-            workers: (0..workers).map(|_| Worker::new()).collect(),
+        blocking_threads: usize,
+    ) -> Result<Arc<Self>, BuildError> {
+        let count = workers;
+        let workers = (0..count)
+            .map(|_| Worker::new())
+            .collect::<Result<Box<[_]>, _>>()
+            .map_err(|error| BuildError::Poller(error.to_string()))?;
+        #[cfg(loom)]
+        let _ = blocking_threads;
+        Ok(Arc::new(RuntimeState {
+            workers,
             external: CachePadded::new(Counters::default()),
             policy,
             placement,
             poll,
             hooks,
             registry: Registry::new(),
-            timers: Timers::new(workers),
+            timers: Timers::new(count),
             shutdown: AtomicBool::new(false),
             detached: AtomicUsize::new(NOT_DETACHED),
             next_id: AtomicU64::new(1),
             next_worker: AtomicUsize::new(0),
-        })
+            #[cfg(not(loom))]
+            next_io: AtomicUsize::new(0),
+            #[cfg(not(loom))]
+            blocking: BlockingPool::new(blocking_threads),
+        }))
     }
     pub(crate) fn worker(&self, index: usize) -> &Worker<H> {
         &self.workers[index]
@@ -150,6 +173,16 @@ impl<H: Hooks> RuntimeState<H> {
         let task = match (here, self.placement) {
             (Some(this), Placement::Kernel) => {
                 let worker = &self.workers[this];
+                // The poller's worker delivering I/O events keeps the first wakee when nothing
+                // else waits on it (see the protocol, section 8).
+                #[cfg(not(loom))]
+                if super::io::delivering() && worker.load() == 0 {
+                    worker.counters.local.add(1);
+                    if let Err(task) = worker.enqueue(task) {
+                        self.cancel(task, here);
+                    }
+                    return;
+                }
                 match worker.local.wake_affine(task) {
                     Affine::Slotted(displaced) => {
                         worker.counters.affine.add(1);
@@ -288,6 +321,28 @@ impl<H: Hooks> Driver for RuntimeState<H> {
     fn kick(&self, index: usize) {
         self.workers[index].notify(&self.external);
     }
+
+    #[cfg(not(loom))]
+    fn reactor(&self, worker: usize) -> &Reactor {
+        &self.workers[worker].reactor
+    }
+
+    #[cfg(not(loom))]
+    fn io_home(&self) -> usize {
+        // Relaxed: spreading resources is a heuristic.
+        self.next_io.fetch_add(1, Ordering::Relaxed) % self.workers.len()
+    }
+
+    #[cfg(not(loom))]
+    fn blocking(&self) -> &BlockingPool {
+        &self.blocking
+    }
+
+    #[cfg(not(loom))]
+    fn next_task_id(&self) -> TaskId {
+        // Relaxed: IDs need only be unique.
+        TaskId(self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
 }
 
 /// The current thread's runtime, type-erased twice: as `Any` for [`Handle::current`] to
@@ -313,6 +368,17 @@ pub(crate) fn enter<H: Hooks>(shared: Arc<RuntimeState<H>>) -> Entered {
     let driver: Arc<dyn Driver> = Arc::clone(&shared) as Arc<dyn Driver>;
     let shared: Arc<dyn Any + Send + Sync> = shared;
     Entered(ENTERED.with(|entered| entered.borrow_mut().replace((shared, driver))))
+}
+
+/// The current thread's runtime, as the I/O resources and the blocking pool need it.
+#[cfg(not(loom))]
+pub(crate) fn current_driver() -> Option<Arc<dyn Driver>> {
+    ENTERED.with(|entered| {
+        entered
+            .borrow()
+            .as_ref()
+            .map(|(_, driver)| Arc::clone(driver))
+    })
 }
 
 /// Runs `f` with the timers of the current thread's runtime, if it has one (borrowed: no
@@ -532,6 +598,62 @@ impl<H: Hooks> Handle<H> {
         F::Output: Send + 'static,
     {
         self.shared.spawn(Some(data), future)
+    }
+
+    /// Runs `f` on the runtime's blocking pool: threads beside the workers, at most
+    /// [`Builder::blocking_threads`](super::Builder::blocking_threads) at once, for work that
+    /// must block (file I/O, DNS, a blocking C call) without stopping a worker. Await the
+    /// handle inside the runtime or [`join`](JoinHandle::join) it from a thread. After
+    /// shutdown, and for jobs still queued at shutdown, the handle reports
+    /// [`JoinError::Cancelled`](super::JoinError::Cancelled); a panic in `f` is reported as
+    /// [`JoinError::Panicked`](super::JoinError::Panicked).
+    ///
+    /// ```
+    /// use idspace::sched::{Policy, Runtime};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let runtime = Runtime::new(1, Policy::Wakelist)?;
+    /// let handle = runtime.handle().clone();
+    /// let hostname = runtime.block_on(async move {
+    ///     handle.spawn_blocking(|| std::fs::read_to_string("/proc/sys/kernel/ostype")).await
+    /// })???;
+    /// assert_eq!(hostname.trim(), "Linux");
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(not(loom))]
+    pub fn spawn_blocking<F, R>(&self, f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let id = TaskId(self.shared.next_id.fetch_add(1, Ordering::Relaxed));
+        self.shared.blocking.spawn(id, f)
+    }
+
+    /// How many I/O resources (sockets, pipe ends) are registered with the workers' pollers
+    /// now: each one from its creation until it is dropped.
+    ///
+    /// ```
+    /// use idspace::net::socketpair;
+    /// use idspace::sched::{Policy, Runtime};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let runtime = Runtime::new(2, Policy::Wakelist)?;
+    /// let pair = runtime.block_on(async { socketpair() })??;
+    /// assert_eq!(runtime.handle().io_sources(), 2);
+    /// drop(pair);
+    /// assert_eq!(runtime.handle().io_sources(), 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(not(loom))]
+    pub fn io_sources(&self) -> usize {
+        self.shared
+            .workers
+            .iter()
+            .map(|worker| worker.reactor.sources())
+            .sum()
     }
 
     /// The runtime's hooks.
@@ -783,6 +905,16 @@ impl<H: Hooks> Runtime<H> {
         // hold the runtime (a cycle through the wheel that this breaks), and arms from now on
         // are refused. Sleeping futures polled outside the runtime are woken, to find it gone.
         shared.timers.close();
+        // The I/O resources still registered (held by futures outside the runtime, or by
+        // nobody's task any more) fail from now on, and their waiters are woken to see it; the
+        // blocking pool cancels its queue.
+        #[cfg(not(loom))]
+        {
+            for worker in shared.workers.iter() {
+                worker.reactor.close();
+            }
+            shared.blocking.shut_down();
+        }
         self.cancelled
     }
 }

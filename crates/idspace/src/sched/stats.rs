@@ -37,6 +37,10 @@ pub struct Stats {
     pub notify_polling: u64,
     /// Notifications that had to wake a sleeping worker with a futex wake.
     pub notify_futex: u64,
+    /// Notifications that had to wake a worker asleep in its poller with an eventfd write.
+    pub notify_poller: u64,
+    /// I/O readiness events the workers' pollers delivered.
+    pub io_events: u64,
     /// Times a worker went to sleep.
     pub parks: u64,
     /// Wakelist batches a worker moved to its run queue.
@@ -61,6 +65,8 @@ pub(crate) struct Counters {
     pub(crate) wakelist: Counter,
     pub(crate) notify_polling: Counter,
     pub(crate) notify_futex: Counter,
+    pub(crate) notify_poller: Counter,
+    pub(crate) io_events: Counter,
     pub(crate) parks: Counter,
     pub(crate) batches: Counter,
     pub(crate) capped: Counter,
@@ -98,6 +104,8 @@ impl Counters {
         total.wakelist += self.wakelist.get();
         total.notify_polling += self.notify_polling.get();
         total.notify_futex += self.notify_futex.get();
+        total.notify_poller += self.notify_poller.get();
+        total.io_events += self.io_events.get();
         total.parks += self.parks.get();
         total.batches += self.batches.get();
         total.capped += self.capped.get();

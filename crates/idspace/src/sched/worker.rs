@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use super::balance;
 use super::hooks::{Exit, Hooks};
 use super::idle::{self, Idle, Notice, PollGovernor};
+#[cfg(not(loom))]
+use super::io::{Reactor, IO_PASSES};
 use super::join::JoinError;
 use super::placement::{Local, Placement, MAX_NEXT_POLLS};
 use super::runtime::{RuntimeState, TaskRef};
@@ -48,11 +50,18 @@ pub(crate) struct Worker<H: Hooks> {
     pub(crate) counters: CachePadded<Counters>,
     /// The next slot and the running task's waker record: this worker's thread only.
     pub(crate) local: CachePadded<Local<H>>,
+    /// The worker's poller (its thread polls it; anyone registers and wakes).
+    #[cfg(not(loom))]
+    pub(crate) reactor: CachePadded<Reactor>,
 }
 
 impl<H: Hooks> Worker<H> {
-    pub(crate) fn new() -> Self {
-        Worker {
+    /// A worker with empty queues and its own poller.
+    ///
+    /// # Errors
+    /// The system refused the poller (an epoll instance or its eventfd).
+    pub(crate) fn new() -> std::io::Result<Self> {
+        Ok(Worker {
             queue: CachePadded::new(Mutex::new(RunQueue {
                 tasks: VecDeque::new(),
                 closed: false,
@@ -65,7 +74,9 @@ impl<H: Hooks> Worker<H> {
             idle: CachePadded::new(Idle::new()),
             counters: CachePadded::new(Counters::default()),
             local: CachePadded::new(Local::new()),
-        }
+            #[cfg(not(loom))]
+            reactor: CachePadded::new(Reactor::new()?),
+        })
     }
 
     /// Tasks queued on the run queue (a hint, read without the lock).
@@ -232,6 +243,11 @@ impl<H: Hooks> Worker<H> {
             Notice::NotNeeded => {}
             Notice::Polling => counters.notify_polling.add(1),
             Notice::Woken => counters.notify_futex.add(1),
+            Notice::WakePoller => {
+                #[cfg(not(loom))]
+                self.reactor.wake();
+                counters.notify_poller.add(1);
+            }
         }
     }
 }
@@ -295,6 +311,12 @@ pub(crate) fn run<H: Hooks>(shared: Arc<RuntimeState<H>>, index: usize) {
         passes = passes.wrapping_add(1);
         if passes % TIMER_PASSES == 0 {
             shared.timers().expire(index, &mut expired);
+        }
+        // The busy worker's look at its poller, so that a long run queue does not starve I/O.
+        #[cfg(not(loom))]
+        if passes % IO_PASSES == 0 && worker.reactor.sources() > 0 {
+            let events = worker.reactor.turn(Some(Duration::ZERO));
+            worker.counters.io_events.add(events as u64);
         }
         if balancing && passes % balance::BALANCE_PASSES == 0 {
             balance::kick_idle(shared.workers(), index);
@@ -390,7 +412,7 @@ fn idle<H: Hooks>(
     let since = Instant::now();
     if timer.is_none_or(|timer| timer > since)
         && !poll(shared, worker, index, PollBudget(governor.limit()), timer)
-        && worker.idle.park(timer)
+        && park(worker, timer)
     {
         worker.counters.parks.add(1);
         let now = Instant::now();
@@ -402,6 +424,34 @@ fn idle<H: Hooks>(
     // find the CPU idle. Further wakeups of the pass find it loaded and spread as usual.
     shared.timers().expire(index, expired);
     worker.idle.stop_idling();
+}
+
+/// Parks the idle worker until notified or until `timer`: in `epoll_wait` when resources are
+/// registered with its poller (read after the fence of `start_polling`, like the queues: a
+/// registration from another thread publishes the count and notifies), else on its futex.
+/// Returns whether it slept.
+///
+/// `epoll_wait` counts in whole milliseconds: the wait is rounded *down* to them, and a timer
+/// due within the next millisecond is waited for on the futex, so that timers keep their
+/// resolution; I/O then waits at most that millisecond.
+fn park<H: Hooks>(worker: &Worker<H>, timer: Option<Instant>) -> bool {
+    #[cfg(not(loom))]
+    {
+        let wait = timer.map(|timer| {
+            let left = timer.saturating_duration_since(Instant::now());
+            Duration::from_millis(left.as_millis() as u64)
+        });
+        if worker.reactor.sources() > 0 && wait.is_none_or(|wait| !wait.is_zero()) {
+            return match worker.idle.park_in_poller(|| worker.reactor.turn(wait)) {
+                Some(events) => {
+                    worker.counters.io_events.add(events as u64);
+                    true
+                }
+                None => false,
+            };
+        }
+    }
+    worker.idle.park(timer)
 }
 
 /// Whether polling can pay for worker `index` now ([`idle::worth_spinning`]), judged by the
@@ -443,6 +493,14 @@ fn poll<H: Hooks>(
                 return true;
             }
             sync::cpu_relax();
+        }
+        // The poller, too: an event's wakeup comes to this idle worker as local work.
+        if worker.reactor.sources() > 0 {
+            let events = worker.reactor.turn(Some(Duration::ZERO));
+            if events > 0 {
+                worker.counters.io_events.add(events as u64);
+                return true;
+            }
         }
         let now = Instant::now();
         if timer.is_some_and(|timer| now >= timer) {

@@ -66,6 +66,19 @@ pub(crate) trait Driver: Send + Sync + 'static {
     /// Makes worker `worker` recompute when to wake up (it may be asleep until a later
     /// deadline): the idle word's notification.
     fn kick(&self, worker: usize);
+    /// Worker `worker`'s poller.
+    #[cfg(not(loom))]
+    fn reactor(&self, worker: usize) -> &crate::sched::io::Reactor;
+    /// The worker whose poller takes a resource registered from a thread that is not a
+    /// worker (round-robin).
+    #[cfg(not(loom))]
+    fn io_home(&self) -> usize;
+    /// The runtime's blocking pool.
+    #[cfg(not(loom))]
+    fn blocking(&self) -> &crate::sched::io::BlockingPool;
+    /// A fresh task ID (for a blocking job's handle).
+    #[cfg(not(loom))]
+    fn next_task_id(&self) -> crate::sched::TaskId;
 }
 
 /// Arms `target` at `deadline` on the caller's worker's wheel, or, from a thread that is not

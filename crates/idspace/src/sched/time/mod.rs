@@ -124,3 +124,5 @@ pub use timeout::{timeout, timeout_at, Elapsed, Timeout};
 
 pub(crate) use arm::Driver;
 pub(crate) use bases::{Expired, Timers};
+#[cfg(not(loom))]
+pub(crate) use sleep::deadline_after;
