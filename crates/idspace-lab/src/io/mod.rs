@@ -16,6 +16,7 @@
 //! the policies are compared on the path the patch changed.
 
 mod channel;
+mod fanout;
 mod http;
 mod kernel;
 mod messaging;
@@ -98,9 +99,9 @@ impl Plan {
     fn new(scale: Scale) -> Plan {
         match scale {
             Scale::Quick => Plan {
-                hackbench: vec![(1, 100), (4, 25)],
+                hackbench: vec![(1, 40), (4, 10)],
                 hackbench_repetitions: None,
-                switches: 20_000,
+                switches: 5_000,
                 http: http::Plan::quick(),
             },
             Scale::Full => Plan {

@@ -1,8 +1,8 @@
 //! Our runtime's side of the experiment: its channels (`idspace::net::socketpair` and
-//! `idspace::pipe`), how it runs a messaging workload, and hyper on it through
-//! `idspace::hyper_rt`.
+//! `idspace::pipe`, their writing ends shared through [`Fanout`]), how it runs a messaging
+//! workload, and hyper on it through `idspace::hyper_rt`.
 
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::time::Instant;
 
@@ -13,6 +13,7 @@ use idspace::sched::time::sleep;
 use idspace::sched::{Builder, Handle, Placement, Policy, Runtime, Stats};
 
 use super::channel::Channel;
+use super::fanout::Fanout;
 use super::http::servers::{serve_connection, ACCEPT_BACKOFF};
 use super::runner::succeeded;
 use super::workloads::Workload;
@@ -27,10 +28,11 @@ pub(crate) struct OursPipe;
 
 impl Channel for OursSocketpair {
     type Rx = UnixStream;
-    type Tx = UnixStream;
+    type Tx = Fanout<UnixStream>;
 
-    fn open() -> io::Result<(UnixStream, UnixStream)> {
-        idspace::net::socketpair()
+    fn open() -> io::Result<(UnixStream, Fanout<UnixStream>)> {
+        let (rx, tx) = idspace::net::socketpair()?;
+        Ok((rx, Fanout::new(tx)))
     }
 
     fn read<'a>(
@@ -41,20 +43,20 @@ impl Channel for OursSocketpair {
     }
 
     fn write<'a>(
-        tx: &'a UnixStream,
+        tx: &'a Fanout<UnixStream>,
         buf: &'a [u8],
     ) -> impl Future<Output = io::Result<usize>> + Send + 'a {
-        tx.write(buf)
+        poll_fn(move |cx| tx.poll_write(cx, buf))
     }
 }
 
 impl Channel for OursPipe {
     type Rx = Receiver;
-    type Tx = Sender;
+    type Tx = Fanout<Sender>;
 
-    fn open() -> io::Result<(Receiver, Sender)> {
+    fn open() -> io::Result<(Receiver, Fanout<Sender>)> {
         let (tx, rx) = idspace::pipe::pipe()?;
-        Ok((rx, tx))
+        Ok((rx, Fanout::new(tx)))
     }
 
     fn read<'a>(
@@ -65,10 +67,10 @@ impl Channel for OursPipe {
     }
 
     fn write<'a>(
-        tx: &'a Sender,
+        tx: &'a Fanout<Sender>,
         buf: &'a [u8],
     ) -> impl Future<Output = io::Result<usize>> + Send + 'a {
-        tx.write(buf)
+        poll_fn(move |cx| tx.poll_write(cx, buf))
     }
 }
 
