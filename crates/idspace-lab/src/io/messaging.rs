@@ -133,7 +133,7 @@ fn hackbench<'a>(
             }
             hackbench_goals(&mut goals.borrow_mut(), fds, &label(point), &speed);
         }
-        rows.extend(share_rows(swept, &label));
+        rows.extend(share_rows(swept, label));
         let title = format!(
             "hackbench over {}: seconds, lower is better (ratios: the peer's time ÷ the column's, above 1 is faster)",
             fds.name()
