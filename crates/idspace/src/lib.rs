@@ -29,6 +29,9 @@
 //! * [`sched::time`]: the runtime's clock: [`sleep`](sched::time::sleep),
 //!   [`timeout`](sched::time::timeout) and [`interval`](sched::time::interval) on a
 //!   hierarchical timer wheel per worker.
+//! * [`net`] and [`pipe`]: sockets (TCP, UDP, Unix) and pipes on the runtime, read and written
+//!   through the `futures-io` traits, their readiness from a poller per worker (edge-triggered
+//!   epoll through `mio`); `hyper_rt` (feature `hyper`) runs hyper 1.x on them.
 //! * [`process`]: processes, threads and PID namespaces over the families: every ID a task
 //!   holds, with checkpoint and restore.
 //!

@@ -10,7 +10,7 @@ use std::io;
 
 use mio::Interest;
 
-use crate::net::stream::{read_stream, write_stream};
+use crate::net::stream::{as_fd, read_stream, write_stream};
 use crate::sched::io::IoSource;
 
 /// A new pipe: its writing end and its reading end.
@@ -117,6 +117,7 @@ impl fmt::Debug for Receiver {
     }
 }
 
+as_fd!(Sender, Receiver);
 read_stream!(Receiver);
 // A pipe has no half-close: the writing end ends the stream when it is dropped.
 write_stream!(Sender, |_| Ok(()));

@@ -150,6 +150,42 @@ fn socketpairs_and_pipes_carry_messages_between_tasks_on_other_workers() {
     assert_eq!(runtime.handle().io_sources(), 0);
 }
 
+/// hackbench's shape in small: twenty senders share one socket and write to it at once, one
+/// receiver reads everything. With one waker slot per direction, a waiting sender pushed out
+/// by another would never be woken, and this would hang.
+#[test]
+fn many_writers_waiting_on_one_socket_are_all_woken() {
+    const SENDERS: usize = 20;
+    const MESSAGES: usize = 200;
+    const SIZE: usize = 100;
+    let runtime = runtime(2);
+    let received = run(&runtime, "shared socket", async {
+        let (receiver, shared) = socketpair()?;
+        let shared = std::sync::Arc::new(shared);
+        let senders: Vec<_> = (0..SENDERS)
+            .map(|_| {
+                let shared = std::sync::Arc::clone(&shared);
+                spawn(async move {
+                    for _ in 0..MESSAGES {
+                        shared.write_all(&[1; SIZE]).await?;
+                    }
+                    Ok::<_, io::Error>(())
+                })
+                .expect("in the runtime")
+            })
+            .collect();
+        drop(shared);
+        // Everything, then the end of the stream once every sender's handle is dropped.
+        let received = read_to_end(&receiver).await?;
+        for sender in senders {
+            sender.await.expect("sender ran")?;
+        }
+        Ok::<_, io::Error>(received.len())
+    })
+    .expect("no I/O error");
+    assert_eq!(received, SENDERS * MESSAGES * SIZE);
+}
+
 #[test]
 fn datagrams_keep_their_boundaries() {
     let runtime = runtime(2);

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use mio::Interest;
 
+use super::stream::as_fd;
 use crate::sched::io::readiness::Direction;
 use crate::sched::io::IoSource;
 
@@ -229,3 +230,5 @@ impl UnixDatagram {
         self.io.get_ref().local_addr()
     }
 }
+
+as_fd!(UdpSocket, UnixDatagram);

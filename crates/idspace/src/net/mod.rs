@@ -6,9 +6,10 @@
 //! poller of the worker running the creating code (or of a worker chosen round-robin from a
 //! `block_on` thread). An operation tries the system call first; on `WouldBlock` it clears the
 //! readiness it acted on and waits for the next edge (the protocol document's section 8 says
-//! why no edge is lost in between). Reads and writes take `&self`: a socket has one waker
-//! slot per direction, so a reader and a writer may wait at once, from one task or two (see
-//! the split halves), but two tasks reading the same socket at once take turns at being woken.
+//! why no edge is lost in between). Reads and writes take `&self`: a reader and a writer may
+//! wait at once, from one task or two (see the split halves), and several tasks may wait on
+//! one socket the same way (hackbench's senders share their receiver's socket): an event wakes
+//! every waiter of its direction.
 //!
 //! Streams implement [`futures_io::AsyncRead`] and [`futures_io::AsyncWrite`], the
 //! runtime-neutral traits of the futures ecosystem, and have `read`/`write`/`read_exact`/
@@ -40,6 +41,7 @@ mod tcp;
 mod unix;
 
 pub use datagram::{UdpSocket, UnixDatagram};
+
 pub use split::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, WriteHalf};
 pub use tcp::{TcpListener, TcpStream};
 pub use unix::{socketpair, UnixListener, UnixStream};

@@ -254,4 +254,25 @@ macro_rules! write_stream {
     };
 }
 
-pub(crate) use {read_stream, write_stream};
+/// Implements `AsFd` and `AsRawFd` for a type whose `io` field is an `IoSource` of a mio
+/// source with a descriptor: for socket options the type has no method for. The descriptor
+/// stays registered and owned by the type; do not close it or make it blocking.
+macro_rules! as_fd {
+    ($($ty:ty),*) => {
+        $(
+            impl std::os::fd::AsFd for $ty {
+                fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+                    self.io.get_ref().as_fd()
+                }
+            }
+
+            impl std::os::fd::AsRawFd for $ty {
+                fn as_raw_fd(&self) -> std::os::fd::RawFd {
+                    self.io.get_ref().as_raw_fd()
+                }
+            }
+        )*
+    };
+}
+
+pub(crate) use {as_fd, read_stream, write_stream};

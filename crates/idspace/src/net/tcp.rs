@@ -11,7 +11,7 @@ use mio::Interest;
 
 use super::accept::accept_with_backoff;
 use super::split::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, WriteHalf};
-use super::stream::{read_stream, write_stream};
+use super::stream::{as_fd, read_stream, write_stream};
 use crate::sched::io::readiness::Direction;
 use crate::sched::io::IoSource;
 
@@ -264,5 +264,6 @@ impl TcpStream {
     }
 }
 
+as_fd!(TcpListener, TcpStream);
 read_stream!(TcpStream);
 write_stream!(TcpStream, |stream| stream.shutdown(Shutdown::Write));

@@ -11,7 +11,7 @@ use mio::Interest;
 
 use super::accept::accept_with_backoff;
 use super::split::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, WriteHalf};
-use super::stream::{read_stream, write_stream};
+use super::stream::{as_fd, read_stream, write_stream};
 use crate::sched::io::readiness::Direction;
 use crate::sched::io::IoSource;
 // Outside every loom model (the I/O types do not exist under loom).
@@ -250,5 +250,6 @@ impl UnixStream {
     }
 }
 
+as_fd!(UnixListener, UnixStream);
 read_stream!(UnixStream);
 write_stream!(UnixStream, |stream| stream.shutdown(Shutdown::Write));

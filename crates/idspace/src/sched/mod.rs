@@ -128,6 +128,10 @@ mod builder;
 mod hooks;
 mod idle;
 pub(crate) mod io;
+/// The reactor's races for the loom models (`tests/loom_io.rs`); not part of the API.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use io::model as io_model;
 mod join;
 mod placement;
 mod registry;

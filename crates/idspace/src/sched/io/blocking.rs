@@ -193,7 +193,7 @@ impl Inner {
 /// let size = runtime.block_on(async {
 ///     let read = spawn_blocking(|| std::fs::metadata("/proc/self/status").map(|m| m.len()));
 ///     read.expect("inside a runtime").await
-/// })??;
+/// })???;
 /// assert_eq!(size, 0, "procfs files report no size");
 /// # Ok(())
 /// # }

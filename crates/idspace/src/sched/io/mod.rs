@@ -32,6 +32,8 @@
 
 #[cfg(not(loom))]
 mod blocking;
+#[cfg(loom)]
+pub mod model;
 #[cfg(not(loom))]
 mod reactor;
 pub(crate) mod readiness;
@@ -49,4 +51,5 @@ pub(crate) use source::IoSource;
 
 /// A busy worker looks at its poller every this many passes of its loop (tokio's
 /// `event_interval` is 61 ticks).
+#[cfg(not(loom))]
 pub(crate) const IO_PASSES: u32 = 61;

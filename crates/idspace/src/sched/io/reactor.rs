@@ -89,7 +89,8 @@ impl Reactor {
         interest: Interest,
     ) -> io::Result<Arc<IoState>> {
         let state = Arc::new(IoState::new());
-        let token = Arc::as_ptr(&state) as usize;
+        // Exposed: `turn` turns the token back into the pointer.
+        let token = Arc::as_ptr(&state).expose_provenance();
         // Under the lock, so that a shutdown's close sees every registration or refuses it.
         let mut sources = sync::lock(&self.sources);
         if sources.closed {
@@ -107,7 +108,7 @@ impl Reactor {
         // After a shutdown the poller may be gone with its worker; the descriptor is closed by
         // its owner right after this anyway (closing removes it from every epoll set).
         let _ = self.registry.deregister(source);
-        let token = Arc::as_ptr(state) as usize;
+        let token = Arc::as_ptr(state).expose_provenance();
         let mut sources = sync::lock(&self.sources);
         if let Some(state) = sources.live.remove(&token) {
             sources.released.push(state);
@@ -150,7 +151,7 @@ impl Reactor {
             // SAFETY: the token is the address of an `IoState` that `sources` keeps alive:
             // in `live` while registered, then in `released` until the start of the next turn,
             // after this batch is dispatched (see the module docs).
-            let state = unsafe { &*(event.token().0 as *const IoState) };
+            let state = unsafe { &*std::ptr::with_exposed_provenance::<IoState>(event.token().0) };
             state.set_readiness(ready);
             delivered += 1;
         }

@@ -16,15 +16,27 @@
 //!
 //! # Why no readiness is lost
 //!
-//! A task that finds no readiness takes the waiter lock, stores its waker in the slot of its
-//! direction (reader or writer), and reads the word again *under the lock*. The poller writes
+//! A task that finds no readiness takes the waiter lock, adds its waker to the waiters of its
+//! direction (readers or writers), and reads the word again *under the lock*. The poller writes
 //! the word *before* it takes the same lock to collect the wakers. The lock orders the two:
 //! either the poller's collection comes second and finds the waker, or the task's look under
 //! the lock comes second and sees the new bits. Wakers are woken after the lock is released,
 //! since waking runs the runtime's wakeup path (which may take run-queue locks).
+//!
+//! # Several waiters
+//!
+//! Each direction keeps a list of wakers, not one slot: hackbench's twenty senders write to
+//! one socket, and with one slot each new waiter would push out the last, which would then
+//! never be woken. An event wakes every waiter of its direction (they retry; those that find
+//! `WouldBlock` wait again), and a waker already on the list is not added twice. tokio keeps one
+//! slot per direction for `poll_read`/`poll_write` and a list for its `readiness()` futures;
+//! here one list serves both. A waiter whose future was dropped stays on the list until the
+//! next event, which wakes it once for nothing.
 
 use std::io;
 use std::task::{Context, Poll, Waker};
+
+use smallvec::SmallVec;
 
 use crate::sync::{self, AtomicUsize, Mutex, Ordering};
 
@@ -76,10 +88,22 @@ pub(crate) fn shut_down_error() -> io::Error {
     io::Error::other("the runtime that registered this I/O resource shut down")
 }
 
+/// The wakers waiting one way: usually one, inline.
+type WakerList = SmallVec<[Waker; 1]>;
+
 #[derive(Default)]
 struct Waiters {
-    reader: Option<Waker>,
-    writer: Option<Waker>,
+    readers: WakerList,
+    writers: WakerList,
+}
+
+impl Waiters {
+    fn of(&mut self, direction: Direction) -> &mut WakerList {
+        match direction {
+            Direction::Read => &mut self.readers,
+            Direction::Write => &mut self.writers,
+        }
+    }
 }
 
 /// One registered resource's state, shared by its handle (the socket) and its poller. Padded
@@ -123,7 +147,8 @@ impl IoState {
         self.wake(ready)
     }
 
-    /// Marks the resource shut down and wakes both waiters: their next poll fails.
+    /// Marks the resource shut down and wakes every waiter: their next poll fails.
+    #[cfg(not(loom))]
     pub(crate) fn shut_down(&self) {
         // AcqRel as in `set_readiness`: the waiter lock then orders it against registrations.
         self.word.fetch_or(SHUTDOWN, Ordering::AcqRel);
@@ -132,22 +157,19 @@ impl IoState {
 
     /// Wakes the waiters whose direction `ready` concerns, outside the lock.
     fn wake(&self, ready: usize) -> usize {
-        let (reader, writer) = {
+        let (readers, writers) = {
             let mut waiters = sync::lock(&self.waiters);
-            let reader = if ready & Direction::Read.mask() != 0 {
-                waiters.reader.take()
-            } else {
-                None
+            let mut take = |direction: Direction| {
+                if ready & direction.mask() != 0 {
+                    std::mem::take(waiters.of(direction))
+                } else {
+                    WakerList::new()
+                }
             };
-            let writer = if ready & Direction::Write.mask() != 0 {
-                waiters.writer.take()
-            } else {
-                None
-            };
-            (reader, writer)
+            (take(Direction::Read), take(Direction::Write))
         };
-        let woken = usize::from(reader.is_some()) + usize::from(writer.is_some());
-        reader.into_iter().chain(writer).for_each(Waker::wake);
+        let woken = readers.len() + writers.len();
+        readers.into_iter().chain(writers).for_each(Waker::wake);
         woken
     }
 
@@ -164,24 +186,20 @@ impl IoState {
             return Poll::Ready(ready);
         }
         let mut waiters = sync::lock(&self.waiters);
-        let slot = match direction {
-            Direction::Read => &mut waiters.reader,
-            Direction::Write => &mut waiters.writer,
-        };
-        match slot {
-            Some(waker) if waker.will_wake(cx.waker()) => {}
-            _ => *slot = Some(cx.waker().clone()),
+        let list = waiters.of(direction);
+        let added = !list.iter().any(|waker| waker.will_wake(cx.waker()));
+        if added {
+            list.push(cx.waker().clone());
         }
         // The look under the lock: a poller that set the word before we locked is seen here;
         // one that sets it after will find our waker (its collection takes this lock).
         match Self::decode(self.word.load(Ordering::Acquire), direction) {
             Some(ready) => {
-                // Ready after all: the slot's waker is not needed.
-                let slot = match direction {
-                    Direction::Read => &mut waiters.reader,
-                    Direction::Write => &mut waiters.writer,
-                };
-                *slot = None;
+                // Ready after all: the waker just added is not needed (the list is ours while
+                // the lock is held, so it is still the last one).
+                if added {
+                    list.pop();
+                }
                 Poll::Ready(ready)
             }
             None => Poll::Pending,
@@ -226,7 +244,7 @@ impl IoState {
     }
 
     /// The readiness bits now (for tests and models).
-    #[cfg(any(test, loom))]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn readiness(&self) -> usize {
         self.word.load(Ordering::Relaxed) & READY_MASK
     }
@@ -317,6 +335,28 @@ mod tests {
             state.poll_ready(&mut Context::from_waker(&reader), Direction::Read),
             Poll::Ready(Ok(_))
         ));
+    }
+
+    #[test]
+    fn every_waiter_of_a_direction_is_woken_and_none_twice() {
+        let state = IoState::new();
+        let (first, first_waker) = counting_waker();
+        let (second, second_waker) = counting_waker();
+        let Poll::Ready(Ok(event)) =
+            state.poll_ready(&mut Context::from_waker(&first_waker), Direction::Write)
+        else {
+            panic!("fresh: writable");
+        };
+        state.clear_readiness(event);
+        // Two writers wait on one socket (the second one twice): neither pushes out the other.
+        for waker in [&first_waker, &second_waker, &second_waker] {
+            assert!(state
+                .poll_ready(&mut Context::from_waker(waker), Direction::Write)
+                .is_pending());
+        }
+        assert_eq!(state.set_readiness(WRITABLE), 2);
+        assert_eq!((woken(&first), woken(&second)), (1, 1));
+        assert_eq!(state.set_readiness(WRITABLE), 0, "the list was taken");
     }
 
     #[test]

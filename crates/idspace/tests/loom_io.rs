@@ -1,0 +1,107 @@
+//! Loom models of the reactor's races (the protocol document, section 8): a worker asleep in
+//! its poller is woken by a notification, a registration from another thread gets a worker
+//! asleep on its futex into its poller, and a readiness edge racing a task's `WouldBlock` and
+//! waker registration is never lost. Each lost wakeup would leave a thread blocked for good,
+//! which loom reports as a deadlock.
+//!
+//! Run with `RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2 cargo test
+//! --release --test loom_io`.
+
+#![cfg(loom)]
+
+use std::task::{Poll, Wake, Waker};
+
+use idspace::sched::io_model::{IdlePoller, Readiness};
+use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::sync::{Arc, Condvar, Mutex};
+use loom::thread;
+
+mod loom_util;
+use loom_util::run_model;
+
+/// A worker with a resource registered sleeps in its poller; a waker publishes work and
+/// notifies: the worker must get up (through the eventfd, or by seeing the work first).
+#[test]
+fn a_worker_asleep_in_its_poller_is_woken_by_a_notification() {
+    run_model("park in poller against notify", || {
+        let worker = Arc::new(IdlePoller::default());
+        worker.register(); // from the worker itself: no one to wake yet
+        let work = Arc::new(AtomicBool::new(false));
+        let waker = {
+            let (worker, work) = (Arc::clone(&worker), Arc::clone(&work));
+            thread::spawn(move || {
+                // Relaxed: the notification's fence orders it before the idle word's read.
+                work.store(true, Ordering::Relaxed);
+                worker.notify();
+            })
+        };
+        while !work.load(Ordering::Relaxed) {
+            worker.idle_once(|| work.load(Ordering::Relaxed));
+        }
+        waker.join().unwrap();
+    });
+}
+
+/// A worker with nothing registered sleeps on its futex; another thread registers a resource
+/// with its poller and then an event arrives on it. The registration's notification must get
+/// the worker into its poller, or the event would wait forever.
+#[test]
+fn a_registration_from_another_thread_moves_a_sleeping_worker_into_its_poller() {
+    run_model("registration against futex park", || {
+        let worker = Arc::new(IdlePoller::default());
+        let registrar = {
+            let worker = Arc::clone(&worker);
+            thread::spawn(move || {
+                worker.register();
+                worker.event();
+            })
+        };
+        while worker.events_seen() == 0 {
+            worker.idle_once(|| false);
+        }
+        registrar.join().unwrap();
+    });
+}
+
+/// A waker that sets a flag and signals a condition variable, both loom's.
+struct Signal {
+    woken: Mutex<bool>,
+    wakeup: Condvar,
+}
+
+// `Wake` takes std's `Arc`; what the threads race on is loom's.
+impl Wake for Signal {
+    fn wake(self: std::sync::Arc<Self>) {
+        *self.woken.lock().unwrap() = true;
+        self.wakeup.notify_one();
+    }
+}
+
+/// A byte arrives and its readable edge is delivered while the task reads: the task's first
+/// try finds nothing (`WouldBlock`, clearing the readiness it assumed), then registers its
+/// waker. Whatever the interleaving, the task gets the byte: the clear cannot wipe out the
+/// newer edge (the tick), and the edge either finds the waker or is seen by the look under the
+/// waiter lock.
+#[test]
+fn a_readiness_edge_racing_wouldblock_and_registration_is_never_lost() {
+    run_model("readiness edge against registration", || {
+        let socket = Arc::new(Readiness::default());
+        let poller = {
+            let socket = Arc::clone(&socket);
+            thread::spawn(move || socket.deliver())
+        };
+        let signal = std::sync::Arc::new(Signal {
+            woken: Mutex::new(false),
+            wakeup: Condvar::new(),
+        });
+        let waker = Waker::from(std::sync::Arc::clone(&signal));
+        while socket.poll_read(&waker) == Poll::Pending {
+            let mut woken = signal.woken.lock().unwrap();
+            while !*woken {
+                woken = signal.wakeup.wait(woken).unwrap();
+            }
+            *woken = false;
+        }
+        poller.join().unwrap();
+    });
+}
