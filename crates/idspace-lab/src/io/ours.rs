@@ -74,17 +74,17 @@ impl Channel for OursPipe {
     }
 }
 
-/// Runs a workload on our runtime with `policy` and the placement that sends every wakeup to
-/// another worker.
+/// Runs a workload on our runtime with `policy` and `placement`.
 pub(crate) fn run(
     policy: Policy,
+    placement: Placement,
     workers: usize,
     make: impl FnOnce() -> io::Result<Workload>,
 ) -> Result<Ran, String> {
     let runtime = Builder::new()
         .workers(workers)
         .policy(policy)
-        .placement(Placement::Remote)
+        .placement(placement)
         .build()
         .map_err(|e| e.to_string())?;
     // Opened inside the runtime, whose pollers register the channels.
