@@ -173,6 +173,16 @@ impl<H: Hooks> RuntimeState<H> {
         let task = match (here, self.placement) {
             (Some(this), Placement::Kernel) => {
                 let worker = &self.workers[this];
+                // The poller's worker delivering I/O events keeps the first wakee when nothing
+                // else waits on it (see the protocol, section 8).
+                #[cfg(not(loom))]
+                if super::io::delivering() && worker.load() == 0 {
+                    worker.counters.local.add(1);
+                    if let Err(task) = worker.enqueue(task) {
+                        self.cancel(task, here);
+                    }
+                    return;
+                }
                 match worker.local.wake_affine(task) {
                     Affine::Slotted(displaced) => {
                         worker.counters.affine.add(1);

@@ -49,6 +49,34 @@ pub(crate) use reactor::Reactor;
 #[cfg(not(loom))]
 pub(crate) use source::IoSource;
 
+#[cfg(not(loom))]
+std::thread_local! {
+    /// Set while this thread's worker delivers its poller's events.
+    static DELIVERING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is a worker delivering its poller's events: the wakeups it makes
+/// then are the network softirq's, made on a CPU that was idle.
+#[cfg(not(loom))]
+pub(crate) fn delivering() -> bool {
+    DELIVERING.with(std::cell::Cell::get)
+}
+
+/// Runs `deliver` with [`delivering`] set.
+#[cfg(not(loom))]
+pub(crate) fn while_delivering<R>(deliver: impl FnOnce() -> R) -> R {
+    /// Clears the flag also if a waker panics.
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            DELIVERING.with(|flag| flag.set(false));
+        }
+    }
+    DELIVERING.with(|flag| flag.set(true));
+    let _clear = Clear;
+    deliver()
+}
+
 /// A busy worker looks at its poller every this many passes of its loop (tokio's
 /// `event_interval` is 61 ticks).
 #[cfg(not(loom))]

@@ -142,6 +142,11 @@ impl Reactor {
             }
             return 0;
         }
+        super::while_delivering(|| Self::deliver(events))
+    }
+
+    /// Sets the readiness of each event's resource, waking its waiters.
+    fn deliver(events: &Events) -> usize {
         let mut delivered = 0;
         for event in events.iter() {
             if event.token() == WAKE {
