@@ -266,6 +266,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn senders_sharing_a_full_channel_all_finish() {
+        // 20 senders × 60 messages × 100 bytes into one receiver: more than a pipe (64 KiB) or
+        // a socketpair holds, so the senders wait on the same writing end at once.
+        let subjects = [
+            Subject::Ours(Policy::Locked),
+            Subject::OursDefault,
+            Subject::Tokio,
+        ];
+        for subject in subjects {
+            for fds in [Fds::Socketpairs, Fds::Pipes] {
+                let metrics = hackbench_run(&subject, fds, (1, 60), 2, None).unwrap();
+                assert!(metrics[FIGURE] > 0.0, "{}", fds.name());
+            }
+        }
+    }
+
+    #[test]
     fn every_subject_runs_every_messaging_workload() {
         let tool = tools::locate("hackbench", "rt-tests").ok();
         for subject in hackbench_subjects() {

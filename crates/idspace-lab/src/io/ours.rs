@@ -1,8 +1,8 @@
 //! Our runtime's side of the experiment: its channels (`idspace::net::socketpair` and
-//! `idspace::pipe`, their writing ends shared through [`Fanout`]), how it runs a messaging
+//! `idspace::pipe`, whose writing ends many tasks share by reference), how it runs a messaging
 //! workload, and hyper on it through `idspace::hyper_rt`.
 
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::io;
 use std::time::Instant;
 
@@ -13,7 +13,6 @@ use idspace::sched::time::sleep;
 use idspace::sched::{Builder, Handle, Placement, Policy, Runtime, Stats};
 
 use super::channel::Channel;
-use super::fanout::Fanout;
 use super::http::servers::{serve_connection, ACCEPT_BACKOFF};
 use super::runner::succeeded;
 use super::workloads::Workload;
@@ -28,11 +27,10 @@ pub(crate) struct OursPipe;
 
 impl Channel for OursSocketpair {
     type Rx = UnixStream;
-    type Tx = Fanout<UnixStream>;
+    type Tx = UnixStream;
 
-    fn open() -> io::Result<(UnixStream, Fanout<UnixStream>)> {
-        let (rx, tx) = idspace::net::socketpair()?;
-        Ok((rx, Fanout::new(tx)))
+    fn open() -> io::Result<(UnixStream, UnixStream)> {
+        idspace::net::socketpair()
     }
 
     fn read<'a>(
@@ -43,20 +41,20 @@ impl Channel for OursSocketpair {
     }
 
     fn write<'a>(
-        tx: &'a Fanout<UnixStream>,
+        tx: &'a UnixStream,
         buf: &'a [u8],
     ) -> impl Future<Output = io::Result<usize>> + Send + 'a {
-        poll_fn(move |cx| tx.poll_write(cx, buf))
+        tx.write(buf)
     }
 }
 
 impl Channel for OursPipe {
     type Rx = Receiver;
-    type Tx = Fanout<Sender>;
+    type Tx = Sender;
 
-    fn open() -> io::Result<(Receiver, Fanout<Sender>)> {
+    fn open() -> io::Result<(Receiver, Sender)> {
         let (tx, rx) = idspace::pipe::pipe()?;
-        Ok((rx, Fanout::new(tx)))
+        Ok((rx, tx))
     }
 
     fn read<'a>(
@@ -67,10 +65,10 @@ impl Channel for OursPipe {
     }
 
     fn write<'a>(
-        tx: &'a Fanout<Sender>,
+        tx: &'a Sender,
         buf: &'a [u8],
     ) -> impl Future<Output = io::Result<usize>> + Send + 'a {
-        poll_fn(move |cx| tx.poll_write(cx, buf))
+        tx.write(buf)
     }
 }
 
