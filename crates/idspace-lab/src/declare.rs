@@ -8,7 +8,7 @@
 //! counts the progress steps from the declaration, runs every sweep (repetitions, interleaving
 //! and medians are [`Context::measure`]'s), and assembles the [`Section`].
 
-use crate::measure::{names, Candidate, Medians, Values};
+use crate::measure::{medians, names, Candidate, Medians, Values};
 use crate::model::{Plot, Row, Section, Series, Table};
 use crate::Context;
 
@@ -105,6 +105,8 @@ pub(crate) struct Sweep<'a, S, P> {
     points: Vec<P>,
     label: Box<dyn Fn(&P) -> String + 'a>,
     measure: Measure<'a, S, P>,
+    /// Repetitions of every run, when not the scale's.
+    repetitions: Option<usize>,
 }
 
 impl<'a, S: Candidate + 'a, P: 'a> Sweep<'a, S, P> {
@@ -121,7 +123,16 @@ impl<'a, S: Candidate + 'a, P: 'a> Sweep<'a, S, P> {
             points,
             label: Box::new(label),
             measure: Box::new(measure),
+            repetitions: None,
         }
+    }
+
+    /// The sweep with every run repeated `repetitions` times instead of the scale's count: for
+    /// runs whose length is fixed from outside (a load generator's duration, a kernel
+    /// benchmark's own size), where the scale's count would not fit its time.
+    pub fn repetitions(mut self, repetitions: usize) -> Sweep<'a, S, P> {
+        self.repetitions = Some(repetitions.max(1));
+        self
     }
 
     /// The sweep with its results laid out by `tabulate`, ready for a declaration.
@@ -141,8 +152,19 @@ impl<'a, S: Candidate + 'a, P: 'a> Sweep<'a, S, P> {
         for point in self.points {
             let label = (self.label)(&point);
             let measure = &mut self.measure;
-            let medians = cx.measure(&self.subjects, &label, |s| measure(s, &point));
-            results.push((point, medians));
+            let run = |s: &S| measure(s, &point);
+            let found = match self.repetitions {
+                Some(repetitions) => medians(
+                    &self.subjects,
+                    repetitions,
+                    &mut cx.progress,
+                    &label,
+                    &mut cx.notes,
+                    run,
+                ),
+                None => cx.measure(&self.subjects, &label, run),
+            };
+            results.push((point, found));
         }
         Swept {
             columns: names(&self.subjects),
@@ -159,6 +181,7 @@ struct Tabulated<'a, S, P> {
 
 impl<S: Candidate, P> Measurement for Tabulated<'_, S, P> {
     fn steps(&self, repetitions: usize) -> usize {
+        let repetitions = self.sweep.repetitions.unwrap_or(repetitions);
         repetitions * self.sweep.subjects.len() * self.sweep.points.len()
     }
 
@@ -317,6 +340,15 @@ mod tests {
             }
         });
         assert_eq!(sweep.steps(3), 12);
+        let once = Sweep::new(
+            vec!["a"],
+            vec![1usize],
+            |_| "once".into(),
+            |_, _| Ok(vec![1.0]),
+        )
+        .repetitions(1)
+        .tables(|_, _| Produced::default());
+        assert_eq!(once.steps(3), 1);
         let section = run(
             &mut cx,
             Declared {

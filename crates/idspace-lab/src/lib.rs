@@ -23,6 +23,7 @@ mod compare;
 mod context;
 pub mod cputime;
 mod declare;
+mod io;
 mod lease;
 mod machine;
 pub mod measure;
@@ -102,6 +103,7 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
         Box::new(pid::Pids),
         Box::new(cid::Cids),
         Box::new(wake::Wake),
+        Box::new(io::Io),
         Box::new(percid::PerCidData),
         Box::new(mmcid::MmCid),
         Box::new(lease::Lease),

@@ -39,12 +39,12 @@ impl Gate {
 }
 
 /// A body run on its own OS thread.
-type Body = Box<dyn FnOnce() -> Result<(), String> + Send>;
+pub(crate) type Body = Box<dyn FnOnce() -> Result<(), String> + Send>;
 
 /// Runs `bodies` on OS threads started together; returns the wall time from the start signal
 /// until all have finished and the process's CPU time over the same interval (the threads are
 /// the lab's own, so `RUSAGE_SELF` counts them, exited ones included), or the first error.
-fn run_threads(bodies: Vec<Body>) -> Result<Ran, String> {
+pub(crate) fn run_threads(bodies: Vec<Body>) -> Result<Ran, String> {
     let gate = Arc::new(Gate {
         state: Mutex::new(None),
         opened: Condvar::new(),

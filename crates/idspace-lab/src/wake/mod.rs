@@ -4,7 +4,7 @@
 //! multi-thread runtime with the same futures, and on the kernel (OS threads and pipes), all in one
 //! run.
 
-mod kernel;
+pub(crate) mod kernel;
 pub(crate) mod primitives;
 pub(crate) mod workloads;
 
