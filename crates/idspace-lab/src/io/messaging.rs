@@ -4,6 +4,8 @@
 use std::cell::RefCell;
 use std::path::PathBuf;
 
+use idspace::sched::{Placement, Policy};
+
 use super::channel::{TokioPipe, TokioSocketpair};
 use super::kernel::{self, OsSocketpair};
 use super::ours::{OursPipe, OursSocketpair};
@@ -53,6 +55,15 @@ pub(super) fn measurements<'a>(
     all
 }
 
+/// Our runtime as `subject` configures it: a policy with forced-remote placement, or the
+/// default build.
+fn ours(subject: &Subject) -> Runtime {
+    match *subject {
+        Subject::Ours(policy) => Runtime::Ours(policy, Placement::Remote),
+        _ => Runtime::Ours(Policy::Wakelist, Placement::Kernel),
+    }
+}
+
 /// One hackbench run of `subject`: seconds, and the wakelist share.
 fn hackbench_run(
     subject: &Subject,
@@ -69,13 +80,14 @@ fn hackbench_run(
             let seconds = tools::hackbench(tool, mode, fds == Fds::Pipes, groups, loops)?;
             return Ok(vec![seconds, f64::NAN]);
         }
-        (Subject::Ours(policy), Fds::Socketpairs) => Runtime::Ours(policy)
+        (Subject::Ours(_) | Subject::OursDefault, Fds::Socketpairs) => ours(subject)
             .run(workers, move || {
                 workloads::hackbench::<OursSocketpair>(groups, loops)
             })?,
-        (Subject::Ours(policy), Fds::Pipes) => Runtime::Ours(policy).run(workers, move || {
-            workloads::hackbench::<OursPipe>(groups, loops)
-        })?,
+        (Subject::Ours(_) | Subject::OursDefault, Fds::Pipes) => ours(subject)
+            .run(workers, move || {
+                workloads::hackbench::<OursPipe>(groups, loops)
+            })?,
         (Subject::Tokio, Fds::Socketpairs) => Runtime::Tokio.run(workers, move || {
             workloads::hackbench::<TokioSocketpair>(groups, loops)
         })?,
@@ -133,7 +145,7 @@ fn hackbench<'a>(
             }
             hackbench_goals(&mut goals.borrow_mut(), fds, &label(point), &speed);
         }
-        rows.extend(share_rows(swept, &label));
+        rows.extend(share_rows(swept, label));
         let title = format!(
             "hackbench over {}: seconds, lower is better (ratios: the peer's time ÷ the column's, above 1 is faster)",
             fds.name()
@@ -192,8 +204,8 @@ fn hackbench_goals(goals: &mut Goals, fds: Fds, point: &str, speed: &crate::meas
 /// One context-switching run: round trips per second, and the wakelist share.
 fn switch_run(subject: &Subject, rounds: u64, workers: usize) -> Result<Vec<f64>, String> {
     let ran = match *subject {
-        Subject::Ours(policy) => {
-            Runtime::Ours(policy).run(workers, move || workloads::switch::<OursPipe>(rounds))?
+        Subject::Ours(_) | Subject::OursDefault => {
+            ours(subject).run(workers, move || workloads::switch::<OursPipe>(rounds))?
         }
         Subject::Tokio => {
             Runtime::Tokio.run(workers, move || workloads::switch::<TokioPipe>(rounds))?
@@ -254,12 +266,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn senders_sharing_a_full_channel_all_finish() {
+        // 20 senders × 60 messages × 100 bytes into one receiver: more than a pipe (64 KiB) or
+        // a socketpair holds, so the senders wait on the same writing end at once.
+        let subjects = [
+            Subject::Ours(Policy::Locked),
+            Subject::OursDefault,
+            Subject::Tokio,
+        ];
+        for subject in subjects {
+            for fds in [Fds::Socketpairs, Fds::Pipes] {
+                let metrics = hackbench_run(&subject, fds, (1, 60), 2, None).unwrap();
+                assert!(metrics[FIGURE] > 0.0, "{}", fds.name());
+            }
+        }
+    }
+
+    #[test]
     fn every_subject_runs_every_messaging_workload() {
         let tool = tools::locate("hackbench", "rt-tests").ok();
         for subject in hackbench_subjects() {
             for fds in [Fds::Socketpairs, Fds::Pipes] {
                 let metrics = hackbench_run(&subject, fds, (1, 5), 2, tool.as_ref()).unwrap();
-                let ours = matches!(subject, Subject::Ours(_));
+                let ours = matches!(subject, Subject::Ours(_) | Subject::OursDefault);
                 let ran = tool.is_some() || !matches!(subject, Subject::Hackbench(_));
                 assert_eq!(metrics[FIGURE] > 0.0, ran, "{}", fds.name());
                 assert_eq!(metrics[SHARE].is_nan(), !ours);

@@ -43,8 +43,13 @@ pub struct Io;
 /// A column of the experiment's tables.
 #[derive(Clone, Copy)]
 pub(crate) enum Subject {
-    /// Our runtime under a wakeup policy.
+    /// Our runtime under a wakeup policy (for the messaging workloads with the placement that
+    /// sends every wakeup to another worker, for HTTP with the kernel's).
     Ours(Policy),
+    /// Our runtime as built by default: the `wakelist` policy and the kernel's placement (the
+    /// wakee of a running task runs next on the waker's worker), beside the forced-remote
+    /// columns of the messaging workloads.
+    OursDefault,
     /// tokio's multi-thread runtime.
     Tokio,
     /// OS threads of the lab blocking in system calls.
@@ -61,11 +66,13 @@ pub(crate) const TOKIO: &str = "tokio";
 pub(crate) const KERNEL: &str = "kernel";
 pub(crate) const HACKBENCH_T: &str = "hackbench -T";
 pub(crate) const MIO: &str = "mio loop";
+pub(crate) const OURS_DEFAULT: &str = "wakelist, kernel placement";
 
 impl crate::measure::Candidate for Subject {
     fn name(&self) -> &str {
         match self {
             Subject::Ours(policy) => policy.name(),
+            Subject::OursDefault => OURS_DEFAULT,
             Subject::Tokio => TOKIO,
             Subject::Kernel => KERNEL,
             Subject::Hackbench(Mode::Threads) => HACKBENCH_T,
@@ -75,10 +82,10 @@ impl crate::measure::Candidate for Subject {
     }
 }
 
-/// Our runtime under every policy, then tokio.
+/// Our runtime under every policy (forced-remote) and as built by default, then tokio.
 fn runtimes() -> Vec<Subject> {
     let mut all: Vec<Subject> = Policy::ALL.into_iter().map(Subject::Ours).collect();
-    all.push(Subject::Tokio);
+    all.extend([Subject::OursDefault, Subject::Tokio]);
     all
 }
 
@@ -98,9 +105,9 @@ impl Plan {
     fn new(scale: Scale) -> Plan {
         match scale {
             Scale::Quick => Plan {
-                hackbench: vec![(1, 100), (4, 25)],
+                hackbench: vec![(1, 40), (4, 10)],
                 hackbench_repetitions: None,
-                switches: 20_000,
+                switches: 5_000,
                 http: http::Plan::quick(),
             },
             Scale::Full => Plan {
@@ -191,7 +198,7 @@ fn intro(cx: &Context, workers: usize) -> Vec<String> {
             cx.scale.name(),
             cx.repetitions()
         ),
-        "**hackbench** is the wakelist patch's shape exactly: a group is 20 senders and 20 receivers; each receiver owns one socketpair (`AF_UNIX`, `SOCK_STREAM`) or, in the second table, one pipe, and all 20 senders write into it; each sender writes `-l` 100-byte messages to every receiver of its group, round-robin, and each receiver reads 100 bytes at a time until it has them all. The time runs from the first spawn (hackbench: its start signal) until every task has finished. **Context switching** is UnixBench's pipe-based test: two tasks bounce a counter through two pipes, each checking it. In both, our runtime uses the placement that sends every wakeup to another worker (`Placement::Remote`: the kernel's wakee on an idle CPU), where the wakeup policies differ; the share of wakeups that went through a wakelist is reported for every row.".into(),
+        "**hackbench** is the wakelist patch's shape exactly: a group is 20 senders and 20 receivers; each receiver owns one socketpair (`AF_UNIX`, `SOCK_STREAM`) or, in the second table, one pipe, and all 20 senders write into it; each sender writes `-l` 100-byte messages to every receiver of its group, round-robin, and each receiver reads 100 bytes at a time until it has them all. The time runs from the first spawn (hackbench: its start signal) until every task has finished. **Context switching** is UnixBench's pipe-based test: two tasks bounce a counter through two pipes, each checking it. In both, our runtime uses the placement that sends every wakeup to another worker (`Placement::Remote`: the kernel's wakee on an idle CPU), where the wakeup policies differ; the column `wakelist, kernel placement` is the runtime as built by default (a wakee of a running task runs next on its waker's worker, as tokio's LIFO slot does). The share of wakeups that went through a wakelist is reported for every row.".into(),
         "**HTTP** serves the same hyper service (`GET /` answers `hello`, HTTP/1.1 keep-alive, `pipeline_flush`) on our runtime (hyper's runtime traits from idspace's `hyper` feature, the kernel's placement, the default) and on tokio (hyper-util's `TokioIo` over tokio's `TcpStream`), and a hand-rolled single-thread mio loop that parses requests with `httparse` and writes the same bytes (no runtime, no tasks: the practical limit). `wrk` (one thread, `--latency`) drives each; **pinned** rows put the server on one CPU (1 worker) and wrk on another, **unpinned** rows run the server on every CPU and wrk wherever the kernel puts it; the **pipelined** row (pinned) sends 16 requests at a time per connection with a Lua script, as TechEmpower runs wrk. Server CPU is `getrusage(RUSAGE_SELF)` of the lab process over the wrk run (the server runs inside it; wrk is another process), per million answered requests.".into(),
     ]
 }

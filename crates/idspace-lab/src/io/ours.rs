@@ -1,6 +1,6 @@
 //! Our runtime's side of the experiment: its channels (`idspace::net::socketpair` and
-//! `idspace::pipe`), how it runs a messaging workload, and hyper on it through
-//! `idspace::hyper_rt`.
+//! `idspace::pipe`, whose writing ends many tasks share by reference), how it runs a messaging
+//! workload, and hyper on it through `idspace::hyper_rt`.
 
 use std::future::Future;
 use std::io;
@@ -72,17 +72,17 @@ impl Channel for OursPipe {
     }
 }
 
-/// Runs a workload on our runtime with `policy` and the placement that sends every wakeup to
-/// another worker.
+/// Runs a workload on our runtime with `policy` and `placement`.
 pub(crate) fn run(
     policy: Policy,
+    placement: Placement,
     workers: usize,
     make: impl FnOnce() -> io::Result<Workload>,
 ) -> Result<Ran, String> {
     let runtime = Builder::new()
         .workers(workers)
         .policy(policy)
-        .placement(Placement::Remote)
+        .placement(placement)
         .build()
         .map_err(|e| e.to_string())?;
     // Opened inside the runtime, whose pollers register the channels.

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use idspace::sched::Policy;
+use idspace::sched::{Placement, Policy};
 
 use super::ours;
 use super::workloads::{Failed, Workload};
@@ -14,9 +14,8 @@ use crate::wake::workloads::{tokio_run_all, Ran};
 /// A runtime that runs the workloads' futures.
 #[derive(Clone, Copy)]
 pub(crate) enum Runtime {
-    /// Ours, with a wakeup policy and the placement that sends every wakeup to another worker
-    /// (`Placement::Remote`).
-    Ours(Policy),
+    /// Ours, with a wakeup policy and a placement.
+    Ours(Policy, Placement),
     /// tokio's multi-thread runtime, with its own I/O driver.
     Tokio,
 }
@@ -30,7 +29,7 @@ impl Runtime {
         make: impl FnOnce() -> std::io::Result<Workload> + Send + 'static,
     ) -> Result<Ran, String> {
         match self {
-            Runtime::Ours(policy) => ours::run(policy, workers, make),
+            Runtime::Ours(policy, placement) => ours::run(policy, placement, workers, make),
             Runtime::Tokio => tokio_run(workers, make),
         }
     }

@@ -170,6 +170,7 @@ fn run(
 ) -> Result<Vec<f64>, String> {
     let server = match *subject {
         Subject::Ours(policy) => Server::Ours(policy),
+        Subject::OursDefault => Server::Ours(Policy::Wakelist),
         Subject::Tokio => Server::Tokio,
         Subject::Mio => Server::Mio,
         Subject::Kernel | Subject::Hackbench(_) => return Err("serves no HTTP".into()),
