@@ -22,7 +22,8 @@ pub const IDSPACE_CIDS_BITMAP: u32 = 1;
 /// `LazyCids`: per-CPU cached CIDs with lazy release and compaction (before the rewrite).
 pub const IDSPACE_CIDS_LAZY: u32 = 2;
 /// The most CPUs a CID space has (affinities are 64-bit masks).
-pub const IDSPACE_CIDS_MAX_CPUS: usize = MAX_CPUS;
+pub const IDSPACE_CIDS_MAX_CPUS: usize = 64;
+const _: () = assert!(IDSPACE_CIDS_MAX_CPUS == MAX_CPUS);
 
 /// The calling thread's concurrency ID as the kernel maintains it (`mm_cid` in the rseq
 /// area glibc registers): a compact index below the number of possible CPUs, shared by the

@@ -58,5 +58,4 @@ pub use object::{IdspaceCids, IdspaceCounter, IdspacePids, IdspacePool, IdspaceT
 pub use object::IdspaceLease;
 pub use percid::*;
 pub use pid::*;
-pub use registry::MAX_NESTING;
 pub use table::*;

@@ -2,16 +2,18 @@
 //! sections (x86-64, AArch64), with thread IDs and atomics where rseq is missing (valgrind,
 //! old kernels, `GLIBC_TUNABLES=glibc.pthread.rseq=0`).
 
+use core::cell::Cell;
 use core::ffi::{c_int, c_void};
 
 use idspace::percid::{IndexSource, PerCidCounter, PerCidPool};
 
 use crate::boundary::{self, need, write_out};
 use crate::errno;
-use crate::object::{Foreign, IdspaceCounter, IdspacePool, Object};
+use crate::object::{Foreign, IdspaceCounter, IdspacePool};
 
 /// The most objects one CID's list of a pool holds (`capacity` of `idspace_pool_new`).
-pub const IDSPACE_POOL_MAX_CAPACITY: usize = PerCidPool::<Foreign>::MAX_CAPACITY;
+pub const IDSPACE_POOL_MAX_CAPACITY: usize = 65536;
+const _: () = assert!(IDSPACE_POOL_MAX_CAPACITY == PerCidPool::<Foreign>::MAX_CAPACITY);
 
 /// A pool's release function: called once for every object the pool still holds when it is
 /// destroyed, with the caller's `ctx`.
@@ -83,18 +85,33 @@ pub extern "C" fn idspace_pool_new(capacity: usize, out: *mut IdspacePool) -> c_
 pub extern "C" fn idspace_pool_destroy(pool: IdspacePool, release: IdspacePoolRelease, ctx: *mut c_void) -> c_int {
     boundary::mutate(|| {
         let object = pool.destroy()?;
-        if let Object::Pool(pool) = *object {
-            while let Some(held) = pool.take() {
-                let pointer = Box::into_raw(held).cast::<c_void>();
-                if let Some(release) = release {
-                    // SAFETY: the caller promises `release` is a function of this signature;
-                    // `pointer` is an object it gave, handed back exactly once.
-                    unsafe { release(pointer, ctx) };
-                }
-            }
-        }
+        RELEASING.with(|cell| cell.set(release.map(|release| (release, ctx))));
+        // Dropping the pool drops every object it holds, on every CID's list and the shared
+        // one: each `Foreign`'s drop hands its address to `release`.
+        drop(object);
+        RELEASING.with(|cell| cell.set(None));
         Ok(())
     })
+}
+
+type Release = (unsafe extern "C" fn(*mut c_void, *mut c_void), *mut c_void);
+
+thread_local! {
+    /// The release function of the pool this thread is destroying, with its context.
+    static RELEASING: Cell<Option<Release>> = const { Cell::new(None) };
+}
+
+impl Drop for Foreign {
+    fn drop(&mut self) {
+        if let Some((release, ctx)) = RELEASING.with(Cell::get) {
+            // A zero-sized value's address is the pointer its box was made from: the object
+            // the caller gave.
+            let object = (self as *mut Foreign).cast::<c_void>();
+            // SAFETY: the caller of `idspace_pool_destroy` promises `release` is a function
+            // of this signature; each object is dropped, so released, once.
+            unsafe { release(object, ctx) };
+        }
+    }
 }
 
 /// Gives `object` (not null) to the pool: onto the calling thread's CID's list, in one rseq
@@ -107,11 +124,15 @@ pub extern "C" fn idspace_pool_give(pool: IdspacePool, object: *mut c_void) -> c
         if object.is_null() {
             return Err(libc::EINVAL);
         }
-        // SAFETY: `Foreign` is zero-sized with alignment 1, so any non-null pointer is a valid
-        // `Box<Foreign>`: it is never read, written or freed through (a zero-sized box frees
-        // nothing), only handed back by `take` or `destroy` as the same pointer.
-        let boxed = unsafe { Box::from_raw(object.cast::<Foreign>()) };
-        pool.with(|p| Ok(p.give(boxed)))
+        pool.with(|p| {
+            // Made only once the pool is known to be live, so a refused object is untouched.
+            // SAFETY: `Foreign` is zero-sized with alignment 1, so any non-null pointer is a
+            // valid `Box<Foreign>`: it is never read, written or freed through (a zero-sized
+            // box frees nothing), only handed back by `take`, or to `release` by the pool's
+            // destroy, as the same pointer.
+            p.give(unsafe { Box::from_raw(object.cast::<Foreign>()) });
+            Ok(())
+        })
     })
 }
 

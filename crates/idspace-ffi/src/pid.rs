@@ -28,7 +28,11 @@ pub const IDSPACE_PIDS_PERCPU: u32 = 3;
 /// The root namespace, which every allocator has.
 pub const IDSPACE_PID_NS_ROOT: u32 = 0;
 /// The deepest a namespace nests below the root (`MAX_PID_NS_LEVEL`).
-pub const IDSPACE_PID_MAX_LEVEL: u32 = MAX_LEVEL;
+pub const IDSPACE_PID_MAX_LEVEL: u32 = 32;
+const _: () = assert!(IDSPACE_PID_MAX_LEVEL == MAX_LEVEL);
+/// The default `pid_max` of a namespace (`PID_MAX_DEFAULT`).
+pub const IDSPACE_PID_MAX_DEFAULT: u32 = 32768;
+const _: () = assert!(IDSPACE_PID_MAX_DEFAULT == idspace::pid::PID_MAX_DEFAULT);
 
 /// The worker slot of the calling thread for an allocator with `slots` slots.
 fn cpu_slot(slots: usize) -> usize {

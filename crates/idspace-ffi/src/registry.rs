@@ -45,7 +45,7 @@ use crate::object::Object;
 const CHUNK_SLOTS: usize = 256;
 const CHUNKS: usize = 256;
 /// Calls one thread may have in flight at once (a callback calling back into the library).
-pub const MAX_NESTING: usize = 4;
+pub(crate) const MAX_NESTING: usize = 4;
 
 struct Slot {
     /// Odd while live; Release-stored after `object`, paired with the Acquire load in `enter`.

@@ -23,7 +23,8 @@ pub const IDSPACE_TABLE_SCALED: u32 = 1;
 /// `Radix`: a radix tree per owner under the owner's read-write lock.
 pub const IDSPACE_TABLE_RADIX: u32 = 2;
 /// The largest ID a table hands out (`INT_MAX`, as for POSIX timers).
-pub const IDSPACE_TABLE_MAX_ID: u32 = MAX_ID;
+pub const IDSPACE_TABLE_MAX_ID: u32 = 2147483647;
+const _: () = assert!(IDSPACE_TABLE_MAX_ID == MAX_ID);
 
 /// A lookup callback: called with the entry's value and the caller's `ctx`, while the entry
 /// is held. It must not unwind (a C++ exception, `longjmp`) out of itself.
@@ -127,17 +128,20 @@ pub extern "C" fn idspace_table_lookup_with(
 ) -> c_int {
     boundary::query(|| {
         let visit = visit.ok_or(libc::EINVAL)?;
-        let entry = table.with(|t| t.get(owner, id).ok_or(libc::EINVAL))?;
-        VISITING.with(|v| v.borrow_mut().push((table.raw, owner, id)));
-        // A C callback cannot unwind into Rust (an `extern "C"` fn pointer aborts instead),
-        // but a Rust caller of this library could pass one that panics: catch it so that the
-        // bookkeeping below still runs.
-        // SAFETY: the caller promises `visit` is a function of this signature; `ctx` is
-        // passed through untouched.
-        let ran = catch_unwind(AssertUnwindSafe(|| unsafe { visit(*entry, ctx) }));
-        VISITING.with(|v| v.borrow_mut().pop());
-        drop(entry);
-        ran.map_err(|_| libc::EIO)
+        // The callback runs inside the call's section, so a destroy of the table waits for it.
+        table.with(|t| {
+            let entry = t.get(owner, id).ok_or(libc::EINVAL)?;
+            VISITING.with(|v| v.borrow_mut().push((table.raw, owner, id)));
+            // A C callback cannot unwind into Rust (an `extern "C"` fn pointer aborts
+            // instead), but a Rust caller could pass one that panics: catch it so that the
+            // bookkeeping below still runs.
+            // SAFETY: the caller promises `visit` is a function of this signature; `ctx` is
+            // passed through untouched.
+            let ran = catch_unwind(AssertUnwindSafe(|| unsafe { visit(*entry, ctx) }));
+            VISITING.with(|v| v.borrow_mut().pop());
+            drop(entry);
+            ran.map_err(|_| libc::EIO)
+        })
     })
 }
 
