@@ -165,6 +165,12 @@ int idspace_mm_cid(void);
 //
 // Returns 0, `-EINVAL` for an unknown design, a CPU count out of range (0, `SIZE_MAX`) or a
 // null `out`, `-ENOMEM` if the handle registry is full.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_cids_new(uint32_t design, size_t cpus, idspace_cids *out);
 
 // Destroys a CID space and its tasks, after the calls in flight on it have returned.
@@ -177,6 +183,12 @@ int idspace_cids_destroy(idspace_cids cids);
 //
 // Returns 0, `-EINVAL` for an affinity naming a CPU the space lacks or a null `task`,
 // `-EBADF`.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_cid_fork(idspace_cids cids, uint64_t affinity, uint64_t *task);
 
 // The task leaves the space (exit); if it runs, its CPU becomes idle. Its number is dead
@@ -190,6 +202,12 @@ int idspace_cid_exit(idspace_cids cids, uint64_t task);
 //
 // Returns 0; `-ESRCH` for an unknown task; `-EBUSY` if it runs on another CPU; `-EINVAL` for
 // a CPU the space lacks or outside the task's affinity, or a null `cid`; `-EBADF`.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_cid_switch_in(idspace_cids cids, size_t cpu, uint64_t task, uint32_t *cid);
 
 // Context switch on `cpu` to idle: the task running there (if any) is switched out.
@@ -212,6 +230,12 @@ const char *idspace_strerror(int err);
 // Returns 0; `-EINVAL` for a null or non-UTF-8 argument, a bad URL or an unknown space;
 // `-EPERM` if the server refuses the credentials; `-ECONNREFUSED` if it cannot be reached;
 // `-ENOMEM` if the handle registry is full.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_lease_open(const char *url, const char *space, idspace_lease *out);
 #endif
 
@@ -221,6 +245,12 @@ int idspace_lease_open(const char *url, const char *space, idspace_lease *out);
 //
 // Returns 0, `-EAGAIN` if the space is exhausted, `-ECONNREFUSED` if the store cannot be
 // reached, `-EINVAL` for a null `id`, `-EBADF`.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_lease_next_id(idspace_lease lease, uint64_t *id);
 #endif
 
@@ -235,6 +265,12 @@ int idspace_lease_close(idspace_lease lease);
 // (else its CPU, else a compact thread ID), and stores its handle in `*out`.
 //
 // Returns 0, `-EINVAL` for a null `out`, `-ENOMEM` if the handle registry is full.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_counter_new(idspace_counter *out);
 
 // Destroys a counter after the calls in flight on it have returned.
@@ -252,6 +288,12 @@ int idspace_counter_add(idspace_counter counter, uint64_t n);
 // running meanwhile may or may not be in it.
 //
 // Returns 0, `-EINVAL` for a null `sum`, `-EBADF`.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_counter_sum(idspace_counter counter, uint64_t *sum);
 
 // Creates a pool whose per-CID lists hold up to `capacity` objects each (1 to
@@ -260,6 +302,12 @@ int idspace_counter_sum(idspace_counter counter, uint64_t *sum);
 //
 // Returns 0, `-EINVAL` for a capacity out of range (0, `SIZE_MAX`) or a null `out`,
 // `-ENOMEM` if the handle registry is full.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_pool_new(size_t capacity, idspace_pool *out);
 
 // Destroys a pool after the calls in flight on it have returned, calling
@@ -267,12 +315,24 @@ int idspace_pool_new(size_t capacity, idspace_pool *out);
 // objects are the caller's to account for).
 //
 // Returns 0 or `-EBADF`.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call. A callback must be a function of its type that returns normally.
 int idspace_pool_destroy(idspace_pool pool, idspace_pool_release release, void *ctx);
 
 // Gives `object` (not null) to the pool: onto the calling thread's CID's list, in one rseq
 // critical section. The pool holds it until a take returns it.
 //
 // Returns 0, `-EINVAL` for a null `object`, `-EBADF`.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_pool_give(idspace_pool pool, void *object);
 
 // Takes an object from the pool (the calling thread's CID's list first, else the shared
@@ -280,6 +340,12 @@ int idspace_pool_give(idspace_pool pool, void *object);
 //
 // Returns 0, `-EAGAIN` if the pool holds none at hand, `-EINVAL` for a null `object`,
 // `-EBADF`.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_pool_take(idspace_pool pool, void **object);
 
 // Creates a PID allocator of the given design (`IDSPACE_PIDS_*`), with its root namespace
@@ -287,6 +353,12 @@ int idspace_pool_take(idspace_pool pool, void **object);
 //
 // Returns 0, `-EINVAL` for an unknown design or a null `out`, `-ENOMEM` if the handle
 // registry is full.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_pids_new(uint32_t design, idspace_pids *out);
 
 // Destroys an allocator with all its namespaces and IDs, after the calls in flight on it
@@ -302,6 +374,12 @@ int idspace_pids_destroy(idspace_pids pids);
 // Returns 0; `-EINVAL` for an unknown or destroyed parent, a `pid_max` out of range or a
 // null `ns`; `-ENOSPC` past 32 levels or when the allocator holds no more namespaces;
 // `-EBADF`.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_pid_ns_new(idspace_pids pids, uint32_t parent, uint32_t pid_max, uint32_t *ns);
 
 // Destroys namespace `ns`, which must hold no IDs and no child namespaces. Its number is
@@ -323,6 +401,12 @@ int idspace_pid_ns_destroy(idspace_pids pids, uint32_t ns);
 // a `set_tid` longer than the levels, a null `set_tid` with a non-zero length, a null `pid`,
 // an unknown or destroyed namespace; `-ENOMEM` for a namespace whose init has exited;
 // `-EBADF`.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_pid_alloc(idspace_pids pids, uint32_t ns, const uint32_t *set_tid, size_t set_tid_len, uint32_t *pid);
 
 // Frees the process that has ID `nr` in namespace `ns`, releasing its IDs at every level.
@@ -337,6 +421,12 @@ int idspace_pid_free(idspace_pids pids, uint32_t ns, uint32_t nr);
 //
 // Returns 0, `-ESRCH` if no process has `nr` in `ns`, `-EINVAL` for an unknown namespace or a
 // null `nr_in`, `-EBADF`.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_pid_lookup(idspace_pids pids, uint32_t ns, uint32_t nr, uint32_t in_ns, uint32_t *nr_in);
 
 // Creates a table of the given design (`IDSPACE_TABLE_GLOBAL`, `_SCALED` or `_RADIX`) and
@@ -344,6 +434,12 @@ int idspace_pid_lookup(idspace_pids pids, uint32_t ns, uint32_t nr, uint32_t in_
 //
 // Returns 0, `-EINVAL` for an unknown design or a null `out`, `-ENOMEM` if the handle
 // registry is full (65,536 live handles).
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_table_new(uint32_t design, idspace_table *out);
 
 // Destroys a table and its entries, after the calls in flight on it have returned. The
@@ -358,6 +454,12 @@ int idspace_table_destroy(idspace_table table);
 // past it (`timer_create`).
 //
 // Returns 0, `-EAGAIN` if the owner has no free ID, `-EINVAL` for a null `id`, `-EBADF`.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_table_create(idspace_table table, uint64_t owner, uint64_t value, uint32_t *id);
 
 // Creates an entry with exactly `id` (checkpoint/restore); the owner's restore mode must be
@@ -377,6 +479,12 @@ int idspace_table_set_restore(idspace_table table, uint64_t owner, int on);
 //
 // Returns 0, `-EINVAL` if there is no such entry (as `timer_settime` on an unknown timer) or
 // `value` is null, `-EBADF`.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_table_lookup(idspace_table table, uint64_t owner, uint32_t id, uint64_t *value);
 
 // Calls `visit(value, ctx)` on the entry (`owner`, `id`) while holding it: a concurrent
@@ -386,6 +494,12 @@ int idspace_table_lookup(idspace_table table, uint64_t owner, uint32_t id, uint6
 //
 // Returns 0 after `visit` ran, `-EINVAL` if there is no such entry or `visit` is null,
 // `-EBADF`.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call. A callback must be a function of its type that returns normally.
 int idspace_table_lookup_with(idspace_table table, uint64_t owner, uint32_t id, idspace_table_visit visit, void *ctx);
 
 // Removes the entry (`owner`, `id`) (`timer_delete`), stores its value in `*value` unless
@@ -394,6 +508,12 @@ int idspace_table_lookup_with(idspace_table table, uint64_t owner, uint32_t id, 
 //
 // Returns 0, `-EINVAL` if there is no such entry, `-EDEADLK` from inside a callback on this
 // same entry, `-EBADF`.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_table_remove(idspace_table table, uint64_t owner, uint32_t id, uint64_t *value);
 
 // Removes every entry of `owner` and forgets its cursor and restore mode (process exit);
@@ -401,6 +521,12 @@ int idspace_table_remove(idspace_table table, uint64_t owner, uint32_t id, uint6
 // `idspace_table_remove`, it does not wait for lookup callbacks on those entries.
 //
 // Returns 0 or `-EBADF`.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_table_remove_owner(idspace_table table, uint64_t owner, size_t *removed);
 
 // Stores `owner`'s IDs in ascending order in `ids[0..*count]` (the `/proc/PID/timers` walk).
@@ -409,12 +535,24 @@ int idspace_table_remove_owner(idspace_table table, uint64_t owner, size_t *remo
 // Returns 0; `-ERANGE` if the owner has more than `capacity` IDs (then `*count` is the
 // number needed and `ids` holds the first `capacity`); `-EINVAL` for a null `ids` or
 // `count` or a capacity out of range (0, `SIZE_MAX`); `-EBADF`.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_table_ids(idspace_table table, uint64_t owner, uint32_t *ids, size_t capacity, size_t *count);
 
 // Stores `owner`'s cursor (where the next `idspace_table_create` starts looking; 0 for an
 // owner the table has no state for) in `*cursor`: a checkpoint saves it.
 //
 // Returns 0, `-EINVAL` for a null `cursor`, `-EBADF`.
+//
+// # Safety
+//
+// Every non-null pointer argument must be valid for what is described above (a write of
+// one value through an out-pointer, reads or writes of the given number of elements)
+// for the duration of the call.
 int idspace_table_cursor(idspace_table table, uint64_t owner, uint32_t *cursor);
 
 // Sets `owner`'s cursor, as a restore does so that IDs closed before the checkpoint are not

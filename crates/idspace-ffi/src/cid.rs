@@ -53,8 +53,18 @@ pub extern "C" fn idspace_mm_cid() -> c_int {
 ///
 /// Returns 0, `-EINVAL` for an unknown design, a CPU count out of range (0, `SIZE_MAX`) or a
 /// null `out`, `-ENOMEM` if the handle registry is full.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_cids_new(design: u32, cpus: usize, out: *mut IdspaceCids) -> c_int {
+pub unsafe extern "C" fn idspace_cids_new(
+    design: u32,
+    cpus: usize,
+    out: *mut IdspaceCids,
+) -> c_int {
     boundary::query(|| {
         need(out)?;
         let space: Box<dyn CidAllocator> = match design {
@@ -86,8 +96,18 @@ fn task(cids: &Cids, number: u64) -> Result<Task, Errno> {
 ///
 /// Returns 0, `-EINVAL` for an affinity naming a CPU the space lacks or a null `task`,
 /// `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_cid_fork(cids: IdspaceCids, affinity: u64, task: *mut u64) -> c_int {
+pub unsafe extern "C" fn idspace_cid_fork(
+    cids: IdspaceCids,
+    affinity: u64,
+    task: *mut u64,
+) -> c_int {
     boundary::mutate(|| {
         need(task)?;
         let number = cids.with(|c| {
@@ -97,7 +117,10 @@ pub extern "C" fn idspace_cid_fork(cids: IdspaceCids, affinity: u64, task: *mut 
                 .fork(if affinity == 0 { all } else { affinity })
                 .map_err(errno::cid)?;
             let number = forked.id();
-            c.tasks.lock().unwrap_or_else(PoisonError::into_inner).insert(number, forked);
+            c.tasks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(number, forked);
             Ok(number)
         })?;
         write_out(task, number)
@@ -125,13 +148,27 @@ pub extern "C" fn idspace_cid_exit(cids: IdspaceCids, task: u64) -> c_int {
 ///
 /// Returns 0; `-ESRCH` for an unknown task; `-EBUSY` if it runs on another CPU; `-EINVAL` for
 /// a CPU the space lacks or outside the task's affinity, or a null `cid`; `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_cid_switch_in(cids: IdspaceCids, cpu: usize, task: u64, cid: *mut u32) -> c_int {
+pub unsafe extern "C" fn idspace_cid_switch_in(
+    cids: IdspaceCids,
+    cpu: usize,
+    task: u64,
+    cid: *mut u32,
+) -> c_int {
     boundary::mutate(|| {
         need(cid)?;
         let got = cids.with(|c| {
             let next = self::task(c, task)?;
-            c.space.switch(cpu, Some(&next)).map_err(errno::cid)?.ok_or(libc::EINVAL)
+            c.space
+                .switch(cpu, Some(&next))
+                .map_err(errno::cid)?
+                .ok_or(libc::EINVAL)
         })?;
         write_out(cid, got)
     })

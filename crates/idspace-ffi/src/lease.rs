@@ -10,7 +10,9 @@ use crate::object::IdspaceLease;
 
 fn lease_errno(error: &LeaseError) -> Errno {
     match error {
-        LeaseError::BadUrl(_) | LeaseError::InvalidSpace(_) | LeaseError::UnknownSpace(_) => libc::EINVAL,
+        LeaseError::BadUrl(_) | LeaseError::InvalidSpace(_) | LeaseError::UnknownSpace(_) => {
+            libc::EINVAL
+        }
         LeaseError::Exhausted(_) => libc::EAGAIN,
         LeaseError::Authentication(_) | LeaseError::PermissionDenied(_) => libc::EPERM,
         _ => libc::ECONNREFUSED,
@@ -22,7 +24,9 @@ fn text<'a>(pointer: *const c_char) -> Result<&'a str, Errno> {
         return Err(libc::EINVAL);
     }
     // SAFETY: non-null, and the caller promises a NUL-terminated string that outlives the call.
-    unsafe { CStr::from_ptr(pointer) }.to_str().map_err(|_| libc::EINVAL)
+    unsafe { CStr::from_ptr(pointer) }
+        .to_str()
+        .map_err(|_| libc::EINVAL)
 }
 
 /// Opens a lease node on the PostgreSQL server at `url` (a `postgresql://` URL) for the ID
@@ -32,8 +36,18 @@ fn text<'a>(pointer: *const c_char) -> Result<&'a str, Errno> {
 /// Returns 0; `-EINVAL` for a null or non-UTF-8 argument, a bad URL or an unknown space;
 /// `-EPERM` if the server refuses the credentials; `-ECONNREFUSED` if it cannot be reached;
 /// `-ENOMEM` if the handle registry is full.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_lease_open(url: *const c_char, space: *const c_char, out: *mut IdspaceLease) -> c_int {
+pub unsafe extern "C" fn idspace_lease_open(
+    url: *const c_char,
+    space: *const c_char,
+    out: *mut IdspaceLease,
+) -> c_int {
     boundary::query(|| {
         need(out)?;
         let node = Node::builder(text(url)?, text(space)?)
@@ -48,8 +62,14 @@ pub extern "C" fn idspace_lease_open(url: *const c_char, space: *const c_char, o
 ///
 /// Returns 0, `-EAGAIN` if the space is exhausted, `-ECONNREFUSED` if the store cannot be
 /// reached, `-EINVAL` for a null `id`, `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_lease_next_id(lease: IdspaceLease, id: *mut u64) -> c_int {
+pub unsafe extern "C" fn idspace_lease_next_id(lease: IdspaceLease, id: *mut u64) -> c_int {
     boundary::mutate(|| {
         need(id)?;
         let next = lease.with(|node| node.next_id().map_err(|e| lease_errno(&e)))?;

@@ -25,15 +25,17 @@
 //! use idspace_ffi::*;
 //!
 //! let mut table = IdspaceTable { raw: 0 };
-//! assert_eq!(idspace_table_new(IDSPACE_TABLE_SCALED, &mut table), 0);
-//! let mut id = 0;
-//! assert_eq!(idspace_table_create(table, 7, 42, &mut id), 0);
-//! let mut value = 0;
-//! assert_eq!(idspace_table_lookup(table, 7, id, &mut value), 0);
-//! assert_eq!(value, 42);
-//! assert_eq!(idspace_table_destroy(table), 0);
-//! // The handle is dead: refused, not a use after free.
-//! assert_eq!(idspace_table_lookup(table, 7, id, &mut value), -libc::EBADF);
+//! let (mut id, mut value) = (0, 0);
+//! // SAFETY: every out-pointer points to a live local.
+//! unsafe {
+//!     assert_eq!(idspace_table_new(IDSPACE_TABLE_SCALED, &mut table), 0);
+//!     assert_eq!(idspace_table_create(table, 7, 42, &mut id), 0);
+//!     assert_eq!(idspace_table_lookup(table, 7, id, &mut value), 0);
+//!     assert_eq!(value, 42);
+//!     assert_eq!(idspace_table_destroy(table), 0);
+//!     // The handle is dead: refused, not a use after free.
+//!     assert_eq!(idspace_table_lookup(table, 7, id, &mut value), -libc::EBADF);
+//! }
 //! ```
 
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
@@ -53,9 +55,9 @@ pub use cid::*;
 pub use errno::idspace_strerror;
 #[cfg(feature = "lease")]
 pub use lease::*;
-pub use object::{IdspaceCids, IdspaceCounter, IdspacePids, IdspacePool, IdspaceTable};
 #[cfg(feature = "lease")]
 pub use object::IdspaceLease;
+pub use object::{IdspaceCids, IdspaceCounter, IdspacePids, IdspacePool, IdspaceTable};
 pub use percid::*;
 pub use pid::*;
 pub use table::*;

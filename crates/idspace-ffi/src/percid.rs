@@ -23,8 +23,14 @@ pub type IdspacePoolRelease = Option<unsafe extern "C" fn(object: *mut c_void, c
 /// (else its CPU, else a compact thread ID), and stores its handle in `*out`.
 ///
 /// Returns 0, `-EINVAL` for a null `out`, `-ENOMEM` if the handle registry is full.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_counter_new(out: *mut IdspaceCounter) -> c_int {
+pub unsafe extern "C" fn idspace_counter_new(out: *mut IdspaceCounter) -> c_int {
     boundary::query(|| {
         need(out)?;
         write_out(out, IdspaceCounter::insert(PerCidCounter::new())?)
@@ -45,15 +51,26 @@ pub extern "C" fn idspace_counter_destroy(counter: IdspaceCounter) -> c_int {
 /// Returns 0 or `-EBADF`.
 #[no_mangle]
 pub extern "C" fn idspace_counter_add(counter: IdspaceCounter, n: u64) -> c_int {
-    boundary::mutate(|| counter.with(|c| Ok(c.add(n))))
+    boundary::mutate(|| {
+        counter.with(|c| {
+            c.add(n);
+            Ok(())
+        })
+    })
 }
 
 /// Stores the sum of every add that returned before this call (wrapping) in `*sum`; adds
 /// running meanwhile may or may not be in it.
 ///
 /// Returns 0, `-EINVAL` for a null `sum`, `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_counter_sum(counter: IdspaceCounter, sum: *mut u64) -> c_int {
+pub unsafe extern "C" fn idspace_counter_sum(counter: IdspaceCounter, sum: *mut u64) -> c_int {
     boundary::query(|| {
         need(sum)?;
         let total = counter.with(|c| Ok(c.sum()))?;
@@ -67,8 +84,14 @@ pub extern "C" fn idspace_counter_sum(counter: IdspaceCounter, sum: *mut u64) ->
 ///
 /// Returns 0, `-EINVAL` for a capacity out of range (0, `SIZE_MAX`) or a null `out`,
 /// `-ENOMEM` if the handle registry is full.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_pool_new(capacity: usize, out: *mut IdspacePool) -> c_int {
+pub unsafe extern "C" fn idspace_pool_new(capacity: usize, out: *mut IdspacePool) -> c_int {
     boundary::query(|| {
         need(out)?;
         let pool = PerCidPool::with_source(IndexSource::best(), capacity).map_err(errno::percid)?;
@@ -81,8 +104,18 @@ pub extern "C" fn idspace_pool_new(capacity: usize, out: *mut IdspacePool) -> c_
 /// objects are the caller's to account for).
 ///
 /// Returns 0 or `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call. A callback must be a function of its type that returns normally.
 #[no_mangle]
-pub extern "C" fn idspace_pool_destroy(pool: IdspacePool, release: IdspacePoolRelease, ctx: *mut c_void) -> c_int {
+pub unsafe extern "C" fn idspace_pool_destroy(
+    pool: IdspacePool,
+    release: IdspacePoolRelease,
+    ctx: *mut c_void,
+) -> c_int {
     boundary::mutate(|| {
         let object = pool.destroy()?;
         RELEASING.with(|cell| cell.set(release.map(|release| (release, ctx))));
@@ -118,8 +151,14 @@ impl Drop for Foreign {
 /// critical section. The pool holds it until a take returns it.
 ///
 /// Returns 0, `-EINVAL` for a null `object`, `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_pool_give(pool: IdspacePool, object: *mut c_void) -> c_int {
+pub unsafe extern "C" fn idspace_pool_give(pool: IdspacePool, object: *mut c_void) -> c_int {
     boundary::mutate(|| {
         if object.is_null() {
             return Err(libc::EINVAL);
@@ -141,8 +180,14 @@ pub extern "C" fn idspace_pool_give(pool: IdspacePool, object: *mut c_void) -> c
 ///
 /// Returns 0, `-EAGAIN` if the pool holds none at hand, `-EINVAL` for a null `object`,
 /// `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_pool_take(pool: IdspacePool, object: *mut *mut c_void) -> c_int {
+pub unsafe extern "C" fn idspace_pool_take(pool: IdspacePool, object: *mut *mut c_void) -> c_int {
     boundary::mutate(|| {
         need(object)?;
         let taken = pool.with(|p| p.take().ok_or(libc::EAGAIN))?;

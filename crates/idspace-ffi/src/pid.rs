@@ -7,7 +7,8 @@
 use core::ffi::c_int;
 
 use idspace::pid::{
-    BitmapHash, IdrOnce, IdrRelock, NsId, PerCpu, PidAllocator, MAX_LEVEL, PID_MAX_LIMIT, PID_MAX_MIN,
+    BitmapHash, IdrOnce, IdrRelock, NsId, PerCpu, PidAllocator, MAX_LEVEL, PID_MAX_LIMIT,
+    PID_MAX_MIN,
 };
 
 use crate::boundary::{self, need, write_out};
@@ -53,8 +54,14 @@ fn percpu_slots() -> usize {
 ///
 /// Returns 0, `-EINVAL` for an unknown design or a null `out`, `-ENOMEM` if the handle
 /// registry is full.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_pids_new(design: u32, out: *mut IdspacePids) -> c_int {
+pub unsafe extern "C" fn idspace_pids_new(design: u32, out: *mut IdspacePids) -> c_int {
     boundary::query(|| {
         need(out)?;
         let (alloc, slots): (Box<dyn PidAllocator>, usize) = match design {
@@ -87,8 +94,19 @@ pub extern "C" fn idspace_pids_destroy(pids: IdspacePids) -> c_int {
 /// Returns 0; `-EINVAL` for an unknown or destroyed parent, a `pid_max` out of range or a
 /// null `ns`; `-ENOSPC` past 32 levels or when the allocator holds no more namespaces;
 /// `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_pid_ns_new(pids: IdspacePids, parent: u32, pid_max: u32, ns: *mut u32) -> c_int {
+pub unsafe extern "C" fn idspace_pid_ns_new(
+    pids: IdspacePids,
+    parent: u32,
+    pid_max: u32,
+    ns: *mut u32,
+) -> c_int {
     boundary::mutate(|| {
         need(ns)?;
         if pid_max != 0 && !(PID_MAX_MIN..=PID_MAX_LIMIT).contains(&pid_max) {
@@ -131,8 +149,14 @@ pub extern "C" fn idspace_pid_ns_destroy(pids: IdspacePids, ns: u32) -> c_int {
 /// a `set_tid` longer than the levels, a null `set_tid` with a non-zero length, a null `pid`,
 /// an unknown or destroyed namespace; `-ENOMEM` for a namespace whose init has exited;
 /// `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_pid_alloc(
+pub unsafe extern "C" fn idspace_pid_alloc(
     pids: IdspacePids,
     ns: u32,
     set_tid: *const u32,
@@ -152,7 +176,10 @@ pub extern "C" fn idspace_pid_alloc(
             unsafe { core::slice::from_raw_parts(set_tid, set_tid_len) }
         };
         let allocated = pids.with(|p| {
-            let object = p.alloc.alloc(ns, requested, cpu_slot(p.slots)).map_err(errno::pid)?;
+            let object = p
+                .alloc
+                .alloc(ns, requested, cpu_slot(p.slots))
+                .map_err(errno::pid)?;
             Ok(object.levels()[0].1)
         })?;
         write_out(pid, allocated)
@@ -174,12 +201,28 @@ pub extern "C" fn idspace_pid_free(pids: IdspacePids, ns: u32, nr: u32) -> c_int
 ///
 /// Returns 0, `-ESRCH` if no process has `nr` in `ns`, `-EINVAL` for an unknown namespace or a
 /// null `nr_in`, `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_pid_lookup(pids: IdspacePids, ns: u32, nr: u32, in_ns: u32, nr_in: *mut u32) -> c_int {
+pub unsafe extern "C" fn idspace_pid_lookup(
+    pids: IdspacePids,
+    ns: u32,
+    nr: u32,
+    in_ns: u32,
+    nr_in: *mut u32,
+) -> c_int {
     boundary::query(|| {
         need(nr_in)?;
         let found = pids.with(|p| {
-            let object = p.alloc.lookup(ns, nr).map_err(errno::pid)?.ok_or(libc::ESRCH)?;
+            let object = p
+                .alloc
+                .lookup(ns, nr)
+                .map_err(errno::pid)?
+                .ok_or(libc::ESRCH)?;
             Ok(object.id_in(in_ns).unwrap_or(0))
         })?;
         write_out(nr_in, found)

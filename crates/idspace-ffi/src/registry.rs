@@ -57,7 +57,8 @@ struct Chunk {
     slots: [Slot; CHUNK_SLOTS],
 }
 
-static CHUNK_TABLE: [AtomicPtr<Chunk>; CHUNKS] = [const { AtomicPtr::new(core::ptr::null_mut()) }; CHUNKS];
+static CHUNK_TABLE: [AtomicPtr<Chunk>; CHUNKS] =
+    [const { AtomicPtr::new(core::ptr::null_mut()) }; CHUNKS];
 
 /// Slots handed out so far, and the destroyed ones ready for reuse.
 struct Allocation {
@@ -115,8 +116,14 @@ fn init_membarrier() {
     MEMBARRIER_ONCE.call_once(|| {
         // SAFETY: membarrier takes two integer arguments (and a third since 5.10, 0 here)
         // and touches no memory of ours.
-        let registered =
-            unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) };
+        let registered = unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+                0,
+                0,
+            )
+        };
         // Relaxed: the Once orders this store before every `call_once` return.
         MEMBARRIER.store(registered == 0, Ordering::Relaxed);
     });
@@ -157,7 +164,9 @@ fn record() -> &'static Record {
 
 fn slot(index: usize) -> Option<&'static Slot> {
     // Acquire: pairs with the Release publication of the chunk in `chunk_for`.
-    let chunk = CHUNK_TABLE.get(index / CHUNK_SLOTS)?.load(Ordering::Acquire);
+    let chunk = CHUNK_TABLE
+        .get(index / CHUNK_SLOTS)?
+        .load(Ordering::Acquire);
     // SAFETY: a non-null chunk pointer came from `Box::leak` and is never freed.
     let chunk = unsafe { chunk.as_ref() }?;
     Some(&chunk.slots[index % CHUNK_SLOTS])
@@ -195,7 +204,8 @@ pub(crate) fn insert(object: Object) -> Result<u64, Errno> {
     };
     let slot = chunk_for(index);
     let generation = slot.generation.load(Ordering::Relaxed) + 1;
-    slot.object.store(Box::into_raw(Box::new(object)), Ordering::Relaxed);
+    slot.object
+        .store(Box::into_raw(Box::new(object)), Ordering::Relaxed);
     // Release: pairs with the Acquire load in `enter`, which then sees `object`.
     slot.generation.store(generation, Ordering::Release);
     Ok(u64::from(generation) << 32 | (index as u64 + 1))
@@ -239,12 +249,17 @@ impl Drop for Section {
         // Release: the call's reads of the object happen before a destroyer that sees the
         // cleared slot (its Acquire scan) frees it.
         self.record.slots[self.depth].store(0, Ordering::Release);
-        self.record.depth.store(self.depth as u32, Ordering::Relaxed);
+        self.record
+            .depth
+            .store(self.depth as u32, Ordering::Relaxed);
     }
 }
 
 /// Runs `call` on the live object of `handle`, or answers `-EBADF`.
-pub(crate) fn with<R>(handle: u64, call: impl FnOnce(&Object) -> Result<R, Errno>) -> Result<R, Errno> {
+pub(crate) fn with<R>(
+    handle: u64,
+    call: impl FnOnce(&Object) -> Result<R, Errno>,
+) -> Result<R, Errno> {
     let (index, generation) = decode(handle).ok_or(libc::EBADF)?;
     let slot = slot(index).ok_or(libc::EBADF)?;
     let _section = Section::enter(index)?;
@@ -262,7 +277,10 @@ pub(crate) fn with<R>(handle: u64, call: impl FnOnce(&Object) -> Result<R, Errno
 /// Whether the calling thread has a call in flight on slot `index` (a callback's caller).
 fn held_here(index: usize) -> bool {
     RECORD.with(Cell::get).is_some_and(|record| {
-        record.slots.iter().any(|slot| slot.load(Ordering::Relaxed) == index as u32 + 1)
+        record
+            .slots
+            .iter()
+            .any(|slot| slot.load(Ordering::Relaxed) == index as u32 + 1)
     })
 }
 
@@ -274,11 +292,22 @@ pub(crate) fn destroy(handle: u64, check: impl Fn(&Object) -> bool) -> Result<Bo
     if held_here(index) {
         return Err(libc::EDEADLK);
     }
-    with(handle, |object| if check(object) { Ok(()) } else { Err(libc::EBADF) })?;
+    with(handle, |object| {
+        if check(object) {
+            Ok(())
+        } else {
+            Err(libc::EBADF)
+        }
+    })?;
     // SeqCst: one destroyer wins; pairs with the readers' fence (or the membarrier below).
     if slot
         .generation
-        .compare_exchange(generation, generation + 1, Ordering::SeqCst, Ordering::Relaxed)
+        .compare_exchange(
+            generation,
+            generation + 1,
+            Ordering::SeqCst,
+            Ordering::Relaxed,
+        )
         .is_err()
     {
         return Err(libc::EBADF);
@@ -306,10 +335,17 @@ pub(crate) fn destroy(handle: u64, check: impl Fn(&Object) -> bool) -> Result<Bo
 
 fn wait_for_readers(index: usize) {
     let wanted = index as u32 + 1;
-    let records: Vec<&'static Record> = RECORDS.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let records: Vec<&'static Record> = RECORDS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
     for record in records {
         // Acquire: pairs with the Release clear in `Section::drop`.
-        while record.slots.iter().any(|slot| slot.load(Ordering::Acquire) == wanted) {
+        while record
+            .slots
+            .iter()
+            .any(|slot| slot.load(Ordering::Acquire) == wanted)
+        {
             std::thread::yield_now();
         }
     }

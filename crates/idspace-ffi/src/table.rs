@@ -41,8 +41,14 @@ thread_local! {
 ///
 /// Returns 0, `-EINVAL` for an unknown design or a null `out`, `-ENOMEM` if the handle
 /// registry is full (65,536 live handles).
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_table_new(design: u32, out: *mut IdspaceTable) -> c_int {
+pub unsafe extern "C" fn idspace_table_new(design: u32, out: *mut IdspaceTable) -> c_int {
     boundary::query(|| {
         need(out)?;
         let table: Box<dyn IdTable<Value>> = match design {
@@ -70,8 +76,19 @@ pub extern "C" fn idspace_table_destroy(table: IdspaceTable) -> c_int {
 /// past it (`timer_create`).
 ///
 /// Returns 0, `-EAGAIN` if the owner has no free ID, `-EINVAL` for a null `id`, `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_table_create(table: IdspaceTable, owner: u64, value: u64, id: *mut u32) -> c_int {
+pub unsafe extern "C" fn idspace_table_create(
+    table: IdspaceTable,
+    owner: u64,
+    value: u64,
+    id: *mut u32,
+) -> c_int {
     boundary::mutate(|| {
         need(id)?;
         let created = table.with(|t| t.create(owner, value).map_err(|r| errno::table(r.error)))?;
@@ -85,8 +102,19 @@ pub extern "C" fn idspace_table_create(table: IdspaceTable, owner: u64, value: u
 /// Returns 0, `-EEXIST` if the owner has `id` already, `-EINVAL` for an `id` above
 /// `IDSPACE_TABLE_MAX_ID`, `-EPERM` when restore mode is off, `-EBADF`.
 #[no_mangle]
-pub extern "C" fn idspace_table_create_at(table: IdspaceTable, owner: u64, id: u32, value: u64) -> c_int {
-    boundary::mutate(|| table.with(|t| t.create_at(owner, id, value).map(drop).map_err(|r| errno::table(r.error))))
+pub extern "C" fn idspace_table_create_at(
+    table: IdspaceTable,
+    owner: u64,
+    id: u32,
+    value: u64,
+) -> c_int {
+    boundary::mutate(|| {
+        table.with(|t| {
+            t.create_at(owner, id, value)
+                .map(drop)
+                .map_err(|r| errno::table(r.error))
+        })
+    })
 }
 
 /// Switches `owner`'s restore mode on (`on` non-zero) or off
@@ -95,15 +123,31 @@ pub extern "C" fn idspace_table_create_at(table: IdspaceTable, owner: u64, id: u
 /// Returns 0 or `-EBADF`.
 #[no_mangle]
 pub extern "C" fn idspace_table_set_restore(table: IdspaceTable, owner: u64, on: c_int) -> c_int {
-    boundary::mutate(|| table.with(|t| Ok(t.set_restore(owner, on != 0))))
+    boundary::mutate(|| {
+        table.with(|t| {
+            t.set_restore(owner, on != 0);
+            Ok(())
+        })
+    })
 }
 
 /// Copies the value of (`owner`, `id`) into `*value`.
 ///
 /// Returns 0, `-EINVAL` if there is no such entry (as `timer_settime` on an unknown timer) or
 /// `value` is null, `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_table_lookup(table: IdspaceTable, owner: u64, id: u32, value: *mut u64) -> c_int {
+pub unsafe extern "C" fn idspace_table_lookup(
+    table: IdspaceTable,
+    owner: u64,
+    id: u32,
+    value: *mut u64,
+) -> c_int {
     boundary::query(|| {
         need(value)?;
         let found = table.with(|t| t.get(owner, id).map(|entry| *entry).ok_or(libc::EINVAL))?;
@@ -118,8 +162,14 @@ pub extern "C" fn idspace_table_lookup(table: IdspaceTable, owner: u64, id: u32,
 ///
 /// Returns 0 after `visit` ran, `-EINVAL` if there is no such entry or `visit` is null,
 /// `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call. A callback must be a function of its type that returns normally.
 #[no_mangle]
-pub extern "C" fn idspace_table_lookup_with(
+pub unsafe extern "C" fn idspace_table_lookup_with(
     table: IdspaceTable,
     owner: u64,
     id: u32,
@@ -164,8 +214,19 @@ fn wait_for_visitors(mut entry: Entry<Value>) -> Value {
 ///
 /// Returns 0, `-EINVAL` if there is no such entry, `-EDEADLK` from inside a callback on this
 /// same entry, `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_table_remove(table: IdspaceTable, owner: u64, id: u32, value: *mut u64) -> c_int {
+pub unsafe extern "C" fn idspace_table_remove(
+    table: IdspaceTable,
+    owner: u64,
+    id: u32,
+    value: *mut u64,
+) -> c_int {
     boundary::mutate(|| {
         let key = (table.raw, owner, id);
         if VISITING.with(|v| v.borrow().contains(&key)) {
@@ -185,8 +246,18 @@ pub extern "C" fn idspace_table_remove(table: IdspaceTable, owner: u64, id: u32,
 /// `idspace_table_remove`, it does not wait for lookup callbacks on those entries.
 ///
 /// Returns 0 or `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_table_remove_owner(table: IdspaceTable, owner: u64, removed: *mut usize) -> c_int {
+pub unsafe extern "C" fn idspace_table_remove_owner(
+    table: IdspaceTable,
+    owner: u64,
+    removed: *mut usize,
+) -> c_int {
     boundary::mutate(|| {
         let count = table.with(|t| Ok(t.remove_owner(owner)))?;
         if !removed.is_null() {
@@ -202,8 +273,14 @@ pub extern "C" fn idspace_table_remove_owner(table: IdspaceTable, owner: u64, re
 /// Returns 0; `-ERANGE` if the owner has more than `capacity` IDs (then `*count` is the
 /// number needed and `ids` holds the first `capacity`); `-EINVAL` for a null `ids` or
 /// `count` or a capacity out of range (0, `SIZE_MAX`); `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_table_ids(
+pub unsafe extern "C" fn idspace_table_ids(
     table: IdspaceTable,
     owner: u64,
     ids: *mut u32,
@@ -232,8 +309,18 @@ pub extern "C" fn idspace_table_ids(
 /// owner the table has no state for) in `*cursor`: a checkpoint saves it.
 ///
 /// Returns 0, `-EINVAL` for a null `cursor`, `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
 #[no_mangle]
-pub extern "C" fn idspace_table_cursor(table: IdspaceTable, owner: u64, cursor: *mut u32) -> c_int {
+pub unsafe extern "C" fn idspace_table_cursor(
+    table: IdspaceTable,
+    owner: u64,
+    cursor: *mut u32,
+) -> c_int {
     boundary::query(|| {
         need(cursor)?;
         let at = table.with(|t| Ok(t.cursor(owner)))?;
@@ -249,4 +336,3 @@ pub extern "C" fn idspace_table_cursor(table: IdspaceTable, owner: u64, cursor: 
 pub extern "C" fn idspace_table_set_cursor(table: IdspaceTable, owner: u64, cursor: u32) -> c_int {
     boundary::mutate(|| table.with(|t| t.set_cursor(owner, cursor).map_err(errno::table)))
 }
-

@@ -26,7 +26,9 @@ fn crate_dir() -> &'static Path {
 /// The directory cargo built this test's library into (the test binary's own directory).
 fn deps_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
-    exe.parent().expect("the test binary has a directory").to_path_buf()
+    exe.parent()
+        .expect("the test binary has a directory")
+        .to_path_buf()
 }
 
 /// The static library, as cargo built it for this test run.
@@ -34,7 +36,11 @@ fn static_lib() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
         let lib = deps_dir().join("libidspace_ffi.a");
-        assert!(lib.exists(), "cargo did not build {} for this test run", lib.display());
+        assert!(
+            lib.exists(),
+            "cargo did not build {} for this test run",
+            lib.display()
+        );
         lib
     })
 }
@@ -43,7 +49,8 @@ fn static_lib() -> &'static Path {
 fn scratch() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("idspace-ffi-c-{}", std::process::id()));
+        // Under the target directory, replaced by each run: nothing is left in /tmp.
+        let dir = deps_dir().with_file_name("idspace-ffi-c");
         std::fs::create_dir_all(&dir).expect("a scratch directory");
         dir
     })
@@ -104,11 +111,17 @@ fn compiler_supports(flags: &[&str]) -> bool {
     })
 }
 
-const SANITIZERS: &[&str] = &["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"];
+const SANITIZERS: &[&str] = &[
+    "-fsanitize=address,undefined",
+    "-fno-sanitize-recover=all",
+    "-fno-omit-frame-pointer",
+];
 
 fn sanitized(source: &str, name: &str) -> Option<PathBuf> {
     if !compiler_supports(SANITIZERS) {
-        loud_skip(&format!("{source} under AddressSanitizer and UBSan: cc lacks -fsanitize=address,undefined"));
+        loud_skip(&format!(
+            "{source} under AddressSanitizer and UBSan: cc lacks -fsanitize=address,undefined"
+        ));
         return None;
     }
     let mut flags = vec!["-std=c11", "-O1", "-pthread"];
@@ -124,7 +137,10 @@ fn sanitized(source: &str, name: &str) -> Option<PathBuf> {
 
 fn sanitizer_env(command: &mut Command) -> &mut Command {
     command
-        .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:halt_on_error=1")
+        .env(
+            "ASAN_OPTIONS",
+            "detect_leaks=1:abort_on_error=0:halt_on_error=1",
+        )
         .env("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
 }
 
@@ -154,28 +170,52 @@ fn the_api_under_valgrind_on_the_fallback_path() {
         .arg(program));
     // valgrind does not support rseq: the CID reads must report "unavailable".
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(stdout.contains("idspace_mm_cid() = -"), "under valgrind: {stdout}");
+    assert!(
+        stdout.contains("idspace_mm_cid() = -"),
+        "under valgrind: {stdout}"
+    );
 }
 
 #[test]
 fn the_header_compiles_as_cpp17() {
-    let program = build("c++", "header.cpp", "header-cpp", &["-std=c++17", "-pthread"]);
+    let program = build(
+        "c++",
+        "header.cpp",
+        "header-cpp",
+        &["-std=c++17", "-pthread"],
+    );
     run(&mut Command::new(program));
 }
 
 #[test]
 fn the_header_compiles_as_c11_with_pedantic_warnings() {
     let source = scratch().join("pedantic.c");
-    std::fs::write(&source, "#include \"idspace.h\"\nint main(void) { return 0; }\n").expect("write");
+    std::fs::write(
+        &source,
+        "#include \"idspace.h\"\nint main(void) { return 0; }\n",
+    )
+    .expect("write");
     run(Command::new("cc")
-        .args(["-std=c11", "-pedantic", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "-I"])
+        .args([
+            "-std=c11",
+            "-pedantic",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-fsyntax-only",
+            "-I",
+        ])
         .arg(crate_dir().join("include"))
         .arg(&source));
 }
 
 #[test]
 fn the_readme_example_builds_with_pkg_config_after_install() {
-    if Command::new("pkg-config").arg("--version").output().is_err() {
+    if Command::new("pkg-config")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         loud_skip("the README's pkg-config example: pkg-config is not installed");
         return;
     }
