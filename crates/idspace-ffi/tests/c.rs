@@ -6,8 +6,8 @@
 //!   rseq is unsupported, so the per-CID structures run their fallback (compact thread IDs);
 //! * `stress.c`: 8 threads on each structure at once, under both sanitizers;
 //! * `header.cpp`: the header as C++17;
-//! * `example.c`: the README's example, built exactly as the README says against a temporary
-//!   prefix that `install.sh` filled.
+//! * the README's C example, taken from the README and built exactly as the README says
+//!   against a temporary prefix that `install.sh` filled.
 //!
 //! A missing tool (a compiler without the sanitizers, no valgrind, no pkg-config) is a loud
 //! skip: a line on stderr that names it.
@@ -223,8 +223,7 @@ fn the_readme_example_builds_with_pkg_config_after_install() {
     run(Command::new(crate_dir().join("install.sh"))
         .arg(&prefix)
         .env("IDSPACE_LIB_DIR", deps_dir()));
-    let example = scratch().join("example.c");
-    std::fs::copy(crate_dir().join("tests/c/example.c"), &example).expect("copy the example");
+    std::fs::write(scratch().join("example.c"), readme_example()).expect("write the example");
     // Exactly the README's command, through a shell, with the prefix's pkgconfig dir.
     run(Command::new("sh")
         .arg("-c")
@@ -235,4 +234,12 @@ fn the_readme_example_builds_with_pkg_config_after_install() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("owner 1, id 0 -> 42"), "{stdout}");
     assert!(stdout.contains("not a live handle"), "{stdout}");
+}
+
+/// The README's C example: its one ```` ```c ```` block.
+fn readme_example() -> String {
+    let readme = std::fs::read_to_string(crate_dir().join("../../README.md")).expect("the README");
+    let start = readme.find("```c\n").expect("the README has a C example") + "```c\n".len();
+    let end = start + readme[start..].find("```").expect("the C example ends");
+    readme[start..end].to_string()
 }
