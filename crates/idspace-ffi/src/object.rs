@@ -75,6 +75,23 @@ macro_rules! impl_handle {
 ///
 /// Thread-safe: every call may run on any thread, concurrently with any other call on the
 /// same handle (`idspace_table_destroy` waits for calls in flight).
+#[cfg_attr(
+    any(doc, doctest),
+    doc = r#"
+```
+use idspace_ffi::*;
+
+let mut table = IdspaceTable { raw: 0 };
+let mut id = 0;
+// SAFETY: the out-pointers point to live locals.
+unsafe {
+    assert_eq!(idspace_table_new(IDSPACE_TABLE_RADIX, &mut table), 0);
+    assert_eq!(idspace_table_create(table, 1, 10, &mut id), 0);
+}
+assert_eq!(idspace_table_destroy(table), 0);
+```
+"#
+)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IdspaceTable {
@@ -88,6 +105,23 @@ impl_handle!(IdspaceTable, Table, Box<dyn IdTable<Value>>);
 ///
 /// Thread-safe: every call may run on any thread, concurrently with any other call on the
 /// same handle (`idspace_pids_destroy` waits for calls in flight).
+#[cfg_attr(
+    any(doc, doctest),
+    doc = r#"
+```
+use idspace_ffi::*;
+
+let (mut pids, mut pid) = (IdspacePids { raw: 0 }, 0);
+// SAFETY: the out-pointers point to live locals; no set_tid array.
+unsafe {
+    assert_eq!(idspace_pids_new(IDSPACE_PIDS_IDR_ONCE, &mut pids), 0);
+    assert_eq!(idspace_pid_alloc(pids, IDSPACE_PID_NS_ROOT, std::ptr::null(), 0, &mut pid), 0);
+}
+assert_eq!(pid, 1);
+assert_eq!(idspace_pids_destroy(pids), 0);
+```
+"#
+)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IdspacePids {
@@ -101,6 +135,24 @@ impl_handle!(IdspacePids, Pids, Pids);
 ///
 /// Thread-safe: every call may run on any thread. A CPU of the space stands for one
 /// scheduler's worker: switching a task onto two CPUs at once is refused with `-EBUSY`.
+#[cfg_attr(
+    any(doc, doctest),
+    doc = r#"
+```
+use idspace_ffi::*;
+
+let (mut cids, mut task, mut cid) = (IdspaceCids { raw: 0 }, 0, 0);
+// SAFETY: the out-pointers point to live locals.
+unsafe {
+    assert_eq!(idspace_cids_new(IDSPACE_CIDS_REWORK, 2, &mut cids), 0);
+    assert_eq!(idspace_cid_fork(cids, 0, &mut task), 0);
+    assert_eq!(idspace_cid_switch_in(cids, 1, task, &mut cid), 0);
+}
+assert!(cid < 2);
+assert_eq!(idspace_cids_destroy(cids), 0);
+```
+"#
+)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IdspaceCids {
@@ -114,6 +166,22 @@ impl_handle!(IdspaceCids, Cids, Cids);
 ///
 /// Thread-safe: `idspace_counter_add` and `idspace_counter_sum` may run on any thread,
 /// concurrently.
+#[cfg_attr(
+    any(doc, doctest),
+    doc = r#"
+```
+use idspace_ffi::*;
+
+let (mut counter, mut sum) = (IdspaceCounter { raw: 0 }, 0);
+// SAFETY: the out-pointers point to live locals.
+unsafe { assert_eq!(idspace_counter_new(&mut counter), 0) };
+assert_eq!(idspace_counter_add(counter, 5), 0);
+unsafe { assert_eq!(idspace_counter_sum(counter, &mut sum), 0) };
+assert_eq!(sum, 5);
+assert_eq!(idspace_counter_destroy(counter), 0);
+```
+"#
+)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IdspaceCounter {
@@ -127,6 +195,26 @@ impl_handle!(IdspaceCounter, Counter, PerCidCounter);
 ///
 /// Thread-safe: `idspace_pool_give` and `idspace_pool_take` may run on any thread,
 /// concurrently; each object given is taken back by exactly one caller.
+#[cfg_attr(
+    any(doc, doctest),
+    doc = r#"
+```
+use idspace_ffi::*;
+
+let mut pool = IdspacePool { raw: 0 };
+let mut object = 7u8;
+let mut taken = std::ptr::null_mut();
+// SAFETY: the out-pointers point to live locals; `object` outlives the pool.
+unsafe {
+    assert_eq!(idspace_pool_new(16, &mut pool), 0);
+    assert_eq!(idspace_pool_give(pool, (&mut object as *mut u8).cast()), 0);
+    assert_eq!(idspace_pool_take(pool, &mut taken), 0);
+    assert_eq!(idspace_pool_destroy(pool, None, std::ptr::null_mut()), 0);
+}
+assert_eq!(taken, (&mut object as *mut u8).cast());
+```
+"#
+)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IdspacePool {
