@@ -177,6 +177,9 @@ fn sweep(
             let ns = match c_bench(column) {
                 None => rust(threads, ops)?,
                 Some(bench) => match &program {
+                    Some(program) if column == GLIB && !program.glib => {
+                        return Err("glib's development files are not installed".into())
+                    }
                     Some(program) => program.run(bench, threads, ops)?,
                     None => return Err("the C program could not be built".into()),
                 },
@@ -254,5 +257,35 @@ fn goals_table(goals: &[(String, Option<f64>, f64)]) -> Table {
         unit: "x".into(),
         columns: vec!["measured".into(), "bound".into()],
         rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every bench of the C program and every Rust workload runs and checks its own result
+    /// (exact sums, lookups, objects back), at a few operations.
+    #[test]
+    fn every_operation_runs_from_c_and_from_rust() {
+        let program = match cside::build() {
+            Ok(program) => Some(program),
+            Err(reason) => {
+                eprintln!("!!! SKIPPED: the C side of experiment capi: {reason}");
+                None
+            }
+        };
+        for family in families(1) {
+            for column in &family.columns {
+                let ns = match ((family.c_bench)(column), &program) {
+                    (None, _) => (family.rust)(2, 10_000),
+                    (Some(_), Some(program)) if *column == GLIB && !program.glib => continue,
+                    (Some(bench), Some(program)) => program.run(bench, 2, 10_000),
+                    (Some(_), None) => continue,
+                };
+                let ns = ns.unwrap_or_else(|e| panic!("{} / {column}: {e}", family.id));
+                assert!(ns > 0.0, "{} / {column}: {ns} ns", family.id);
+            }
+        }
     }
 }
