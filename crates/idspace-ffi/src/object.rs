@@ -47,6 +47,7 @@ macro_rules! impl_handle {
         impl $name {
             /// Runs `call` on the handle's live structure, or answers `EBADF` for a handle that
             /// is not live or names another kind of structure.
+            #[inline]
             pub(crate) fn with<R>(
                 self,
                 call: impl FnOnce(&$field) -> Result<R, Errno>,

@@ -129,6 +129,7 @@ fn init_membarrier() {
     });
 }
 
+#[cold]
 fn claim_record() -> &'static Record {
     let mut records = RECORDS.lock().unwrap_or_else(PoisonError::into_inner);
     // Acquire: pairs with the Release store of the record's last owner in `Releaser::drop`.
@@ -158,10 +159,12 @@ fn claim_record() -> &'static Record {
     record
 }
 
+#[inline]
 fn record() -> &'static Record {
     RECORD.with(Cell::get).unwrap_or_else(claim_record)
 }
 
+#[inline]
 fn slot(index: usize) -> Option<&'static Slot> {
     // Acquire: pairs with the Release publication of the chunk in `chunk_for`.
     let chunk = CHUNK_TABLE
@@ -211,6 +214,7 @@ pub(crate) fn insert(object: Object) -> Result<u64, Errno> {
     Ok(u64::from(generation) << 32 | (index as u64 + 1))
 }
 
+#[inline]
 fn decode(handle: u64) -> Option<(usize, u32)> {
     let index = (handle as u32).checked_sub(1)? as usize;
     let generation = (handle >> 32) as u32;
@@ -224,6 +228,7 @@ struct Section {
 }
 
 impl Section {
+    #[inline]
     fn enter(index: usize) -> Result<Section, Errno> {
         let record = record();
         let depth = record.depth.load(Ordering::Relaxed) as usize;
@@ -245,6 +250,7 @@ impl Section {
 }
 
 impl Drop for Section {
+    #[inline]
     fn drop(&mut self) {
         // Release: the call's reads of the object happen before a destroyer that sees the
         // cleared slot (its Acquire scan) frees it.
@@ -256,6 +262,7 @@ impl Drop for Section {
 }
 
 /// Runs `call` on the live object of `handle`, or answers `-EBADF`.
+#[inline]
 pub(crate) fn with<R>(
     handle: u64,
     call: impl FnOnce(&Object) -> Result<R, Errno>,

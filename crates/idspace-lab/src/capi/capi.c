@@ -244,6 +244,9 @@ int main(int argc, char **argv) {
 #endif
   } else if (strcmp(bench, "pid-idspace") == 0) {
     OK(idspace_pids_new(IDSPACE_PIDS_PERCPU, &pids));
+    /* The namespace's init stays: freeing it would leave the namespace dead. */
+    uint32_t init;
+    OK(idspace_pid_alloc(pids, IDSPACE_PID_NS_ROOT, NULL, 0, &init));
     work = pid_idspace;
   } else if (strcmp(bench, "pool-idspace") == 0) {
     OK(idspace_pool_new(64, &pool));

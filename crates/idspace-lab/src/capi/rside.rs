@@ -56,6 +56,8 @@ pub(crate) fn table(threads: usize, ops: u64) -> Result<f64, String> {
 pub(crate) fn pid(threads: usize, ops: u64) -> Result<f64, String> {
     let slots = std::thread::available_parallelism().map_or(1, |n| n.get());
     let pids = PerCpu::new(slots).map_err(|e| e.to_string())?;
+    // The namespace's init stays: freeing it would leave the namespace dead.
+    let _init = pids.alloc(ROOT, &[], 0).map_err(|e| e.to_string())?;
     let failures = std::sync::atomic::AtomicU64::new(0);
     let run = fixed(threads, ops, &|n| {
         for _ in 0..n {
