@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod alloc;
+mod capi;
 mod cid;
 mod compare;
 mod context;
@@ -111,6 +112,7 @@ pub fn experiments() -> Vec<Box<dyn Experiment>> {
         Box::new(serve::Serve),
         Box::new(process::Process),
         Box::new(time::Time),
+        Box::new(capi::CApi),
     ]
 }
 

@@ -17,7 +17,7 @@ use thread_local::ThreadLocal;
 /// `n` of `total` operations; returns the time until the last one finished and the operations
 /// made. A fixed amount of work, rather than a time limit, keeps oversubscribed runs short:
 /// nobody waits for hundreds of spinning threads to notice a stop flag.
-fn fixed(threads: usize, total: u64, work: &(dyn Fn(u64) + Sync)) -> (Duration, u64) {
+pub(crate) fn fixed(threads: usize, total: u64, work: &(dyn Fn(u64) + Sync)) -> (Duration, u64) {
     let per_thread = (total / threads.max(1) as u64).max(1);
     let barrier = Barrier::new(threads + 1);
     let start = thread::scope(|scope| {

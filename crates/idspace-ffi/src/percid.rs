@@ -1,0 +1,196 @@
+//! `idspace_counter_*` and `idspace_pool_*`: per-CID data written on the rseq critical
+//! sections (x86-64, AArch64), with thread IDs and atomics where rseq is missing (valgrind,
+//! old kernels, `GLIBC_TUNABLES=glibc.pthread.rseq=0`).
+
+use core::cell::Cell;
+use core::ffi::{c_int, c_void};
+
+use idspace::percid::{IndexSource, PerCidCounter, PerCidPool};
+
+use crate::boundary::{self, need, write_out};
+use crate::errno;
+use crate::object::{Foreign, IdspaceCounter, IdspacePool};
+
+/// The most objects one CID's list of a pool holds (`capacity` of `idspace_pool_new`).
+pub const IDSPACE_POOL_MAX_CAPACITY: usize = 65536;
+const _: () = assert!(IDSPACE_POOL_MAX_CAPACITY == PerCidPool::<Foreign>::MAX_CAPACITY);
+
+/// A pool's release function: called once for every object the pool still holds when it is
+/// destroyed, with the caller's `ctx`.
+pub type IdspacePoolRelease = Option<unsafe extern "C" fn(object: *mut c_void, ctx: *mut c_void)>;
+
+/// Creates a counter with a slot per possible CPU, indexed by the calling thread's mm_cid
+/// (else its CPU, else a compact thread ID), and stores its handle in `*out`.
+///
+/// Returns 0, `-EINVAL` for a null `out`, `-ENOMEM` if the handle registry is full.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn idspace_counter_new(out: *mut IdspaceCounter) -> c_int {
+    boundary::query(|| {
+        need(out)?;
+        write_out(out, IdspaceCounter::insert(PerCidCounter::new())?)
+    })
+}
+
+/// Destroys a counter after the calls in flight on it have returned.
+///
+/// Returns 0 or `-EBADF`.
+#[no_mangle]
+pub extern "C" fn idspace_counter_destroy(counter: IdspaceCounter) -> c_int {
+    boundary::mutate(|| counter.destroy().map(drop))
+}
+
+/// Adds `n` (wrapping at 2^64) to the calling thread's slot: one rseq critical section that
+/// commits with one store, no atomic read-modify-write and no shared cache line written.
+///
+/// Returns 0 or `-EBADF`.
+#[no_mangle]
+pub extern "C" fn idspace_counter_add(counter: IdspaceCounter, n: u64) -> c_int {
+    boundary::mutate(|| {
+        counter.with(|c| {
+            c.add(n);
+            Ok(())
+        })
+    })
+}
+
+/// Stores the sum of every add that returned before this call (wrapping) in `*sum`; adds
+/// running meanwhile may or may not be in it.
+///
+/// Returns 0, `-EINVAL` for a null `sum`, `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn idspace_counter_sum(counter: IdspaceCounter, sum: *mut u64) -> c_int {
+    boundary::query(|| {
+        need(sum)?;
+        let total = counter.with(|c| Ok(c.sum()))?;
+        write_out(sum, total)
+    })
+}
+
+/// Creates a pool whose per-CID lists hold up to `capacity` objects each (1 to
+/// `IDSPACE_POOL_MAX_CAPACITY`; a full list spills half to a shared list) and stores its
+/// handle in `*out`.
+///
+/// Returns 0, `-EINVAL` for a capacity out of range (0, `SIZE_MAX`) or a null `out`,
+/// `-ENOMEM` if the handle registry is full.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn idspace_pool_new(capacity: usize, out: *mut IdspacePool) -> c_int {
+    boundary::query(|| {
+        need(out)?;
+        let pool = PerCidPool::with_source(IndexSource::best(), capacity).map_err(errno::percid)?;
+        write_out(out, IdspacePool::insert(pool)?)
+    })
+}
+
+/// Destroys a pool after the calls in flight on it have returned, calling
+/// `release(object, ctx)` for each object it still holds (unless `release` is null: then the
+/// objects are the caller's to account for).
+///
+/// Returns 0 or `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call. A callback must be a function of its type that returns normally.
+#[no_mangle]
+pub unsafe extern "C" fn idspace_pool_destroy(
+    pool: IdspacePool,
+    release: IdspacePoolRelease,
+    ctx: *mut c_void,
+) -> c_int {
+    boundary::mutate(|| {
+        let object = pool.destroy()?;
+        RELEASING.with(|cell| cell.set(release.map(|release| (release, ctx))));
+        // Dropping the pool drops every object it holds, on every CID's list and the shared
+        // one: each `Foreign`'s drop hands its address to `release`.
+        drop(object);
+        RELEASING.with(|cell| cell.set(None));
+        Ok(())
+    })
+}
+
+type Release = (unsafe extern "C" fn(*mut c_void, *mut c_void), *mut c_void);
+
+thread_local! {
+    /// The release function of the pool this thread is destroying, with its context.
+    static RELEASING: Cell<Option<Release>> = const { Cell::new(None) };
+}
+
+impl Drop for Foreign {
+    fn drop(&mut self) {
+        if let Some((release, ctx)) = RELEASING.with(Cell::get) {
+            // A zero-sized value's address is the pointer its box was made from: the object
+            // the caller gave.
+            let object = (self as *mut Foreign).cast::<c_void>();
+            // SAFETY: the caller of `idspace_pool_destroy` promises `release` is a function
+            // of this signature; each object is dropped, so released, once.
+            unsafe { release(object, ctx) };
+        }
+    }
+}
+
+/// Gives `object` (not null) to the pool: onto the calling thread's CID's list, in one rseq
+/// critical section. The pool holds it until a take returns it.
+///
+/// Returns 0, `-EINVAL` for a null `object`, `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn idspace_pool_give(pool: IdspacePool, object: *mut c_void) -> c_int {
+    boundary::mutate(|| {
+        if object.is_null() {
+            return Err(libc::EINVAL);
+        }
+        pool.with(|p| {
+            // Made only once the pool is known to be live, so a refused object is untouched.
+            // SAFETY: `Foreign` is zero-sized with alignment 1, so any non-null pointer is a
+            // valid `Box<Foreign>`: it is never read, written or freed through (a zero-sized
+            // box frees nothing), only handed back by `take`, or to `release` by the pool's
+            // destroy, as the same pointer.
+            p.give(unsafe { Box::from_raw(object.cast::<Foreign>()) });
+            Ok(())
+        })
+    })
+}
+
+/// Takes an object from the pool (the calling thread's CID's list first, else the shared
+/// list) and stores it in `*object`.
+///
+/// Returns 0, `-EAGAIN` if the pool holds none at hand, `-EINVAL` for a null `object`,
+/// `-EBADF`.
+///
+/// # Safety
+///
+/// Every non-null pointer argument must be valid for what is described above (a write of
+/// one value through an out-pointer, reads or writes of the given number of elements)
+/// for the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn idspace_pool_take(pool: IdspacePool, object: *mut *mut c_void) -> c_int {
+    boundary::mutate(|| {
+        need(object)?;
+        let taken = pool.with(|p| p.take().ok_or(libc::EAGAIN))?;
+        write_out(object, Box::into_raw(taken).cast::<c_void>())
+    })
+}
