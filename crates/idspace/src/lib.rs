@@ -129,15 +129,37 @@
 //! Cache-line padding comes from [`crossbeam_utils::CachePadded`] and the hasher of
 //! integer-keyed maps from [`foldhash`]; neither is re-exported.
 
+#![cfg_attr(not(feature = "std"), no_std)]
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
+extern crate alloc;
+
+/// `alloc`'s names that `std`'s prelude brings and `core`'s lacks, for the `no_std` build.
+#[allow(unused_imports)]
+mod prelude {
+    pub(crate) use alloc::borrow::ToOwned;
+    pub(crate) use alloc::boxed::Box;
+    pub(crate) use alloc::string::{String, ToString};
+    pub(crate) use alloc::vec;
+    pub(crate) use alloc::vec::Vec;
+}
+
+#[cfg(all(loom, not(feature = "std")))]
+compile_error!("loom models run on std: build them with the default `std` feature");
+
 pub mod cid;
+pub mod host;
+pub mod lock;
+#[cfg(feature = "std")]
 pub mod percid;
 pub mod pid;
+#[cfg(feature = "std")]
 pub mod process;
 pub mod range;
+#[cfg(feature = "std")]
 pub mod sched;
 pub(crate) mod sync;
+#[cfg(feature = "std")]
 pub(crate) mod sys;
 pub mod table;
 pub(crate) mod util;

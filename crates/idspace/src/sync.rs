@@ -32,16 +32,28 @@ pub(crate) use loom::sync::{
 };
 
 #[cfg(not(loom))]
+pub(crate) use core::sync::atomic::{
+    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering,
+};
+
+/// 64-bit atomics: `core`'s, or `portable-atomic`'s on targets without them (its fallback
+/// takes a global seqlock per access there), loom's under loom.
+#[cfg(all(not(loom), target_has_atomic = "64"))]
+pub(crate) use core::sync::atomic::AtomicU64;
+#[cfg(all(not(loom), not(target_has_atomic = "64")))]
+pub(crate) use portable_atomic::AtomicU64;
+
+#[cfg(all(feature = "std", not(loom)))]
+#[allow(unused_imports)] // The runtime's; the families take theirs from `crate::lock`.
 pub(crate) use std::sync::{
-    atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering},
     Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
 };
 
-/// Reference counts: loom's model-checked `Arc` under `--cfg loom`, std's otherwise.
+/// Reference counts: loom's model-checked `Arc` under `--cfg loom`, `alloc`'s otherwise.
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
 #[cfg(not(loom))]
-pub(crate) use std::sync::Arc;
+pub(crate) use alloc::sync::Arc;
 
 /// A cell shared between threads under a protocol of the caller's, reached only through
 /// closures that bracket each access: loom's checked cell under `--cfg loom`.
@@ -53,14 +65,14 @@ pub(crate) use loom::cell::UnsafeCell;
 /// closures compile away; under `--cfg loom` it is loom's checked cell with the same methods.
 #[cfg(not(loom))]
 #[derive(Debug, Default)]
-pub(crate) struct UnsafeCell<T: ?Sized>(std::cell::UnsafeCell<T>);
+pub(crate) struct UnsafeCell<T: ?Sized>(core::cell::UnsafeCell<T>);
 
 #[cfg(not(loom))]
 impl<T> UnsafeCell<T> {
     /// A cell holding `value`.
     #[inline]
     pub(crate) const fn new(value: T) -> Self {
-        UnsafeCell(std::cell::UnsafeCell::new(value))
+        UnsafeCell(core::cell::UnsafeCell::new(value))
     }
 }
 
@@ -87,9 +99,10 @@ impl<T: ?Sized> UnsafeCell<T> {
 /// Threads: loom's model-checked threads under `--cfg loom`, std's otherwise.
 #[cfg(loom)]
 pub(crate) use loom::{thread, thread_local};
-#[cfg(not(loom))]
+#[cfg(all(feature = "std", not(loom)))]
 pub(crate) use std::{thread, thread_local};
 
+#[cfg(feature = "std")]
 /// Locks `mutex`, recovering the guard if another thread panicked while holding it.
 #[inline]
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -98,6 +111,7 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+#[cfg(feature = "std")]
 /// Tries to lock `mutex` without blocking; `None` if another thread holds it.
 // Only [`fast::try_lock`] calls it, and only under loom or Miri.
 #[cfg_attr(not(any(loom, miri)), allow(dead_code))]
@@ -112,12 +126,14 @@ pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
     }
 }
 
+#[cfg(feature = "std")]
 /// Takes `lock` for reading, recovering the guard after a poisoning panic.
 #[inline]
 pub(crate) fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
     lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+#[cfg(feature = "std")]
 /// Takes `lock` for writing, recovering the guard after a poisoning panic.
 #[inline]
 pub(crate) fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
@@ -131,10 +147,14 @@ pub(crate) fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 pub(crate) fn spin_wait() {
     #[cfg(loom)]
     loom::thread::yield_now();
-    #[cfg(not(loom))]
+    #[cfg(all(feature = "std", not(loom)))]
     std::thread::yield_now();
+    // Without threads to yield to, the CPU's spin hint: the waiter is on another CPU.
+    #[cfg(not(feature = "std"))]
+    core::hint::spin_loop();
 }
 
+#[cfg(feature = "std")]
 /// Waits on `condvar`, recovering the guard after a poisoning panic.
 #[inline]
 pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
@@ -151,7 +171,7 @@ pub(crate) fn cpu_relax() {
     #[cfg(loom)]
     loom::thread::yield_now();
     #[cfg(not(loom))]
-    std::hint::spin_loop();
+    core::hint::spin_loop();
 }
 
 /// The pointer in `atomic`, read through exclusive access (a destructor's): no atomic operation,
@@ -182,6 +202,7 @@ pub(crate) fn exclusive_load<T>(atomic: &mut AtomicPtr<T>) -> *mut T {
 /// `parking_lot`'s locks do not poison, and std's are recovered from poisoning (as in the
 /// parent module): the table code never panics while holding one, and user values are never
 /// dropped under a table lock.
+#[cfg(feature = "std")]
 pub(crate) mod fast {
     #[cfg(loom)]
     pub(crate) use loom::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -237,10 +258,123 @@ pub(crate) mod fast {
 ///   a `Vec`, nor has a `Weak`;
 /// - **the kernel's words**: a futex word lives at an address the kernel reads and sleeps on,
 ///   which loom's atomics do not have (the module does not exist under loom).
+#[cfg(feature = "std")]
 pub(crate) mod unmodeled {
     #[allow(unused_imports)] // Each build uses a different subset.
     pub(crate) use std::sync::{
         atomic::{AtomicU32, AtomicU64},
         Arc, Barrier, Mutex, MutexGuard, OnceLock, Weak,
     };
+}
+
+/// The raw locks of [`StdLocks`](crate::lock::StdLocks) under loom and Miri: spinlocks on the
+/// facade's atomics whose waits yield, so that loom explores every interleaving of the
+/// structures' critical sections (its own `Mutex` has no guard-less raw form to put behind
+/// `lock_api`), and Miri checks them without `parking_lot`'s integer-to-pointer casts (see
+/// [`fast`]).
+///
+/// A loom atomic cannot be built in a `const` (`lock_api` needs `INIT` to be one), so each
+/// lock creates its word at first use, in a `OnceLock` that loom does not model: a loom
+/// execution runs one thread at a time, so the creation itself cannot race.
+#[cfg(any(loom, miri))]
+pub(crate) mod model {
+    use std::sync::OnceLock;
+
+    use super::{spin_wait, AtomicBool, AtomicUsize, Ordering};
+
+    /// A test-and-set spinlock.
+    pub struct RawMutex(OnceLock<AtomicBool>);
+
+    impl RawMutex {
+        fn word(&self) -> &AtomicBool {
+            self.0.get_or_init(|| AtomicBool::new(false))
+        }
+    }
+
+    // SAFETY: `try_lock` succeeds only for the caller that moves the flag from false to true,
+    // and `unlock` is called by that holder only (the trait's contract).
+    unsafe impl lock_api::RawMutex for RawMutex {
+        #[allow(clippy::declare_interior_mutable_const)] // lock_api's INIT pattern.
+        const INIT: RawMutex = RawMutex(OnceLock::new());
+        type GuardMarker = lock_api::GuardNoSend;
+
+        fn lock(&self) {
+            while !self.try_lock() {
+                spin_wait();
+            }
+        }
+
+        fn try_lock(&self) -> bool {
+            // Acquire pairs with the Release in `unlock`: the previous holder's writes are seen.
+            self.word()
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        }
+
+        unsafe fn unlock(&self) {
+            // Release pairs with the Acquire in `try_lock`.
+            self.word().store(false, Ordering::Release);
+        }
+    }
+
+    /// The writer's bit of [`RawRwLock`]'s word; the readers count below it.
+    const WRITER: usize = 1 << (usize::BITS - 1);
+
+    /// A reader-writer spinlock: a count of readers and a writer bit in one word.
+    pub struct RawRwLock(OnceLock<AtomicUsize>);
+
+    impl RawRwLock {
+        fn word(&self) -> &AtomicUsize {
+            self.0.get_or_init(|| AtomicUsize::new(0))
+        }
+    }
+
+    // SAFETY: a reader enters only while the writer bit is clear and a writer only while the
+    // word is zero, each by a compare-exchange from the value it checked, so a writer excludes
+    // everyone and readers exclude writers.
+    unsafe impl lock_api::RawRwLock for RawRwLock {
+        #[allow(clippy::declare_interior_mutable_const)] // lock_api's INIT pattern.
+        const INIT: RawRwLock = RawRwLock(OnceLock::new());
+        type GuardMarker = lock_api::GuardNoSend;
+
+        fn lock_shared(&self) {
+            while !self.try_lock_shared() {
+                spin_wait();
+            }
+        }
+
+        fn try_lock_shared(&self) -> bool {
+            let word = self.word();
+            // Relaxed: the compare-exchange below decides.
+            let now = word.load(Ordering::Relaxed);
+            // Acquire pairs with the Release in `unlock_exclusive`.
+            now & WRITER == 0
+                && word
+                    .compare_exchange(now, now + 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+        }
+
+        unsafe fn unlock_shared(&self) {
+            // Release pairs with the Acquire of the next writer's `try_lock_exclusive`.
+            self.word().fetch_sub(1, Ordering::Release);
+        }
+
+        fn lock_exclusive(&self) {
+            while !self.try_lock_exclusive() {
+                spin_wait();
+            }
+        }
+
+        fn try_lock_exclusive(&self) -> bool {
+            // Acquire pairs with the Release of the last reader's or writer's unlock.
+            self.word()
+                .compare_exchange(0, WRITER, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        }
+
+        unsafe fn unlock_exclusive(&self) {
+            // Release pairs with the Acquire of the next reader's or writer's lock.
+            self.word().store(0, Ordering::Release);
+        }
+    }
 }
