@@ -7,13 +7,13 @@
 //! which names one raw mutex and one raw reader-writer lock, both [`lock_api`] traits (the ones
 //! `parking_lot` and `spin` implement). The parameter defaults to [`DefaultLocks`], so
 //! `ScaledHash::new()` and every other constructor compile as before without an annotation; a
-//! structure on other locks is built with the constructor named `…_in` (or `with_locks`) and
-//! an explicit type.
+//! structure on other locks is built with a constructor whose name starts with `with_locks`,
+//! and an explicit type.
 //!
 //! * With the `std` feature, [`DefaultLocks`] is [`StdLocks`]: `parking_lot`'s raw locks, whose
-//!   waiters spin briefly, then yield, then park (the `sync` module says why the tables want
-//!   that). Under loom and Miri the same type holds model-checked spinlocks on the crate's
-//!   facade atomics instead, so every lock stays visible to the checkers.
+//!   waiters spin briefly, then yield, then park ([`StdLocks`] says why the tables want that).
+//!   Under loom and Miri the same type holds model-checked spinlocks on the crate's facade
+//!   atomics instead, so every lock stays visible to the checkers.
 //! * Without `std`, [`DefaultLocks`] is [`SpinLocks`]: the `spin` crate's spinlocks.
 //! * A kernel plugs in its own lock with one trait implementation: `lock_api::RawMutex` for its
 //!   spinlock (or IRQ-disabling lock), then [`MutexOnly<ThatLock>`](MutexOnly) as the
@@ -83,6 +83,18 @@ pub trait Locks: Send + Sync + 'static {
 
 /// `parking_lot`'s raw locks (loom's and Miri's checked spinlocks under those checkers): the
 /// default with the `std` feature.
+///
+/// Why not std's: a table lock is held for a few nanoseconds, but with more threads than CPUs
+/// a holder is sometimes preempted inside it. std's futex mutex then sends every waiter to
+/// sleep after a short spin, and each unlock pays a wake-up system call; once a lock is
+/// contended in this way it stays so (a lock convoy). `parking_lot`'s waiters spin briefly and
+/// then *yield* a few times before parking, which hands the CPU to the preempted holder, and
+/// its fast paths are one compare-exchange each way on one byte. The kernel's spinlocks never
+/// meet this case: it disables preemption while one is held.
+///
+/// Under Miri the structures take spinlocks on the facade's atomics instead: `parking_lot`'s
+/// parking path stores thread pointers in integers, which Miri's strict-provenance mode
+/// rejects. Miri checks our code, which is the same over either lock.
 ///
 /// ```
 /// use idspace::lock::StdLocks;

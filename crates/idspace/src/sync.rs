@@ -5,8 +5,7 @@
 //! [loom]'s model-checked primitives without a line changing elsewhere. The facade also papers
 //! over lock poisoning: a panic while a lock is held cannot leave our structures half-updated
 //! (no code of ours panics with a lock held, and user values are never dropped under a lock),
-//! so [`lock`], [`read`] and [`write`](write()) recover the guard instead of propagating the
-//! poison.
+//! so [`lock`] and [`wait`] recover the guard instead of propagating the poison.
 //!
 //! Data shared between threads without a lock lives in an [`UnsafeCell`] that is reached only
 //! through [`with`](UnsafeCell::with) and [`with_mut`](UnsafeCell::with_mut): each call brackets
@@ -15,10 +14,10 @@
 //! `Arc` models the ordering its last drop provides, so that a destructor reading the cell is
 //! not reported as racing the accesses that came before it.
 //!
-//! Two submodules hold the rest:
+//! The families' locks are not here but in [`crate::lock`], chosen by each structure's user;
+//! under loom and Miri their default is [`model`]'s. Two submodules hold the rest:
 //!
-//! - [`fast`]: the locks of the tables' hot paths, `parking_lot`'s in normal builds (the module
-//!   says why), loom's under loom;
+//! - [`model`]: the families' default locks under loom and Miri;
 //! - [`unmodeled`]: std's primitives where loom's cannot stand in (a static, a waker, a weak
 //!   reference, a word the kernel reads), each with the reason. Nothing else in the crate names
 //!   `std::sync`, so a grep for it finds every primitive loom does not see.
@@ -111,36 +110,6 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-#[cfg(feature = "std")]
-/// Tries to lock `mutex` without blocking; `None` if another thread holds it.
-// Only [`fast::try_lock`] calls it, and only under loom or Miri.
-#[cfg_attr(not(any(loom, miri)), allow(dead_code))]
-#[inline]
-pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    // loom's `try_lock` reports with std's error type too.
-    use std::sync::TryLockError;
-    match mutex.try_lock() {
-        Ok(guard) => Some(guard),
-        Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-        Err(TryLockError::WouldBlock) => None,
-    }
-}
-
-#[cfg(feature = "std")]
-/// Takes `lock` for reading, recovering the guard after a poisoning panic.
-#[inline]
-pub(crate) fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-#[cfg(feature = "std")]
-/// Takes `lock` for writing, recovering the guard after a poisoning panic.
-#[inline]
-pub(crate) fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    lock.write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// One step of a spin-wait: a CPU hint, and under loom a yield so that the model checker runs
 /// the thread that will end the wait.
 #[inline]
@@ -184,70 +153,6 @@ pub(crate) fn exclusive_load<T>(atomic: &mut AtomicPtr<T>) -> *mut T {
     return *atomic.get_mut();
 }
 
-/// The locks of the tables' hot paths: `parking_lot`'s in normal builds, loom's model-checked
-/// ones under `--cfg loom`, and std's under Miri.
-///
-/// Why not std's everywhere: a table lock is held for a few nanoseconds, but with more threads
-/// than CPUs a holder is sometimes preempted inside it. std's futex mutex then sends every
-/// waiter to sleep after a short spin, and each unlock pays a wake-up system call; once a lock
-/// is contended in this way it stays so (a lock convoy). `parking_lot`'s waiters spin briefly
-/// and then *yield* a few times before parking, which hands the CPU to the preempted holder,
-/// and its fast paths are one compare-exchange each way on one byte. The kernel's bucket
-/// spinlocks never meet this case: it disables preemption while one is held.
-///
-/// Under Miri the tables use std's locks: `parking_lot`'s parking path stores thread pointers
-/// in integers, which Miri's strict-provenance mode (the one CI runs) rejects. Miri checks our
-/// code, which is the same over either lock.
-///
-/// `parking_lot`'s locks do not poison, and std's are recovered from poisoning (as in the
-/// parent module): the table code never panics while holding one, and user values are never
-/// dropped under a table lock.
-#[cfg(feature = "std")]
-pub(crate) mod fast {
-    #[cfg(loom)]
-    pub(crate) use loom::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-    #[cfg(not(any(loom, miri)))]
-    pub(crate) use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-    #[cfg(all(miri, not(loom)))]
-    pub(crate) use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-
-    /// Locks `mutex`.
-    #[inline]
-    pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-        #[cfg(any(loom, miri))]
-        return super::lock(mutex);
-        #[cfg(not(any(loom, miri)))]
-        return mutex.lock();
-    }
-
-    /// Locks `mutex` if no other thread holds it.
-    #[inline]
-    pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-        #[cfg(any(loom, miri))]
-        return super::try_lock(mutex);
-        #[cfg(not(any(loom, miri)))]
-        return mutex.try_lock();
-    }
-
-    /// Takes `lock` for reading.
-    #[inline]
-    pub(crate) fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-        #[cfg(any(loom, miri))]
-        return super::read(lock);
-        #[cfg(not(any(loom, miri)))]
-        return lock.read();
-    }
-
-    /// Takes `lock` for writing.
-    #[inline]
-    pub(crate) fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-        #[cfg(any(loom, miri))]
-        return super::write(lock);
-        #[cfg(not(any(loom, miri)))]
-        return lock.write();
-    }
-}
-
 /// std's primitives, in every build, where loom's cannot stand in. Each import of one says
 /// which of these reasons applies:
 ///
@@ -271,7 +176,7 @@ pub(crate) mod unmodeled {
 /// facade's atomics whose waits yield, so that loom explores every interleaving of the
 /// structures' critical sections (its own `Mutex` has no guard-less raw form to put behind
 /// `lock_api`), and Miri checks them without `parking_lot`'s integer-to-pointer casts (see
-/// [`fast`]).
+/// [`StdLocks`](crate::lock::StdLocks)).
 ///
 /// A loom atomic cannot be built in a `const` (`lock_api` needs `INIT` to be one), so each
 /// lock creates its word at first use, in a `OnceLock` that loom does not model: a loom
