@@ -23,8 +23,9 @@
 //! # Invariants
 //!
 //! No structure calls out to user code (a closure, a destructor of a user value) while holding
-//! one of these locks, and none holds two of them in an order another path reverses, so any
-//! lock that excludes is enough: fairness, sleeping and priority inheritance are the lock's
+//! one of these locks, but for a [`RangeSource`](crate::range::RangeSource)'s own methods, which
+//! [`SubRanges`](crate::range::SubRanges) calls under the CPU's lock; and none holds two of them
+//! in an order another path reverses. So any lock that excludes is enough: fairness, sleeping and priority inheritance are the lock's
 //! business, not the structure's.
 //!
 //! # Where we differ from the kernel

@@ -67,6 +67,7 @@ pub(crate) use loom::cell::UnsafeCell;
 pub(crate) struct UnsafeCell<T: ?Sized>(core::cell::UnsafeCell<T>);
 
 #[cfg(not(loom))]
+#[cfg_attr(not(feature = "std"), allow(dead_code))] // Only the runtime builds one.
 impl<T> UnsafeCell<T> {
     /// A cell holding `value`.
     #[inline]
@@ -89,6 +90,7 @@ impl<T: ?Sized> UnsafeCell<T> {
 
     /// Runs `f` with a pointer through which it may read and write the value. The caller's
     /// protocol must rule out any other access during the call.
+    #[cfg_attr(not(feature = "std"), allow(dead_code))] // Only the runtime writes one.
     #[inline]
     pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
         f(self.0.get())

@@ -2,6 +2,7 @@
 //! lock; lookup goes through a hash table whose buckets are guarded by striped read-write locks
 //! and never touches the allocation lock.
 
+use crate::prelude::*;
 use hashbrown::HashMap;
 
 use super::level::IdSpace;

@@ -11,6 +11,7 @@
 //! nothing). Each slot sits on its own cache line and a thread starts its search at a slot of
 //! its own, so users on different CPUs write no shared line; only a retirement reads them all.
 
+use crate::prelude::*;
 use core::ptr;
 
 use crate::sync::{spin_wait, AtomicPtr, Ordering};

@@ -2,6 +2,7 @@
 
 // A slice built from a `Vec`, which loom's `Arc` cannot hold.
 // `alloc`'s, in every build: loom's `Arc` cannot hold a slice built from a `Vec`.
+use crate::prelude::*;
 use alloc::sync::Arc;
 
 use super::NsId;

@@ -2,6 +2,7 @@
 //! damage-control lack of clone scalability", built. Its design and its deferred-reuse guarantee
 //! are documented on the type, where `cargo doc` shows them.
 
+use crate::prelude::*;
 use hashbrown::HashMap;
 
 use super::hazards::{Hazard, Hazards};

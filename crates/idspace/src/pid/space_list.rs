@@ -4,6 +4,7 @@
 //! until no hazard holds it (see `Hazards`) and for a grace period of its lookups (see
 //! `Readers`).
 
+use crate::prelude::*;
 use core::ptr;
 
 use crate::lock::{Locks, Mutex};

@@ -2,6 +2,7 @@
 //! them, and the [`IdTable`] operations written once over any way of finding and locking a
 //! chain.
 
+use crate::prelude::*;
 use core::ptr::NonNull;
 
 use super::entry::Entry;

@@ -58,7 +58,7 @@ impl fmt::Display for TableError {
     }
 }
 
-impl std::error::Error for TableError {}
+impl core::error::Error for TableError {}
 
 /// Why a [`Sizing`](super::Sizing) was refused by
 /// [`ScaledHash::with_sizing`](super::ScaledHash::with_sizing).
@@ -103,7 +103,7 @@ impl fmt::Display for SizingError {
     }
 }
 
-impl std::error::Error for SizingError {}
+impl core::error::Error for SizingError {}
 
 /// A create that failed: the error, and the value handed back so that nothing is lost.
 ///
@@ -131,4 +131,4 @@ impl<T> fmt::Display for Rejected<T> {
     }
 }
 
-impl<T: fmt::Debug> std::error::Error for Rejected<T> {}
+impl<T: fmt::Debug> core::error::Error for Rejected<T> {}

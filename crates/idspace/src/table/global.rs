@@ -1,5 +1,6 @@
 //! [`GlobalHash`]: the kernel's table before 6.15, 512 chains behind one global lock.
 
+use crate::prelude::*;
 use core::ptr::NonNull;
 
 use super::chain::{

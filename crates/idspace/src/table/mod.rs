@@ -110,6 +110,8 @@
 //!   (the kernel would silently allocate a fresh ID instead, since it only reads the requested ID in
 //!   restore mode); the explicit error makes misuse visible.
 
+use crate::prelude::*;
+
 mod chain;
 mod entry;
 mod error;

@@ -8,6 +8,7 @@
 //! `Entry` that `remove` returns), so that removing costs no count update; the memory is freed
 //! by whoever drops the last reference.
 
+use crate::prelude::*;
 use core::ptr::{self, NonNull};
 
 use super::{Id, Owner};
@@ -79,7 +80,7 @@ impl<T> Node<T> {
         // Relaxed: a new reference is made from an existing one, which already orders every
         // access to the node (as `Arc::clone`).
         if self.refs.fetch_add(1, Ordering::Relaxed) > MAX_REFS {
-            std::process::abort();
+            overflow();
         }
     }
 
@@ -128,4 +129,15 @@ impl<T> Node<T> {
         let node = unsafe { Box::from_raw(node.as_ptr()) };
         Some(node.value)
     }
+}
+
+/// A reference count past [`MAX_REFS`]: as `Arc` does, stop the program rather than let the
+/// count wrap and a node be freed while referenced. Without `std` there is no abort on stable
+/// Rust; the panic handler (which a kernel's halts) stands in for it.
+#[cold]
+fn overflow() -> ! {
+    #[cfg(feature = "std")]
+    std::process::abort();
+    #[cfg(not(feature = "std"))]
+    panic!("a table entry's reference count overflowed");
 }

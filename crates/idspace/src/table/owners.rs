@@ -8,6 +8,7 @@
 //!
 //! Per-owner state is boxed so that growing a shard's map moves pointers, not states.
 
+use crate::prelude::*;
 use hashbrown::HashMap;
 
 use super::Owner;

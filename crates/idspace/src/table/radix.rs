@@ -1,6 +1,7 @@
 //! [`Radix`]: a radix tree per owner, the per-process xarray the posix-timers rework measured and
 //! rejected for its memory on sparse IDs.
 
+use crate::prelude::*;
 use super::node::Node;
 use super::owners::Owners;
 use super::{exact_id_refusal, next_id, Entry, Id, IdTable, Owner, Rejected, TableError, MAX_ID};

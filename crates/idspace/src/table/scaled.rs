@@ -1,6 +1,7 @@
 //! [`ScaledHash`]: the 6.15 kernel table, a lock per bucket, sized from the CPU count; and our
 //! growing variant of it (its design is documented on the type).
 
+use crate::prelude::*;
 use core::ptr;
 
 use core::ptr::NonNull;

@@ -60,6 +60,7 @@
 //! * Grace periods are detected by polling ([`Readers::passed`]) or spinning
 //!   ([`Readers::synchronize`]); there are no callbacks and no grace-period thread.
 
+use crate::prelude::*;
 use crate::sync::{fence, spin_wait, AtomicU64, Ordering};
 #[cfg(not(loom))]
 use crate::util::hash::mix;

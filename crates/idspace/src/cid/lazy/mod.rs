@@ -12,6 +12,7 @@ mod migrate;
 mod pcpu;
 mod scan;
 
+use crate::prelude::*;
 use crossbeam_utils::CachePadded;
 
 use self::pcpu::Pcpu;
@@ -205,7 +206,7 @@ impl<L: Locks> LazyCids<L> {
             }),
             scan: scan::ScanState::new(placement),
         });
-        #[cfg(not(loom))]
+        #[cfg(all(feature = "std", not(loom)))]
         let worker = match placement {
             ScanPlacement::Worker { period } => Some(
                 scan::Worker::start(Arc::clone(&shared), period)
@@ -216,7 +217,7 @@ impl<L: Locks> LazyCids<L> {
         Ok(LazyCids {
             space: SpaceId::new(),
             shared,
-            #[cfg(not(loom))]
+            #[cfg(all(feature = "std", not(loom)))]
             _worker: worker,
         })
     }

@@ -89,7 +89,7 @@ impl ScanPlacement {
         match self {
             ScanPlacement::OnDemand => None,
             ScanPlacement::Tick { period } => Some(period),
-            #[cfg(not(loom))]
+            #[cfg(all(feature = "std", not(loom)))]
             ScanPlacement::Worker { period } => Some(period),
         }
     }
