@@ -129,7 +129,9 @@
 //! Cache-line padding comes from [`crossbeam_utils::CachePadded`] and the hasher of
 //! integer-keyed maps from [`foldhash`]; neither is re-exported.
 
-#![cfg_attr(not(feature = "std"), no_std)]
+// The library's own unit tests link std (threads, collections) whatever the features; the
+// library built without `std` is `no_std`, so no `std` path can hide in it.
+#![cfg_attr(not(any(feature = "std", test)), no_std)]
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
 extern crate alloc;

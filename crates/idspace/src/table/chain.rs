@@ -702,7 +702,7 @@ mod tests {
         lock: &Mutex<Test, ()>,
         f: impl FnOnce(&mut ChainGuard<'_, u64, Test>),
     ) {
-        f(&mut ChainGuard::new(lock.lock(), head));
+        f(&mut ChainGuard::<u64, Test>::new(lock.lock(), head));
     }
 
     #[test]
@@ -719,9 +719,9 @@ mod tests {
         });
         let held = chain_of_get(&from, &lock, 2);
         {
-            let mut source = ChainGuard::new(lock.lock(), &from);
+            let mut source = ChainGuard::<u64, Test>::new(lock.lock(), &from);
             let other = Mutex::<Test, ()>::new(());
-            let mut target = ChainGuard::new(other.lock(), &to);
+            let mut target = ChainGuard::<u64, Test>::new(other.lock(), &to);
             source.split_into(&mut target, |node| node.id % 2 == 0);
             assert_eq!(source.nodes().count(), 2);
             assert_eq!(target.nodes().count(), 3);
@@ -737,7 +737,7 @@ mod tests {
     }
 
     fn chain_of_get(head: &Head<u64>, lock: &Mutex<Test, ()>, id: Id) -> Entry<u64> {
-        ChainGuard::new(lock.lock(), head)
+        ChainGuard::<u64, Test>::new(lock.lock(), head)
             .get(1, id)
             .expect("inserted")
     }
