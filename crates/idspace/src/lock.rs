@@ -44,10 +44,9 @@
 //! let spinning = GlobalHash::<&str, SpinLocks>::with_locks();
 //! let exclusive = GlobalHash::<&str, MutexOnly<spin::mutex::SpinMutex<()>>>::with_locks();
 //! for table in [&default as &dyn IdTable<&str>, &spinning, &exclusive] {
-//!     let id = table.create(7, "timer")?;
-//!     assert_eq!(table.lookup(7, id).as_deref(), Some(&"timer"));
+//!     let id = table.create(7, "timer").expect("room");
+//!     assert_eq!(table.get(7, id).as_deref(), Some(&"timer"));
 //! }
-//! # Ok::<(), idspace::table::TableError>(())
 //! ```
 
 use core::marker::PhantomData;
@@ -62,16 +61,15 @@ use lock_api::{GuardNoSend, RawMutex, RawRwLock};
 /// use idspace::lock::Locks;
 /// use idspace::pid::{IdrOnce, PidAllocator, ROOT};
 ///
-/// // A kernel's pair of locks (here `spin`'s ticket mutex and its rwlock).
+/// // A kernel's pair of locks (here `spin`'s mutex and rwlock).
 /// struct KernelLocks;
 /// impl Locks for KernelLocks {
-///     type Mutex = spin::mutex::TicketMutex<()>;
+///     type Mutex = spin::mutex::SpinMutex<()>;
 ///     type RwLock = spin::RwLock<()>;
 /// }
 ///
 /// let pids = IdrOnce::<KernelLocks>::with_locks();
-/// let pid = pids.alloc(ROOT, None)?;
-/// assert_eq!(pid.nr(), 1);
+/// assert_eq!(pids.alloc(ROOT, &[], 0)?.ids(), [1]);
 /// # Ok::<(), idspace::pid::PidError>(())
 /// ```
 pub trait Locks: Send + Sync + 'static {
@@ -101,9 +99,8 @@ pub trait Locks: Send + Sync + 'static {
 /// use idspace::lock::StdLocks;
 /// use idspace::table::{IdTable, ScaledHash};
 ///
-/// let table = ScaledHash::<u32, StdLocks>::new();
-/// assert_eq!(table.create(1, 10)?, 0);
-/// # Ok::<(), idspace::table::TableError>(())
+/// let table = ScaledHash::<u32, StdLocks>::with_locks();
+/// assert_eq!(table.create(1, 10).ok(), Some(0));
 /// ```
 #[cfg(feature = "std")]
 #[derive(Debug, Clone, Copy, Default)]
@@ -129,7 +126,7 @@ impl Locks for StdLocks {
 ///
 /// let cids = Rework::<SpinLocks>::with_locks(2)?;
 /// let task = cids.fork(0b11)?;
-/// assert_eq!(cids.switch(0, Some(&task))?, Some(0));
+/// assert!(cids.switch(0, Some(&task))?.is_some_and(|cid| cid < 2));
 /// # Ok::<(), idspace::cid::CidError>(())
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
@@ -174,7 +171,7 @@ impl Locks for SpinLocks {
 /// }
 ///
 /// let pids = PerCpu::<MutexOnly<KernelSpin>>::with_locks(2)?;
-/// assert_eq!(pids.alloc_on(1, ROOT, None)?.nr(), 1);
+/// assert_eq!(pids.alloc(ROOT, &[], 1)?.ids(), [1]);
 /// # Ok::<(), idspace::pid::PidError>(())
 /// ```
 pub struct MutexOnly<R>(PhantomData<fn() -> R>);
