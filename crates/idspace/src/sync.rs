@@ -44,15 +44,13 @@ pub(crate) use portable_atomic::AtomicU64;
 
 #[cfg(all(feature = "std", not(loom)))]
 #[allow(unused_imports)] // The runtime's; the families take theirs from `crate::lock`.
-pub(crate) use std::sync::{
-    Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
-};
+pub(crate) use std::sync::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+#[cfg(not(loom))]
+pub(crate) use alloc::sync::Arc;
 /// Reference counts: loom's model-checked `Arc` under `--cfg loom`, `alloc`'s otherwise.
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
-#[cfg(not(loom))]
-pub(crate) use alloc::sync::Arc;
 
 /// A cell shared between threads under a protocol of the caller's, reached only through
 /// closures that bracket each access: loom's checked cell under `--cfg loom`.

@@ -187,7 +187,10 @@ impl<L: Locks> PidAllocator for BitmapHash<L> {
         // Publish outside the allocation lock: the bits keep the IDs reserved meanwhile.
         let pid = Pid::new(&taken);
         for &(space, id) in &taken {
-            self.hash.stripe(space, id).write().insert((space, id), pid.clone());
+            self.hash
+                .stripe(space, id)
+                .write()
+                .insert((space, id), pid.clone());
         }
         Ok(pid)
     }

@@ -26,7 +26,6 @@ const SLOTS: usize = 64;
 #[cfg(loom)]
 const SLOTS: usize = 2;
 
-
 /// Pointers being read, one per slot (null: free).
 pub(crate) struct Hazards<T> {
     slots: Box<[CachePadded<AtomicPtr<T>>]>,

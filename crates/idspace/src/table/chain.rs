@@ -415,10 +415,21 @@ struct Inserted {
 /// `posix_timer_add_at`. The node was allocated before, so that the chain's lock is held only
 /// for the search and the link.
 #[inline]
-fn try_insert<T, L: Locks, C: Chains<T, L>>(chains: &C, node: Box<Node<T>>) -> Result<Inserted, Box<Node<T>>> {
+fn try_insert<T, L: Locks, C: Chains<T, L>>(
+    chains: &C,
+    node: Box<Node<T>>,
+) -> Result<Inserted, Box<Node<T>>> {
     let hash = mix(node.owner, node.id);
     let len = chains.lock(hash).insert(node)?;
     Ok(Inserted { hash, len })
+}
+
+/// The refusal of a create that found no memory for its entry.
+fn no_memory<T>(value: T) -> Rejected<T> {
+    Rejected {
+        error: TableError::NoMemory,
+        value,
+    }
 }
 
 /// Takes (owner, id) out of its chain, with the chain's reference.
@@ -437,27 +448,32 @@ impl<T: Send + Sync, L: Locks, C: Chains<T, L>> IdTable<T> for ChainedTable<C, L
         // The registry's shard stays read-locked across the create: a `remove_owner`, which
         // write-locks it, sees the entry in the owner's list or starts after the create.
         // The entry's one allocation, made before any lock is taken.
-        let mut node = Node::boxed(owner, 0, value);
-        let (id, inserted) = self.owners.with(owner, |slot| {
-            // Every ID claimed in turn, at most once each: Full if all are taken.
-            for _ in 0..=u64::from(max_id) {
-                let id = slot.claim(max_id);
-                node.id = id;
-                match try_insert(&self.chains, node) {
-                    Ok(inserted) => {
-                        // Newly in the chain, so not in the list (see `ChainedTable`).
-                        let recorded = slot.ids.insert(id);
-                        debug_assert!(recorded, "ID {id} was listed but not in its chain");
-                        return Ok((id, inserted));
+        let node = Node::try_boxed(owner, 0, value).map_err(no_memory)?;
+        let (id, inserted) = self.owners.try_with(
+            owner,
+            node,
+            |slot, mut node| {
+                // Every ID claimed in turn, at most once each: Full if all are taken.
+                for _ in 0..=u64::from(max_id) {
+                    let id = slot.claim(max_id);
+                    node.id = id;
+                    match try_insert(&self.chains, node) {
+                        Ok(inserted) => {
+                            // Newly in the chain, so not in the list (see `ChainedTable`).
+                            let recorded = slot.ids.insert(id);
+                            debug_assert!(recorded, "ID {id} was listed but not in its chain");
+                            return Ok((id, inserted));
+                        }
+                        Err(back) => node = back,
                     }
-                    Err(back) => node = back,
                 }
-            }
-            Err(Rejected {
-                error: TableError::Full,
-                value: node.value, // never linked, so ours alone
-            })
-        })?;
+                Err(Rejected {
+                    error: TableError::Full,
+                    value: node.value, // never linked, so ours alone
+                })
+            },
+            |node| Err(no_memory(node.value)),
+        )?;
         // Growth runs with no lock held, so other creators of this owner do not wait for it.
         self.chains.inserted(inserted.hash, inserted.len);
         Ok(id)
@@ -474,7 +490,8 @@ impl<T: Send + Sync, L: Locks, C: Chains<T, L>> IdTable<T> for ChainedTable<C, L
                     if let Some(error) = exact_id_refusal(restoring, id, max_id) {
                         return Err(Rejected { error, value });
                     }
-                    match try_insert(&self.chains, Node::boxed(owner, id, value)) {
+                    let node = Node::try_boxed(owner, id, value).map_err(no_memory)?;
+                    match try_insert(&self.chains, node) {
                         Ok(inserted) => {
                             let recorded = slot.ids.insert(id);
                             debug_assert!(recorded, "ID {id} was listed but not in its chain");

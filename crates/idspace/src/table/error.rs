@@ -30,6 +30,8 @@ pub enum TableError {
     NotRestoring,
     /// No entry has this (owner, id) (`-EINVAL` from the timer syscalls).
     NotFound,
+    /// No memory for the entry or the owner's state (`-ENOMEM`): the create changed nothing.
+    NoMemory,
 }
 
 impl TableError {
@@ -41,6 +43,7 @@ impl TableError {
             TableError::Invalid => "invalid",
             TableError::NotRestoring => "not_restoring",
             TableError::NotFound => "not_found",
+            TableError::NoMemory => "no_memory",
         }
     }
 }
@@ -53,6 +56,7 @@ impl fmt::Display for TableError {
             TableError::Invalid => "the requested ID is out of range",
             TableError::NotRestoring => "exact IDs need the owner's restore mode on",
             TableError::NotFound => "no entry has this owner and ID",
+            TableError::NoMemory => "no memory for the entry",
         };
         f.write_str(text)
     }

@@ -42,7 +42,19 @@ impl<T> Node<T> {
     /// A node with one reference, not yet shared.
     #[inline]
     pub(crate) fn boxed(owner: Owner, id: Id, value: T) -> Box<Node<T>> {
-        Box::new(Node {
+        Box::new(Node::unboxed(owner, id, value))
+    }
+
+    /// [`Node::boxed`], or the value back if there is no memory for the node (the kernel's
+    /// `-ENOMEM` from `kmem_cache_zalloc` in `alloc_posix_timer`).
+    #[inline]
+    pub(crate) fn try_boxed(owner: Owner, id: Id, value: T) -> Result<Box<Node<T>>, T> {
+        crate::util::fallible::try_box(Node::unboxed(owner, id, value)).map_err(|node| node.value)
+    }
+
+    #[inline]
+    fn unboxed(owner: Owner, id: Id, value: T) -> Node<T> {
+        Node {
             next: AtomicPtr::new(ptr::null_mut()),
             owner,
             id,
@@ -50,7 +62,7 @@ impl<T> Node<T> {
             value,
             #[cfg(loom)]
             lifetime: crate::sync::UnsafeCell::new(()),
-        })
+        }
     }
 
     /// Whether the node holds (owner, id).

@@ -60,7 +60,9 @@ impl<S: Default, L: Locks> Owners<S, L> {
     }
 
     /// Runs `f` on the owner's state, creating a default state first if the owner has none.
-    /// `f` runs with the shard held for reading, so the state cannot be removed under it.
+    /// `f` runs with the shard held for reading, so the state cannot be removed under it. The
+    /// state's allocation is infallible: the callers (restore mode, cursors) have no error to
+    /// report it with.
     pub(crate) fn with<R>(&self, owner: Owner, f: impl FnOnce(&S) -> R) -> R {
         let shard = self.shard(owner);
         loop {
@@ -71,6 +73,37 @@ impl<S: Default, L: Locks> Owners<S, L> {
             drop(map);
             // A concurrent `remove` may drop the state again before we re-read: loop.
             shard.write().entry(owner).or_default();
+        }
+    }
+
+    /// [`Owners::with`] for the creates, which report a lack of memory: runs `f(state, arg)`,
+    /// or `no_memory(arg)` if there is no memory for a new state.
+    pub(crate) fn try_with<A, R>(
+        &self,
+        owner: Owner,
+        arg: A,
+        f: impl FnOnce(&S, A) -> R,
+        no_memory: impl FnOnce(A) -> R,
+    ) -> R {
+        let shard = self.shard(owner);
+        loop {
+            let map = shard.read();
+            if let Some(state) = map.get(&owner) {
+                return f(state, arg);
+            }
+            drop(map);
+            // A concurrent `remove` may drop the state again before we re-read: loop.
+            let mut map = shard.write();
+            if map.contains_key(&owner) {
+                continue;
+            }
+            let Ok(state) = crate::util::fallible::try_box(S::default()) else {
+                return no_memory(arg);
+            };
+            if map.try_reserve(1).is_err() {
+                return no_memory(arg);
+            }
+            map.insert(owner, state);
         }
     }
 
@@ -147,7 +180,8 @@ impl<S: Default, L: Locks> Owners<S, L> {
         self.shards
             .iter()
             .map(|ShardLine(shard)| {
-                shard.read()
+                shard
+                    .read()
                     .values()
                     .map(|state| count(state))
                     .sum::<usize>()

@@ -1,11 +1,11 @@
 //! [`Radix`]: a radix tree per owner, the per-process xarray the posix-timers rework measured and
 //! rejected for its memory on sparse IDs.
 
-use crate::prelude::*;
 use super::node::Node;
 use super::owners::Owners;
 use super::{exact_id_refusal, next_id, Entry, Id, IdTable, Owner, Rejected, TableError, MAX_ID};
 use crate::lock::{DefaultLocks, Locks, RwLock};
+use crate::prelude::*;
 use crate::util::radix::RadixTree;
 
 /// One owner's tree with its cursor and restore flag, behind the owner's lock (the xarray's
@@ -117,35 +117,46 @@ impl<T: Send + Sync, L: Locks> IdTable<T> for Radix<T, L> {
 
     fn create(&self, owner: Owner, value: T) -> Result<Id, Rejected<T>> {
         let max = u64::from(self.max_id);
-        self.owners.with(owner, |slot| {
-            let mut state = slot.state.write();
-            let cursor = u64::from(state.cursor);
-            let free = state
-                .tree
-                .first_free(cursor, max)
-                .or_else(|| state.tree.first_free(0, max));
-            let Some(id) = free else {
-                return Err(Rejected {
-                    error: TableError::Full,
-                    value,
-                });
-            };
-            let id = id as Id; // at most max_id
-            if state.tree.get(u64::from(id)).is_some() {
-                // first_free said the index is free, and we hold the lock: unreachable, but
-                // handing the value back beats a panic.
-                return Err(Rejected {
-                    error: TableError::Busy,
-                    value,
-                });
-            }
-            // Free, checked under the write lock just above.
-            let _ = state
-                .tree
-                .insert(u64::from(id), Entry::new(owner, id, value));
-            state.cursor = next_id(id, self.max_id);
-            Ok(id)
-        })
+        let no_memory = |value| {
+            Err(Rejected {
+                error: TableError::NoMemory,
+                value,
+            })
+        };
+        self.owners.try_with(
+            owner,
+            value,
+            |slot, value| {
+                let mut state = slot.state.write();
+                let cursor = u64::from(state.cursor);
+                let free = state
+                    .tree
+                    .first_free(cursor, max)
+                    .or_else(|| state.tree.first_free(0, max));
+                let Some(id) = free else {
+                    return Err(Rejected {
+                        error: TableError::Full,
+                        value,
+                    });
+                };
+                let id = id as Id; // at most max_id
+                if state.tree.get(u64::from(id)).is_some() {
+                    // first_free said the index is free, and we hold the lock: unreachable, but
+                    // handing the value back beats a panic.
+                    return Err(Rejected {
+                        error: TableError::Busy,
+                        value,
+                    });
+                }
+                // Free, checked under the write lock just above.
+                let _ = state
+                    .tree
+                    .insert(u64::from(id), Entry::new(owner, id, value));
+                state.cursor = next_id(id, self.max_id);
+                Ok(id)
+            },
+            no_memory,
+        )
     }
 
     fn create_at(&self, owner: Owner, id: Id, value: T) -> Result<Id, Rejected<T>> {

@@ -69,7 +69,6 @@ use crossbeam_utils::CachePadded;
 /// The most reader slots one structure may have (and the size of a [`Snapshot`]).
 pub(crate) const MAX_SLOTS: usize = 64;
 
-
 /// The reader slots of one structure.
 pub(crate) struct Readers {
     /// A power of two of them, at most [`MAX_SLOTS`].

@@ -245,8 +245,9 @@ impl<L: Locks> SpaceState<L> {
                 pcpu.remote_clear(&self.cids);
             }
         }
-        self.scan
-            .record(Duration::from_nanos(crate::host::now_ns().saturating_sub(started)));
+        self.scan.record(Duration::from_nanos(
+            crate::host::now_ns().saturating_sub(started),
+        ));
     }
 
     /// The worker's scan: none at all when no CID is taken (the delayed-work series, patch 2).
