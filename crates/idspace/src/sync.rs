@@ -25,6 +25,7 @@
 //! [loom]: https://docs.rs/loom
 
 #[cfg(loom)]
+#[allow(unused_imports)] // The runtime's; the families take theirs from `crate::lock`.
 pub(crate) use loom::sync::{
     atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering},
     Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
