@@ -126,6 +126,16 @@
 //!   locality-preserving (owner, id) hash, the ID set, and the read-side sections that stand
 //!   in for RCU under lock-free lookups.
 //!
+//! # Features: with and without `std`
+//!
+//! The default `std` feature brings the runtime, the process layer, [`percid`], the kernel's
+//! rseq mm_cid and the `std` defaults of the two seams every family goes through: [`lock`]
+//! (each structure's locks, a `lock_api` type parameter, `parking_lot`'s by default) and
+//! [`host`] (the CPU count, the current CPU and the clock). Without it, [`table`], [`pid`],
+//! [`cid`] and [`range`] build on `core` + `alloc`, on `spin`'s locks unless the user names
+//! their own, with the host a kernel [`install`](host::install)s; the README's "Using idspace
+//! without std" section and the `kernel_style` example show it.
+//!
 //! Cache-line padding comes from [`crossbeam_utils::CachePadded`] and the hasher of
 //! integer-keyed maps from [`foldhash`]; neither is re-exported.
 
@@ -133,6 +143,9 @@
 // library built without `std` is `no_std`, so no `std` path can hide in it.
 #![cfg_attr(not(any(feature = "std", test)), no_std)]
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
+// The crate docs describe the full (`std`) build; without it their links to the runtime, the
+// process layer and `percid` have nothing to point at.
+#![cfg_attr(not(feature = "std"), allow(rustdoc::broken_intra_doc_links))]
 
 extern crate alloc;
 
