@@ -180,6 +180,9 @@ unsafe fn free_buckets<T, L: Locks>(start: *mut Bucket<T, L>, len: usize) {
     }
 }
 
+/// A segment's directory: pointers to its blocks of buckets (see `ScaledChains::directories`).
+type Directory<T, L> = AtomicPtr<Bucket<T, L>>;
+
 pub(crate) struct ScaledChains<T, L: Locks> {
     /// log2 of the initial bucket count `B`.
     base_shift: u32,
@@ -193,7 +196,7 @@ pub(crate) struct ScaledChains<T, L: Locks> {
     /// Segment `k ≥ 1` (at index `k`; index 0 is unused): a directory of `pieces(k)` pointers
     /// to blocks of `piece_len(k)` buckets, null until the split reaches the segment, each
     /// block null until the split reaches it.
-    directories: Box<[AtomicPtr<AtomicPtr<Bucket<T, L>>>]>,
+    directories: Box<[AtomicPtr<Directory<T, L>>]>,
     /// Serialises splitters; taken with `try_lock` only.
     grow_lock: Mutex<L, ()>,
 }
