@@ -19,8 +19,10 @@
 //!
 //! - [`model`]: the families' default locks under loom and Miri;
 //! - [`unmodeled`]: std's primitives where loom's cannot stand in (a static, a waker, a weak
-//!   reference, a word the kernel reads), each with the reason. Nothing else in the crate names
-//!   `std::sync`, so a grep for it finds every primitive loom does not see.
+//!   reference, a word the kernel reads), each with the reason. Besides it only [`model`]'s
+//!   lazily made words and the default clock's epoch in [`host`](crate::host) (a static) name
+//!   `std::sync`, and `pid`'s objects are `alloc`'s `Arc` (a slice, which loom's cannot hold),
+//!   so a grep for `std::sync` and `alloc::sync` finds every primitive loom does not see.
 //!
 //! [loom]: https://docs.rs/loom
 
