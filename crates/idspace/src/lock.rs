@@ -34,6 +34,10 @@
 //! choice between sleeping and spinning follows the kernel's configuration (`PREEMPT_RT` turns
 //! most spinlocks into sleeping ones). Here the choice is the user's, per structure type.
 //!
+//! One lock stays the structures' own: the CID designs' per-CPU runqueue lock, a word taken on
+//! the simulated switch path, which stands for the kernel's runqueue lock that the scheduler,
+//! not the CID code, holds (a kernel calling `switch` from its scheduler holds its own).
+//!
 //! ```
 //! use idspace::lock::{Locks, MutexOnly, SpinLocks};
 //! use idspace::table::{GlobalHash, IdTable};
