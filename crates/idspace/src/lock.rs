@@ -82,6 +82,27 @@ pub trait Locks: Send + Sync + 'static {
     /// The lock of the structures that are read far more than written (an owner's radix
     /// tree, the PID namespace directory).
     type RwLock: RawRwLock + Send + Sync;
+
+    /// A new unlocked mutex: `INIT`, which every lock has; a lock that must be made at run
+    /// time (a model checker's) overrides it.
+    fn new_mutex() -> Self::Mutex {
+        <Self::Mutex as RawMutex>::INIT
+    }
+
+    /// A new unlocked reader-writer lock, as [`Locks::new_mutex`].
+    fn new_rwlock() -> Self::RwLock {
+        <Self::RwLock as RawRwLock>::INIT
+    }
+}
+
+/// A mutex on `L`'s raw mutex, made by [`Locks::new_mutex`].
+pub(crate) fn mutex<L: Locks, T>(value: T) -> Mutex<L, T> {
+    lock_api::Mutex::from_raw(L::new_mutex(), value)
+}
+
+/// A reader-writer lock on `L`'s raw lock, made by [`Locks::new_rwlock`].
+pub(crate) fn rwlock<L: Locks, T>(value: T) -> RwLock<L, T> {
+    lock_api::RwLock::from_raw(L::new_rwlock(), value)
 }
 
 /// `parking_lot`'s raw locks (loom's and Miri's checked spinlocks under those checkers): the
@@ -120,6 +141,15 @@ impl Locks for StdLocks {
 impl Locks for StdLocks {
     type Mutex = crate::sync::model::RawMutex;
     type RwLock = crate::sync::model::RawRwLock;
+
+    // Made with their words, so that a model sees each word created before any thread uses it.
+    fn new_mutex() -> Self::Mutex {
+        crate::sync::model::RawMutex::made()
+    }
+
+    fn new_rwlock() -> Self::RwLock {
+        crate::sync::model::RawRwLock::made()
+    }
 }
 
 /// The `spin` crate's spinlocks (`SpinMutex` and `RwLock`): the default without `std`.

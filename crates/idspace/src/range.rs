@@ -163,7 +163,7 @@ impl<S: RangeSource, L: Locks> SubRanges<S, L> {
         SubRanges {
             source,
             cpus: (0..cpus.max(1))
-                .map(|_| CachePadded::new(lock_api::Mutex::new(None)))
+                .map(|_| CachePadded::new(crate::lock::mutex::<L, _>(None)))
                 .collect(),
         }
     }

@@ -181,9 +181,10 @@ pub(crate) mod unmodeled {
 /// `lock_api`), and Miri checks them without `parking_lot`'s integer-to-pointer casts (see
 /// [`StdLocks`](crate::lock::StdLocks)).
 ///
-/// A loom atomic cannot be built in a `const` (`lock_api` needs `INIT` to be one), so each
-/// lock creates its word at first use, in a `OnceLock` that loom does not model: a loom
-/// execution runs one thread at a time, so the creation itself cannot race.
+/// A loom atomic cannot be built in a `const` (`lock_api` needs `INIT` to be one), so the
+/// structures make these locks with [`Locks::new_mutex`](crate::lock::Locks::new_mutex), which
+/// creates the word at once; `INIT` (a lock built by other code) creates it at first use, in a
+/// `OnceLock` that loom does not model.
 #[cfg(any(loom, miri))]
 pub(crate) mod model {
     use std::sync::OnceLock;
@@ -194,6 +195,13 @@ pub(crate) mod model {
     pub struct RawMutex(OnceLock<AtomicBool>);
 
     impl RawMutex {
+        /// A lock whose word exists now: loom then sees it made by the thread that builds the
+        /// structure, before the threads that use it (a word made lazily by one of them would
+        /// be unordered with the others' accesses).
+        pub(crate) fn made() -> RawMutex {
+            RawMutex(OnceLock::from(AtomicBool::new(false)))
+        }
+
         fn word(&self) -> &AtomicBool {
             self.0.get_or_init(|| AtomicBool::new(false))
         }
@@ -232,6 +240,11 @@ pub(crate) mod model {
     pub struct RawRwLock(OnceLock<AtomicUsize>);
 
     impl RawRwLock {
+        /// A lock whose word exists now (see [`RawMutex::made`]).
+        pub(crate) fn made() -> RawRwLock {
+            RawRwLock(OnceLock::from(AtomicUsize::new(0)))
+        }
+
         fn word(&self) -> &AtomicUsize {
             self.0.get_or_init(|| AtomicUsize::new(0))
         }

@@ -68,10 +68,10 @@ impl<L: Locks> BitmapCids<L> {
         Ok(BitmapCids {
             space: SpaceId::new(),
             cpus,
-            cid_lock: lock_api::Mutex::new(()),
+            cid_lock: crate::lock::mutex::<L, _>(()),
             cids: CidMask::new(cpus as u32),
             rqs: Rqs::new(cpus),
-            members: lock_api::Mutex::new(Members {
+            members: crate::lock::mutex::<L, _>(Members {
                 users: 0,
                 roster: Roster::new(),
             }),

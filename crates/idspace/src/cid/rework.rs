@@ -184,10 +184,10 @@ impl<L: Locks> Rework<L> {
                 max_cids: AtomicU32::new(0),
             }),
             rqs: Rqs::new(cpus),
-            members: lock_api::Mutex::new(Members {
+            members: crate::lock::mutex::<L, _>(Members {
                 roster: Roster::new(),
             }),
-            constraints: lock_api::Mutex::new(Constraints {
+            constraints: crate::lock::mutex::<L, _>(Constraints {
                 users: 0,
                 allowed: 0,
                 pcpu_thrs: 1,

@@ -79,7 +79,7 @@ impl<L: Locks> Striped<L> {
     fn new() -> Self {
         Striped {
             stripes: (0..STRIPES)
-                .map(|_| CachePadded::new(lock_api::RwLock::new(HashMap::default())))
+                .map(|_| CachePadded::new(crate::lock::rwlock::<L, _>(HashMap::default())))
                 .collect(),
         }
     }
@@ -140,7 +140,7 @@ impl<L: Locks> BitmapHash<L> {
     /// An allocator with only the root space, on the locks `L` (see [`lock`](crate::lock)).
     pub fn with_locks() -> Self {
         BitmapHash {
-            spaces: lock_api::Mutex::new(Spaces::new()),
+            spaces: crate::lock::mutex::<L, _>(Spaces::new()),
             count: AtomicUsize::new(1),
             hash: Striped::new(),
         }

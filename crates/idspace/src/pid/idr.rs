@@ -64,7 +64,7 @@ struct IdrAllocator<L: Locks> {
 impl<L: Locks> IdrAllocator<L> {
     fn new(relock: bool) -> Self {
         IdrAllocator {
-            spaces: lock_api::RwLock::new(Spaces::new()),
+            spaces: crate::lock::rwlock::<L, _>(Spaces::new()),
             relock,
         }
     }

@@ -181,7 +181,7 @@ impl<L: Locks> Space<L> {
             dead: AtomicUsize::new(0),
             freed: AtomicUsize::new(0),
             children: AtomicUsize::new(0),
-            directory: lock_api::RwLock::new(Directory {
+            directory: crate::lock::rwlock::<L, _>(Directory {
                 holders: HashMap::default(),
                 cursor: 0,
             }),
@@ -400,12 +400,12 @@ impl<L: Locks> PerCpu<L> {
         spaces.push(Space::new(None, 0));
         Ok(Self {
             cpus: (0..cpus)
-                .map(|_| CachePadded::new(lock_api::Mutex::new(CpuRanges::default())))
+                .map(|_| CachePadded::new(crate::lock::mutex::<L, _>(CpuRanges::default())))
                 .collect(),
             spaces,
             readers: Readers::new(READER_SLOTS),
             space_hazards: Hazards::new(),
-            namespaces: lock_api::Mutex::new(()),
+            namespaces: crate::lock::mutex::<L, _>(()),
         })
     }
 

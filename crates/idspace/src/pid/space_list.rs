@@ -41,7 +41,7 @@ impl<T, L: Locks> SpaceList<T, L> {
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect(),
             len: AtomicUsize::new(0),
-            append: lock_api::Mutex::new(()),
+            append: crate::lock::mutex::<L, _>(()),
         }
     }
 

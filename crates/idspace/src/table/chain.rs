@@ -219,7 +219,7 @@ struct IdStripe<L: Locks> {
 impl<L: Locks> Default for IdStripe<L> {
     fn default() -> Self {
         IdStripe {
-            ids: lock_api::Mutex::new(IdSet::default()),
+            ids: crate::lock::mutex::<L, _>(IdSet::default()),
         }
     }
 }

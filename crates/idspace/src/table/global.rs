@@ -123,7 +123,7 @@ impl<T: Send + Sync, L: Locks> GlobalHash<T, L> {
         GlobalHash {
             table: ChainedTable::new(
                 GlobalChains {
-                    lock: lock_api::Mutex::new(()),
+                    lock: crate::lock::mutex::<L, _>(()),
                     heads,
                 },
                 max_id.min(MAX_ID),

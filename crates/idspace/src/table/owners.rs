@@ -48,7 +48,7 @@ fn shrink<S>(map: &mut Shard<S>) {
 impl<S: Default, L: Locks> Owners<S, L> {
     pub(crate) fn new() -> Self {
         let shards = (0..SHARDS)
-            .map(|_| ShardLine(lock_api::RwLock::new(Shard::default())))
+            .map(|_| ShardLine(crate::lock::rwlock::<L, _>(Shard::default())))
             .collect();
         Owners { shards }
     }

@@ -33,7 +33,7 @@ pub(crate) struct RadixOwner<T, L: Locks> {
 impl<T, L: Locks> Default for RadixOwner<T, L> {
     fn default() -> Self {
         RadixOwner {
-            state: lock_api::RwLock::new(TreeState {
+            state: crate::lock::rwlock::<L, _>(TreeState {
                 cursor: 0,
                 restoring: false,
                 tree: RadixTree::default(),

@@ -150,7 +150,7 @@ pub(crate) struct Bucket<T, L: Locks> {
 impl<T, L: Locks> Bucket<T, L> {
     fn new() -> Self {
         Bucket {
-            lock: lock_api::Mutex::new(()),
+            lock: crate::lock::mutex::<L, _>(()),
             splits: AtomicU32::new(0),
             head: empty_head(),
         }
@@ -220,7 +220,7 @@ impl<T: Send + Sync, L: Locks> ScaledChains<T, L> {
             buckets: AtomicUsize::new(initial),
             first: alloc_buckets(initial),
             directories,
-            grow_lock: lock_api::Mutex::new(()),
+            grow_lock: crate::lock::mutex::<L, _>(()),
         })
     }
 }

@@ -198,8 +198,8 @@ impl<L: Locks> LazyCids<L> {
                 use_cid_lock: AtomicBool::new(false),
                 epoch: AtomicU64::new(0),
             }),
-            cid_lock: lock_api::Mutex::new(()),
-            members: lock_api::Mutex::new(Members {
+            cid_lock: crate::lock::mutex::<L, _>(()),
+            members: crate::lock::mutex::<L, _>(Members {
                 users: 0,
                 allowed: 0,
                 roster: Roster::new(),
