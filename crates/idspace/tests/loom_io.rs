@@ -8,7 +8,6 @@
 //! --release --test loom_io`.
 
 #![cfg(feature = "std")]
-
 #![cfg(loom)]
 
 use std::task::{Poll, Wake, Waker};

@@ -93,7 +93,8 @@ fn runtimes() -> Vec<Subject> {
 struct Plan {
     /// hackbench's (groups, loops) points.
     hackbench: Vec<(usize, usize)>,
-    /// Repetitions of a hackbench run when not the scale's (the seed's size runs long).
+    /// Repetitions of a hackbench run when not the scale's (the patch series' own size,
+    /// `-g 1 -l 100000`, runs long).
     hackbench_repetitions: Option<usize>,
     /// Round trips of one context-switching run.
     switches: u64,

@@ -25,8 +25,8 @@
 //!
 //! tokio shares one driver among its workers, held by whichever parked worker takes it first;
 //! the others sleep on a condition variable. Per-worker pollers (thread-per-core style) need
-//! no lock around the poller and keep a resource's events on one CPU, and they keep the seed's
-//! path for cross-worker wakeups (the wakelist). Their cost: a resource's events are delivered
+//! no lock around the poller and keep a resource's events on one CPU, and they keep the wakelist
+//! series' path for cross-worker wakeups. Their cost: a resource's events are delivered
 //! only by its worker, so a worker stuck in a long poll delays them (the busy poll bounds it),
 //! and resources stay with the worker that registered them.
 
