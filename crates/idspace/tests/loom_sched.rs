@@ -20,7 +20,7 @@ use loom::sync::{Arc, Mutex};
 use loom::thread;
 
 mod loom_util;
-use loom_util::run_model;
+use loom_util::{run_model, run_model_capped};
 
 /// A runtime whose idle workers park without polling: every idle period goes through the
 /// announce / recheck / park handshake. Remote placement: no next slot and no stealing, which
@@ -115,8 +115,9 @@ fn a_task_wakes_a_task_on_another_worker() {
         (Policy::WakelistAlways, Placement::Remote),
         (Policy::Wakelist, Placement::Kernel),
     ] {
-        run_model(
+        run_model_capped(
             &format!("task wakes task, {policy}, {placement}"),
+            1,
             move || {
                 let runtime = placed_runtime(2, policy, placement, Duration::from_micros(1));
                 let handle = runtime.handle().clone();
@@ -143,7 +144,7 @@ fn a_task_wakes_a_task_on_another_worker() {
 /// by two workers at once, it is polled again after the wakeup, and it completes exactly once.
 #[test]
 fn a_task_woken_twice_is_never_polled_twice_at_once() {
-    run_model("woken twice", || {
+    run_model_capped("woken twice", 1, || {
         let runtime = runtime(2, Policy::Wakelist);
         let slot: Arc<Mutex<Option<Waker>>> = Arc::new(Mutex::new(None));
         let in_poll = Arc::new(AtomicBool::new(false));

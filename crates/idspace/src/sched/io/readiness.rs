@@ -354,8 +354,19 @@ mod tests {
                 .poll_ready(&mut Context::from_waker(waker), Direction::Write)
                 .is_pending());
         }
-        assert_eq!(state.set_readiness(WRITABLE), 2);
-        assert_eq!((woken(&first), woken(&second)), (1, 1));
+        let wakeups = state.set_readiness(WRITABLE);
+        if cfg!(miri) {
+            // The repeat is recognised by `Waker::will_wake`, which compares vtable addresses:
+            // Rust does not promise one address per vtable, and Miri gives each use its own,
+            // so there the repeat may stay in the list and be woken twice (harmless: a spurious
+            // wakeup). Every writer is still woken.
+            assert!((2..=3).contains(&wakeups), "{wakeups} wakeups");
+            assert_eq!(woken(&first), 1);
+            assert!(woken(&second) >= 1);
+        } else {
+            assert_eq!(wakeups, 2);
+            assert_eq!((woken(&first), woken(&second)), (1, 1));
+        }
         assert_eq!(state.set_readiness(WRITABLE), 0, "the list was taken");
     }
 
