@@ -3,7 +3,6 @@
 //! the model's sequential evaluation: every task ran exactly once, every panic was reported to
 //! exactly its parent.
 
-#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 mod sched_util;

@@ -3,7 +3,6 @@
 //! by two workers at once, and every wakeup must arrive (a lost one hangs a ring: the test has a
 //! watchdog).
 
-#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 mod sched_util;

@@ -8,8 +8,7 @@ use super::{
     check_affinity, check_cpu_count, user_cid, CidAllocator, CidError, CidState, Mode, ONCPU,
     TRANSIT, UNSET,
 };
-use crate::lock::{DefaultLocks, Locks, Mutex};
-use crate::sync::{spin_wait, AtomicU32, Ordering};
+use crate::sync::{lock, spin_wait, AtomicU32, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
 
 const MODE_TASK: u32 = 0;
@@ -147,14 +146,14 @@ struct Constraints {
 ///   `TRANSIT` in both directions). Here no runqueue lock's holder waits for anything a walk
 ///   holds, so walks simply take the locks, and CIDs need no per-CID `TRANSIT` mark; the mode
 ///   word keeps its transition states.
-pub struct Rework<L: Locks = DefaultLocks> {
+pub struct Rework {
     space: SpaceId,
     cpus: usize,
     cids: CidMask,
     hot: CachePadded<Hot>,
     rqs: Rqs,
-    members: Mutex<L, Members>,
-    constraints: Mutex<L, Constraints>,
+    members: Mutex<Members>,
+    constraints: Mutex<Constraints>,
 }
 
 impl Rework {
@@ -163,17 +162,6 @@ impl Rework {
     /// # Errors
     /// [`CidError::BadCpuCount`] unless `cpus` is in `1..=`[`MAX_CPUS`](super::MAX_CPUS).
     pub fn new(cpus: usize) -> Result<Rework, CidError> {
-        Rework::with_locks(cpus)
-    }
-}
-
-impl<L: Locks> Rework<L> {
-    /// A space for `cpus` CPUs on the locks `L` (see [`lock`](crate::lock)): [`Rework::new`]
-    /// on other locks.
-    ///
-    /// # Errors
-    /// As [`Rework::new`].
-    pub fn with_locks(cpus: usize) -> Result<Self, CidError> {
         let cpus = check_cpu_count(cpus)?;
         Ok(Rework {
             space: SpaceId::new(),
@@ -184,10 +172,10 @@ impl<L: Locks> Rework<L> {
                 max_cids: AtomicU32::new(0),
             }),
             rqs: Rqs::new(cpus),
-            members: crate::lock::mutex::<L, _>(Members {
+            members: Mutex::new(Members {
                 roster: Roster::new(),
             }),
-            constraints: crate::lock::mutex::<L, _>(Constraints {
+            constraints: Mutex::new(Constraints {
                 users: 0,
                 allowed: 0,
                 pcpu_thrs: 1,
@@ -415,7 +403,7 @@ impl<L: Locks> Rework<L> {
     }
 }
 
-impl<L: Locks> CidAllocator for Rework<L> {
+impl CidAllocator for Rework {
     fn name(&self) -> &'static str {
         "rework"
     }
@@ -426,10 +414,10 @@ impl<L: Locks> CidAllocator for Rework<L> {
 
     fn fork(&self, affinity: u64) -> Result<Task, CidError> {
         check_affinity(affinity, self.cpus)?;
-        let mut members = self.members.lock();
+        let mut members = lock(&self.members);
         let task = members.roster.fork(&self.space, affinity);
         let switch = {
-            let mut constraints = self.constraints.lock();
+            let mut constraints = lock(&self.constraints);
             constraints.users += 1;
             constraints.allowed |= affinity;
             self.update(&mut constraints)
@@ -449,7 +437,7 @@ impl<L: Locks> CidAllocator for Rework<L> {
 
     fn exit(&self, task: &Task) -> Result<(), CidError> {
         self.space.check(task)?;
-        let mut members = self.members.lock();
+        let mut members = lock(&self.members);
         exit_task(&self.rqs, task, |cid, _| {
             if task_owned(cid) {
                 self.cids.put(cid);
@@ -457,7 +445,7 @@ impl<L: Locks> CidAllocator for Rework<L> {
         })?;
         members.roster.remove(task);
         let switch = {
-            let mut constraints = self.constraints.lock();
+            let mut constraints = lock(&self.constraints);
             constraints.users -= 1;
             self.update(&mut constraints)
         };
@@ -502,7 +490,7 @@ impl<L: Locks> CidAllocator for Rework<L> {
         self.space.check(task)?;
         check_affinity(affinity, self.cpus)?;
         task.set_affinity(affinity)?;
-        let mut constraints = self.constraints.lock();
+        let mut constraints = lock(&self.constraints);
         if constraints.allowed | affinity == constraints.allowed {
             return Ok(());
         }
@@ -521,9 +509,9 @@ impl<L: Locks> CidAllocator for Rework<L> {
     }
 
     fn run_deferred(&self) {
-        let members = self.members.lock();
+        let members = lock(&self.members);
         let switch = {
-            let mut constraints = self.constraints.lock();
+            let mut constraints = lock(&self.constraints);
             let due = constraints.deferred
                 && self.hot.mode.load(Ordering::Relaxed) == MODE_CPU
                 && constraints.users < constraints.pcpu_thrs;
@@ -540,8 +528,8 @@ impl<L: Locks> CidAllocator for Rework<L> {
     }
 
     fn state(&self) -> CidState {
-        let members = self.members.lock();
-        let users = self.constraints.lock().users;
+        let members = lock(&self.members);
+        let users = lock(&self.constraints).users;
         let mode = if self.hot.mode.load(Ordering::Relaxed) & ONCPU != 0 {
             Mode::Cpu
         } else {
@@ -564,7 +552,7 @@ impl<L: Locks> CidAllocator for Rework<L> {
     }
 }
 
-impl<L: Locks> Rework<L> {
+impl Rework {
     fn give_cid(&self, task: &Task) {
         let max = self.hot.max_cids.load(Ordering::Relaxed);
         // No other thread can reach the task yet: fork has not returned it, and walks wait

@@ -2,15 +2,13 @@
 //! lock; lookup goes through a hash table whose buckets are guarded by striped read-write locks
 //! and never touches the allocation lock.
 
-use crate::prelude::*;
-use hashbrown::HashMap;
+use std::collections::HashMap;
 
 use super::level::IdSpace;
 use super::object::Pid;
 use super::spaces::{Spaces, Taken};
 use super::{NsId, PidAllocator, PidError};
-use crate::lock::{DefaultLocks, Locks, Mutex, RwLock};
-use crate::sync::{AtomicUsize, Ordering};
+use crate::sync::{lock, read, write, AtomicUsize, Mutex, Ordering, RwLock};
 use crate::util::hash::{mix, BuildIntHasher};
 use crossbeam_utils::CachePadded;
 
@@ -68,18 +66,18 @@ impl Bitmap {
 const STRIPES: usize = 64;
 
 /// One stripe of the lookup hash: (space, ID) to object.
-type Stripe<L> = RwLock<L, HashMap<(NsId, u32), Pid, BuildIntHasher>>;
+type Stripe = RwLock<HashMap<(NsId, u32), Pid, BuildIntHasher>>;
 
 /// FreeBSD's `pidhashtbl` with its array of `sx` locks: (space, ID) to object, striped.
-struct Striped<L: Locks> {
-    stripes: Box<[CachePadded<Stripe<L>>]>,
+struct Striped {
+    stripes: Box<[CachePadded<Stripe>]>,
 }
 
-impl<L: Locks> Striped<L> {
+impl Striped {
     fn new() -> Self {
         Striped {
             stripes: (0..STRIPES)
-                .map(|_| CachePadded::new(crate::lock::rwlock::<L, _>(HashMap::default())))
+                .map(|_| CachePadded::new(RwLock::new(HashMap::default())))
                 .collect(),
         }
     }
@@ -88,7 +86,7 @@ impl<L: Locks> Striped<L> {
     /// table that once held many objects does not keep their space (an emptied stripe gives
     /// all of it back).
     fn remove(&self, ns: NsId, id: u32) -> Option<Pid> {
-        let mut map = self.stripe(ns, id).write();
+        let mut map = write(self.stripe(ns, id));
         let pid = map.remove(&(ns, id));
         if map.len() <= map.capacity() / 4 {
             let keep = map.len() * 2;
@@ -97,7 +95,7 @@ impl<L: Locks> Striped<L> {
         pid
     }
 
-    fn stripe(&self, ns: NsId, id: u32) -> &Stripe<L> {
+    fn stripe(&self, ns: NsId, id: u32) -> &Stripe {
         let hash = mix(u64::from(ns), id);
         &self.stripes[(hash >> 58) as usize % STRIPES]
     }
@@ -122,25 +120,18 @@ impl<L: Locks> Striped<L> {
 /// assert!(pids.memory_bytes() > 0);
 /// # Ok::<(), PidError>(())
 /// ```
-pub struct BitmapHash<L: Locks = DefaultLocks> {
-    spaces: Mutex<L, Spaces<Bitmap>>,
+pub struct BitmapHash {
+    spaces: Mutex<Spaces<Bitmap>>,
     /// Spaces created so far: lookups check a space number without the allocation lock.
     count: AtomicUsize,
-    hash: Striped<L>,
+    hash: Striped,
 }
 
 impl BitmapHash {
     /// An allocator with only the root space.
     pub fn new() -> Self {
-        Self::with_locks()
-    }
-}
-
-impl<L: Locks> BitmapHash<L> {
-    /// An allocator with only the root space, on the locks `L` (see [`lock`](crate::lock)).
-    pub fn with_locks() -> Self {
         BitmapHash {
-            spaces: crate::lock::mutex::<L, _>(Spaces::new()),
+            spaces: Mutex::new(Spaces::new()),
             count: AtomicUsize::new(1),
             hash: Striped::new(),
         }
@@ -153,13 +144,13 @@ impl Default for BitmapHash {
     }
 }
 
-impl<L: Locks> PidAllocator for BitmapHash<L> {
+impl PidAllocator for BitmapHash {
     fn name(&self) -> &'static str {
         "bitmap-hash"
     }
 
     fn new_ns(&self, parent: NsId) -> Result<NsId, PidError> {
-        let ns = self.spaces.lock().add(parent)?;
+        let ns = lock(&self.spaces).add(parent)?;
         // Release pairs with the Acquire loads in `lookup` and `free`: a space is counted once
         // it exists. Numbers are never reused, so the count only grows.
         self.count.store(ns as usize + 1, Ordering::Release);
@@ -167,12 +158,12 @@ impl<L: Locks> PidAllocator for BitmapHash<L> {
     }
 
     fn set_pid_max(&self, ns: NsId, max: u32) -> Result<(), PidError> {
-        self.spaces.lock().set_pid_max(ns, max)
+        lock(&self.spaces).set_pid_max(ns, max)
     }
 
     fn alloc(&self, ns: NsId, set_tid: &[u32], _cpu: usize) -> Result<Pid, PidError> {
         let taken = {
-            let mut spaces = self.spaces.lock();
+            let mut spaces = lock(&self.spaces);
             let chain = spaces.chain(ns, set_tid)?;
             let mut taken = Taken::new();
             for index in 0..chain.len() {
@@ -187,16 +178,13 @@ impl<L: Locks> PidAllocator for BitmapHash<L> {
         // Publish outside the allocation lock: the bits keep the IDs reserved meanwhile.
         let pid = Pid::new(&taken);
         for &(space, id) in &taken {
-            self.hash
-                .stripe(space, id)
-                .write()
-                .insert((space, id), pid.clone());
+            write(self.hash.stripe(space, id)).insert((space, id), pid.clone());
         }
         Ok(pid)
     }
 
     fn alloc_refused(&self, ns: NsId, set_tid: &[u32], _cpu: usize) -> PidError {
-        self.spaces.lock().refused(ns, set_tid)
+        lock(&self.spaces).refused(ns, set_tid)
     }
 
     fn free(&self, ns: NsId, id: u32, _cpu: usize) -> Result<(), PidError> {
@@ -207,7 +195,7 @@ impl<L: Locks> PidAllocator for BitmapHash<L> {
         // the same object finds it gone.
         let Some(pid) = self.hash.remove(ns, id) else {
             // The error path may take the lock: a freed space says so.
-            return match self.spaces.lock().get(ns) {
+            return match lock(&self.spaces).get(ns) {
                 Err(PidError::NamespaceFreed) => Err(PidError::NamespaceFreed),
                 _ => Err(PidError::NotFound),
             };
@@ -218,7 +206,7 @@ impl<L: Locks> PidAllocator for BitmapHash<L> {
             }
         }
         // Unpublished first, then the bits: an ID is never free while still in the hash.
-        let mut spaces = self.spaces.lock();
+        let mut spaces = lock(&self.spaces);
         for &(space, number) in pid.levels() {
             spaces.at(space).ids.release(number);
             spaces.note_freed(space, number);
@@ -232,25 +220,25 @@ impl<L: Locks> PidAllocator for BitmapHash<L> {
             return Err(PidError::UnknownNs);
         }
         // A freed space has no entries left: its lookups find nothing.
-        Ok(self.hash.stripe(ns, id).read().get(&(ns, id)).cloned())
+        Ok(read(self.hash.stripe(ns, id)).get(&(ns, id)).cloned())
     }
 
     fn free_ns(&self, ns: NsId) -> Result<(), PidError> {
         // A free unpublishes before it clears the bits, and an allocation sets the bits before
         // it publishes: a space whose bitmap is clear has no entries in the hash either.
-        self.spaces.lock().remove(ns, |bitmap| !bitmap.is_empty())
+        lock(&self.spaces).remove(ns, |bitmap| !bitmap.is_empty())
     }
 
     fn memory_bytes(&self) -> usize {
-        let spaces = self.spaces.lock();
+        let spaces = lock(&self.spaces);
         let bitmaps: usize = spaces
             .live
             .values()
             .map(|s| s.ids.words.capacity() * 8)
             .sum();
-        let mut hash = STRIPES * core::mem::size_of::<CachePadded<RwLock<L, ()>>>();
+        let mut hash = STRIPES * core::mem::size_of::<CachePadded<RwLock<()>>>();
         for stripe in self.hash.stripes.iter() {
-            let map = stripe.read();
+            let map = read(stripe);
             hash += map.capacity() * (core::mem::size_of::<((NsId, u32), Pid)>() + 1);
             hash += map
                 .values()

@@ -11,7 +11,6 @@
 //! nothing). Each slot sits on its own cache line and a thread starts its search at a slot of
 //! its own, so users on different CPUs write no shared line; only a retirement reads them all.
 
-use crate::prelude::*;
 use core::ptr;
 
 use crate::sync::{spin_wait, AtomicPtr, Ordering};
@@ -25,6 +24,12 @@ use crossbeam_utils::CachePadded;
 const SLOTS: usize = 64;
 #[cfg(loom)]
 const SLOTS: usize = 2;
+
+#[cfg(not(loom))]
+crate::sync::thread_local! {
+    /// Its address tells threads apart, to spread their first choice of slot.
+    static THREAD_KEY: u8 = const { 0 };
+}
 
 /// Pointers being read, one per slot (null: free).
 pub(crate) struct Hazards<T> {
@@ -80,12 +85,11 @@ impl<T> Hazards<T> {
         }
     }
 
-    /// The slot a thread tries first: spread by the host's slot hint (with `std`, the address of
-    /// a thread-local; in a kernel, the CPU's index).
+    /// The slot a thread tries first: spread by the address of a thread-local.
     #[cfg(not(loom))]
     #[inline]
     fn first_choice() -> usize {
-        let key = crate::host::slot_hint();
+        let key = THREAD_KEY.with(|key| ptr::from_ref(key).addr());
         mix(key as u64, 0) as usize
     }
 

@@ -1,9 +1,7 @@
 //! [`Pid`]: the object an allocation creates, with its number in every space that sees it.
 
 // A slice built from a `Vec`, which loom's `Arc` cannot hold.
-// `alloc`'s, in every build: loom's `Arc` cannot hold a slice built from a `Vec`.
-use crate::prelude::*;
-use alloc::sync::Arc;
+use crate::sync::unmodeled::Arc;
 
 use super::NsId;
 

@@ -2,8 +2,7 @@
 //! damage-control lack of clone scalability", built. Its design and its deferred-reuse guarantee
 //! are documented on the type, where `cargo doc` shows them.
 
-use crate::prelude::*;
-use hashbrown::HashMap;
+use std::collections::HashMap;
 
 use super::hazards::{Hazard, Hazards};
 use super::level::{check_pid_max, check_set_tid};
@@ -13,9 +12,8 @@ use super::slots::{RetiredBlock, Slots};
 use super::space_list::{SpaceList, CAPACITY};
 use super::spaces::Taken;
 use super::{NsId, PidAllocator, PidError, MAX_LEVEL, PID_MAX_DEFAULT, ROOT};
-use crate::lock::{DefaultLocks, Locks, Mutex, MutexGuard, RwLock};
 use crate::range::RangeSource;
-use crate::sync::{AtomicUsize, Ordering};
+use crate::sync::{lock, read, write, AtomicUsize, Mutex, MutexGuard, Ordering, RwLock};
 use crate::util::hash::BuildIntHasher;
 use crate::util::readers::Readers;
 use crossbeam_utils::CachePadded;
@@ -154,7 +152,7 @@ struct Directory {
     cursor: u32,
 }
 
-struct Space<L: Locks> {
+struct Space {
     parent: Option<NsId>,
     level: u32,
     pid_max: AtomicUsize,
@@ -166,13 +164,13 @@ struct Space<L: Locks> {
     freed: AtomicUsize,
     /// Child spaces not freed yet: changed only under the allocator's `namespaces` lock.
     children: AtomicUsize,
-    directory: RwLock<L, Directory>,
+    directory: RwLock<Directory>,
     /// The objects by ID, for lookups that take no lock an allocation takes.
     slots: Slots,
 }
 
-impl<L: Locks> Space<L> {
-    fn new(parent: Option<NsId>, level: u32) -> Space<L> {
+impl Space {
+    fn new(parent: Option<NsId>, level: u32) -> Space {
         Space {
             parent,
             level,
@@ -181,7 +179,7 @@ impl<L: Locks> Space<L> {
             dead: AtomicUsize::new(0),
             freed: AtomicUsize::new(0),
             children: AtomicUsize::new(0),
-            directory: crate::lock::rwlock::<L, _>(Directory {
+            directory: RwLock::new(Directory {
                 holders: HashMap::default(),
                 cursor: 0,
             }),
@@ -202,7 +200,7 @@ impl<L: Locks> Space<L> {
     }
 
     fn holder(&self, index: u32) -> Option<usize> {
-        self.directory.read().holders.get(&index).copied()
+        read(&self.directory).holders.get(&index).copied()
     }
 }
 
@@ -211,14 +209,14 @@ struct NoRangeLeft;
 
 /// A space's directory is the [`RangeSource`] of its CPUs' ranges: a grant is the index of a
 /// range of [`RANGE`] IDs.
-impl<L: Locks> RangeSource for Space<L> {
+impl RangeSource for Space {
     type Grant = u32;
     type Error = NoRangeLeft;
 
     /// Carves the next free range for `cpu`, cyclically.
     fn carve(&self, cpu: usize) -> Result<(core::ops::Range<u64>, u32), NoRangeLeft> {
         let ranges = self.pid_max().div_ceil(RANGE);
-        let mut directory = self.directory.write();
+        let mut directory = write(&self.directory);
         let start = directory.cursor % ranges.max(1);
         let index = (start..ranges)
             .chain(0..start)
@@ -233,7 +231,7 @@ impl<L: Locks> RangeSource for Space<L> {
     /// Takes range `index` back; a range's IDs are tracked by its bitmap, so the unused tail
     /// needs no bookkeeping here. The caller has unlinked its lookup slots (`PerCpu::give_back`).
     fn give_back(&self, _cpu: usize, index: u32, _unused: core::ops::Range<u64>) {
-        self.directory.write().holders.remove(&index);
+        write(&self.directory).holders.remove(&index);
     }
 }
 
@@ -329,30 +327,30 @@ impl<L: Locks> RangeSource for Space<L> {
 ///
 /// The 300 floor (`RESERVED_PIDS`) is not applied: ranges cover `1..pid_max` and are reused
 /// whole. `Full` means that no ID in `1..pid_max` is free.
-pub struct PerCpu<L: Locks = DefaultLocks> {
-    cpus: Box<[CachePadded<Mutex<L, CpuRanges>>]>,
-    spaces: SpaceList<Space<L>, L>,
+pub struct PerCpu {
+    cpus: Box<[CachePadded<Mutex<CpuRanges>>]>,
+    spaces: SpaceList<Space>,
     /// The lookups' read-side sections: what a lookup may read (a space, a block of lookup
     /// slots) is freed only after a grace period.
     readers: Readers,
     /// Hazard pointers on spaces: every operation holds one on the space it names while it
     /// uses it, so that `free_ns` frees a space only once nobody uses it.
-    space_hazards: Hazards<Space<L>>,
+    space_hazards: Hazards<Space>,
     /// Serialises creating and freeing spaces (rare): a space's `children` and its being
     /// linked change only under it.
-    namespaces: Mutex<L, ()>,
+    namespaces: Mutex<()>,
 }
 
 /// A space in use: the hazard keeps it (and, through its `children` count, its ancestors)
 /// from being freed until dropped.
-struct SpaceRef<'a, L: Locks> {
-    space: &'a Space<L>,
-    _hazard: Hazard<'a, Space<L>>,
+struct SpaceRef<'a> {
+    space: &'a Space,
+    _hazard: Hazard<'a, Space>,
 }
 
-impl<L: Locks> core::ops::Deref for SpaceRef<'_, L> {
-    type Target = Space<L>;
-    fn deref(&self) -> &Space<L> {
+impl core::ops::Deref for SpaceRef<'_> {
+    type Target = Space;
+    fn deref(&self) -> &Space {
         self.space
     }
 }
@@ -382,30 +380,19 @@ impl PerCpu {
     /// # Ok::<(), PidError>(())
     /// ```
     pub fn new(cpus: usize) -> Result<PerCpu, PidError> {
-        PerCpu::with_locks(cpus)
-    }
-}
-
-impl<L: Locks> PerCpu<L> {
-    /// An allocator for `cpus` worker slots on the locks `L` (see [`lock`](crate::lock)):
-    /// [`PerCpu::new`] on other locks.
-    ///
-    /// # Errors
-    /// As [`PerCpu::new`].
-    pub fn with_locks(cpus: usize) -> Result<Self, PidError> {
-        if !(1..=PerCpu::MAX_CPUS).contains(&cpus) {
+        if !(1..=Self::MAX_CPUS).contains(&cpus) {
             return Err(PidError::BadCpuCount { cpus });
         }
         let spaces = SpaceList::new();
         spaces.push(Space::new(None, 0));
-        Ok(Self {
+        Ok(PerCpu {
             cpus: (0..cpus)
-                .map(|_| CachePadded::new(crate::lock::mutex::<L, _>(CpuRanges::default())))
+                .map(|_| CachePadded::new(Mutex::new(CpuRanges::default())))
                 .collect(),
             spaces,
             readers: Readers::new(READER_SLOTS),
             space_hazards: Hazards::new(),
-            namespaces: crate::lock::mutex::<L, _>(()),
+            namespaces: Mutex::new(()),
         })
     }
 
@@ -425,7 +412,7 @@ impl<L: Locks> PerCpu<L> {
 
     /// Space `ns`, protected by a hazard until the returned reference is dropped.
     #[inline]
-    fn space(&self, ns: NsId) -> Result<SpaceRef<'_, L>, PidError> {
+    fn space(&self, ns: NsId) -> Result<SpaceRef<'_>, PidError> {
         let entry = self
             .spaces
             .entry(ns as usize)
@@ -457,9 +444,9 @@ impl<L: Locks> PerCpu<L> {
     fn chain<'a>(
         &'a self,
         ns: NsId,
-        target: &'a SpaceRef<'a, L>,
+        target: &'a SpaceRef<'a>,
         set_tid: &[u32],
-    ) -> Result<Vec<(NsId, &'a Space<L>)>, PidError> {
+    ) -> Result<Vec<(NsId, &'a Space)>, PidError> {
         check_set_tid(set_tid, target.level)?;
         let mut chain = Vec::with_capacity(target.level as usize + 1);
         let mut next = Some((ns, target.space));
@@ -479,7 +466,7 @@ impl<L: Locks> PerCpu<L> {
 
     /// The fast path of one level: the next ID of `cpu`'s current range in `ns`, carving a new
     /// range when it is used up. `None` when no range can be carved.
-    fn bump(&self, state: &mut CpuRanges, cpu: usize, ns: NsId, space: &Space<L>) -> Option<u32> {
+    fn bump(&self, state: &mut CpuRanges, cpu: usize, ns: NsId, space: &Space) -> Option<u32> {
         let limit = space.pid_max();
         loop {
             if let Some(&index) = state.current.get(&ns) {
@@ -507,7 +494,7 @@ impl<L: Locks> PerCpu<L> {
     /// goes back to them and the rare path, which allocates once more, hands out the same
     /// ones. Otherwise the retry would move the inner levels twice: a new space's init would
     /// get 2 instead of 1.
-    fn unbump(&self, state: &mut CpuRanges, taken: &Taken, chain: &[(NsId, &Space<L>)]) {
+    fn unbump(&self, state: &mut CpuRanges, taken: &Taken, chain: &[(NsId, &Space)]) {
         for (&(ns, id), &(_, space)) in taken.iter().zip(chain) {
             self.release_one(state, ns, id, space);
             // Bumped just now under the lock we hold, in the CPU's current range of `ns`,
@@ -522,7 +509,7 @@ impl<L: Locks> PerCpu<L> {
 
     /// Frees `id` in range `id / RANGE` of `ns`, held in `state`, and gives the range back
     /// to its space if it is empty and not the CPU's current range.
-    fn release_one(&self, state: &mut CpuRanges, ns: NsId, id: u32, space: &Space<L>) {
+    fn release_one(&self, state: &mut CpuRanges, ns: NsId, id: u32, space: &Space) {
         let index = id / RANGE;
         if let Some(range) = state.ranges.get_mut(&(ns, index)) {
             if range.clear(id) {
@@ -542,7 +529,7 @@ impl<L: Locks> PerCpu<L> {
     /// Gives range `index` of `space`, held in `state`, back to the space. Its lookup slots
     /// (all empty) are unlinked and wait in the CPU's limbo until no lookup can read them: an
     /// allocation never waits for a lookup.
-    fn give_back(&self, state: &mut CpuRanges, cpu: usize, index: u32, space: &Space<L>) {
+    fn give_back(&self, state: &mut CpuRanges, cpu: usize, index: u32, space: &Space) {
         if let Some(block) = space.slots.retire(index) {
             state.limbo.retire(block, &self.readers);
         }
@@ -550,7 +537,7 @@ impl<L: Locks> PerCpu<L> {
     }
 
     /// Stores the object in the slot of (ns, id), held in `state`, and marks an init.
-    fn publish_one(state: &mut CpuRanges, ns: NsId, id: u32, space: &Space<L>, pid: &Pid) {
+    fn publish_one(state: &mut CpuRanges, ns: NsId, id: u32, space: &Space, pid: &Pid) {
         if state.ranges.contains_key(&(ns, id / RANGE)) {
             space.slots.publish(id, pid.clone());
         }
@@ -561,8 +548,8 @@ impl<L: Locks> PerCpu<L> {
     }
 
     /// Every CPU's lock, in ascending order: the rare paths.
-    fn lock_all(&self) -> Vec<MutexGuard<'_, L, CpuRanges>> {
-        self.cpus.iter().map(|cpu| cpu.lock()).collect()
+    fn lock_all(&self) -> Vec<MutexGuard<'_, CpuRanges>> {
+        self.cpus.iter().map(|cpu| lock(cpu)).collect()
     }
 
     /// The slow path of an allocation, under every CPU's lock: one ID per level of `chain`
@@ -570,7 +557,7 @@ impl<L: Locks> PerCpu<L> {
     /// if a level fails or the target namespace died meanwhile.
     fn alloc_slow(
         &self,
-        chain: &[(NsId, &Space<L>)],
+        chain: &[(NsId, &Space)],
         set_tid: &[u32],
         cpu: usize,
     ) -> Result<Pid, PidError> {
@@ -603,7 +590,7 @@ impl<L: Locks> PerCpu<L> {
     /// [`PidAllocator::alloc_refused`] under every CPU's lock: the levels taken as
     /// [`alloc_slow`](Self::alloc_slow) takes them, then released, with no restart of the
     /// chain's spaces (the refused allocation's target is a freed space below them).
-    fn refused_slow(&self, chain: &[(NsId, &Space<L>)], set_tid: &[u32], cpu: usize) -> PidError {
+    fn refused_slow(&self, chain: &[(NsId, &Space)], set_tid: &[u32], cpu: usize) -> PidError {
         let mut guards = self.lock_all();
         if chain[0].1.is_freed() {
             return PidError::NamespaceFreed;
@@ -624,7 +611,7 @@ impl<L: Locks> PerCpu<L> {
     fn take_levels(
         &self,
         states: &mut [&mut CpuRanges],
-        chain: &[(NsId, &Space<L>)],
+        chain: &[(NsId, &Space)],
         set_tid: &[u32],
         cpu: usize,
         taken: &mut Taken,
@@ -647,7 +634,7 @@ impl<L: Locks> PerCpu<L> {
         states: &mut [&mut CpuRanges],
         cpu: usize,
         ns: NsId,
-        space: &Space<L>,
+        space: &Space,
         tid: u32,
     ) -> Result<(u32, usize), PidError> {
         let limit = space.pid_max();
@@ -661,7 +648,7 @@ impl<L: Locks> PerCpu<L> {
             Some(holder) => holder,
             None => {
                 // Not held: hold it for this CPU, outside any bump order.
-                space.directory.write().holders.insert(index, cpu);
+                write(&space.directory).holders.insert(index, cpu);
                 states[cpu].ranges.insert((ns, index), Range::new(index));
                 cpu
             }
@@ -684,7 +671,7 @@ impl<L: Locks> PerCpu<L> {
         states: &mut [&mut CpuRanges],
         cpu: usize,
         ns: NsId,
-        space: &Space<L>,
+        space: &Space,
     ) -> Result<(u32, usize), PidError> {
         let limit = space.pid_max();
         if let Some(id) = self.bump(states[cpu], cpu, ns, space) {
@@ -709,7 +696,7 @@ impl<L: Locks> PerCpu<L> {
     fn release_taken(
         &self,
         states: &mut [&mut CpuRanges],
-        chain: &[(NsId, &Space<L>)],
+        chain: &[(NsId, &Space)],
         taken: &Taken,
         holders: &[usize],
     ) {
@@ -719,7 +706,7 @@ impl<L: Locks> PerCpu<L> {
     }
 
     /// Whether any CPU's ranges, all locked in `states`, hold a live ID of `ns`.
-    fn holds_ids(states: &[MutexGuard<'_, L, CpuRanges>], ns: NsId) -> bool {
+    fn holds_ids(states: &[MutexGuard<'_, CpuRanges>], ns: NsId) -> bool {
         states.iter().any(|state| {
             state
                 .ranges
@@ -732,9 +719,9 @@ impl<L: Locks> PerCpu<L> {
     /// all locked in `states`. Returns the unlinked blocks and the retired objects, to be freed
     /// after a grace period, so that memory returns now rather than at some later allocation.
     fn drop_ranges(
-        states: &mut [MutexGuard<'_, L, CpuRanges>],
+        states: &mut [MutexGuard<'_, CpuRanges>],
         ns: NsId,
-        space: &Space<L>,
+        space: &Space,
     ) -> (Vec<RetiredBlock>, Vec<Pid>) {
         let mut retired: Vec<RetiredBlock> = Vec::new();
         let mut objects: Vec<Pid> = Vec::new();
@@ -762,7 +749,7 @@ impl<L: Locks> PerCpu<L> {
 
     /// Counts `space`, being freed, out of its parent's children; `_structure` is the
     /// `namespaces` lock.
-    fn leave_parent(&self, space: &Space<L>, _structure: &MutexGuard<'_, L, ()>) {
+    fn leave_parent(&self, space: &Space, _structure: &MutexGuard<'_, ()>) {
         if let Some(parent) = space.parent {
             // Alive: it has a child (this one) until now, and we hold the `namespaces` lock.
             // SAFETY: see above.
@@ -780,7 +767,7 @@ impl<L: Locks> PerCpu<L> {
     /// as the allocation left them. The caller holds every CPU's lock (`states`), so no
     /// allocation is between taking an ID and publishing it: the ranges' counts are every ID
     /// the space holds.
-    fn restart_if_unused(&self, states: &mut [&mut CpuRanges], ns: NsId, space: &Space<L>) {
+    fn restart_if_unused(&self, states: &mut [&mut CpuRanges], ns: NsId, space: &Space) {
         // Acquire pairs with the Release store in `free`.
         if space.dead.load(Ordering::Acquire) != 0 {
             return;
@@ -807,19 +794,19 @@ impl<L: Locks> PerCpu<L> {
             }
             state.current.remove(&ns);
         }
-        space.directory.write().cursor = 0;
+        write(&space.directory).cursor = 0;
     }
 
     /// Locks the CPU holding range `index` of `ns`, once the directory and the CPU agree.
     fn lock_holder(
         &self,
         ns: NsId,
-        space: &Space<L>,
+        space: &Space,
         index: u32,
-    ) -> Option<MutexGuard<'_, L, CpuRanges>> {
+    ) -> Option<MutexGuard<'_, CpuRanges>> {
         loop {
             let holder = space.holder(index)?;
-            let state = self.cpus[holder].lock();
+            let state = lock(&self.cpus[holder]);
             if state.ranges.contains_key(&(ns, index)) {
                 return Some(state);
             }
@@ -828,13 +815,13 @@ impl<L: Locks> PerCpu<L> {
     }
 }
 
-impl<L: Locks> PidAllocator for PerCpu<L> {
+impl PidAllocator for PerCpu {
     fn name(&self) -> &'static str {
         "percpu"
     }
 
     fn new_ns(&self, parent: NsId) -> Result<NsId, PidError> {
-        let _structure = self.namespaces.lock();
+        let _structure = lock(&self.namespaces);
         // Only `free_ns` frees spaces, under the lock we hold.
         // SAFETY: so the parent stays alive until we release it.
         let Some(up) = (unsafe { self.spaces.get(parent as usize) }) else {
@@ -857,7 +844,7 @@ impl<L: Locks> PidAllocator for PerCpu<L> {
         if ns == ROOT {
             return Err(PidError::UnknownNs);
         }
-        let structure = self.namespaces.lock();
+        let structure = lock(&self.namespaces);
         let pointer = match self.spaces.entry(ns as usize) {
             // Relaxed: unlinking happens only here, under the lock we hold.
             Some(entry) => entry.load(Ordering::Relaxed),
@@ -916,7 +903,7 @@ impl<L: Locks> PidAllocator for PerCpu<L> {
         if !set_tid.is_empty() {
             return self.alloc_slow(&chain, set_tid, cpu);
         }
-        let mut guard = self.cpus[cpu].lock();
+        let mut guard = lock(&self.cpus[cpu]);
         if target.is_freed() {
             return Err(PidError::NamespaceFreed);
         }
@@ -1033,16 +1020,16 @@ impl<L: Locks> PidAllocator for PerCpu<L> {
             .cpus
             .iter()
             .map(|cpu| {
-                let mut state = cpu.lock();
+                let mut state = lock(cpu);
                 (state.limbo.take_all(), state.objects.take_all())
             })
             .collect();
         self.readers.synchronize();
         drop(retired);
         let mut bytes = core::mem::size_of::<Self>()
-            + self.cpus.len() * core::mem::size_of::<CachePadded<Mutex<L, CpuRanges>>>();
+            + self.cpus.len() * core::mem::size_of::<CachePadded<Mutex<CpuRanges>>>();
         for cpu in self.cpus.iter() {
-            let state = cpu.lock();
+            let state = lock(cpu);
             let (kept, room) = state.limbo.counts();
             let (objects, object_room) = state.objects.counts();
             bytes += state.ranges.capacity() * (core::mem::size_of::<((NsId, u32), Range)>() + 1)
@@ -1055,13 +1042,13 @@ impl<L: Locks> PidAllocator for PerCpu<L> {
                 bytes += range.live as usize * super::idr::pid_bytes(0);
             }
         }
-        let _structure = self.namespaces.lock();
+        let _structure = lock(&self.namespaces);
         for index in 0..self.spaces.len() {
             // Only `free_ns` frees spaces, under the lock we hold.
             // SAFETY: so the space lives while we read it.
             if let Some(space) = unsafe { self.spaces.get(index) } {
-                let directory = space.directory.read();
-                bytes += core::mem::size_of::<Space<L>>()
+                let directory = read(&space.directory);
+                bytes += core::mem::size_of::<Space>()
                     + space.slots.memory_bytes()
                     + directory.holders.capacity() * (core::mem::size_of::<(u32, usize)>() + 1);
             }

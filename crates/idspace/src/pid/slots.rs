@@ -26,7 +26,6 @@
 //!
 //! [`Readers`]: crate::util::readers::Readers
 
-use crate::prelude::*;
 use core::ptr;
 
 use super::object::Pid;

@@ -4,11 +4,9 @@
 //! until no hazard holds it (see `Hazards`) and for a grace period of its lookups (see
 //! `Readers`).
 
-use crate::prelude::*;
 use core::ptr;
 
-use crate::lock::{Locks, Mutex};
-use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
+use crate::sync::{lock, AtomicPtr, AtomicUsize, Mutex, Ordering};
 
 const CHUNK: usize = 64;
 #[cfg(not(loom))]
@@ -21,33 +19,33 @@ pub(crate) const CAPACITY: usize = CHUNK * CHUNKS;
 
 type Chunk<T> = [AtomicPtr<T>; CHUNK];
 
-pub(crate) struct SpaceList<T, L: Locks> {
+pub(crate) struct SpaceList<T> {
     chunks: Box<[AtomicPtr<Chunk<T>>]>,
     len: AtomicUsize,
     /// Serialises appends.
-    append: Mutex<L, ()>,
+    append: Mutex<()>,
 }
 
 // SAFETY: the list owns its `T`s (boxed, published through atomics) and hands out only `&T`,
 // so it is as thread-safe as `T` is `Send + Sync`.
-unsafe impl<T: Send + Sync, L: Locks> Send for SpaceList<T, L> {}
+unsafe impl<T: Send + Sync> Send for SpaceList<T> {}
 // SAFETY: as above.
-unsafe impl<T: Send + Sync, L: Locks> Sync for SpaceList<T, L> {}
+unsafe impl<T: Send + Sync> Sync for SpaceList<T> {}
 
-impl<T, L: Locks> SpaceList<T, L> {
+impl<T> SpaceList<T> {
     pub(crate) fn new() -> Self {
         SpaceList {
             chunks: (0..CHUNKS)
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect(),
             len: AtomicUsize::new(0),
-            append: crate::lock::mutex::<L, _>(()),
+            append: Mutex::new(()),
         }
     }
 
     /// Appends `value`; its index, or `None` when the list is full.
     pub(crate) fn push(&self, value: T) -> Option<usize> {
-        let _appending = self.append.lock();
+        let _appending = lock(&self.append);
         let index = self.len.load(Ordering::Relaxed);
         if index >= CAPACITY {
             return None;
@@ -116,7 +114,7 @@ impl<T, L: Locks> SpaceList<T, L> {
     }
 }
 
-impl<T, L: Locks> Drop for SpaceList<T, L> {
+impl<T> Drop for SpaceList<T> {
     fn drop(&mut self) {
         for slot in self.chunks.iter() {
             let chunk = slot.load(Ordering::Acquire);

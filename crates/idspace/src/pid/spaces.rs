@@ -1,8 +1,7 @@
 //! The sequential designs' spaces: every live space with its parent, level, kernel state and
 //! ID structure, kept under the design's one lock.
 
-use crate::prelude::*;
-use hashbrown::HashMap;
+use std::collections::HashMap;
 
 use super::level::{alloc_level, check_set_tid, IdSpace, SpaceCore};
 use super::{NsId, PidError, MAX_LEVEL, ROOT};

@@ -4,10 +4,9 @@
 
 use super::pcpu::{is_lazy_put, is_valid, UNSET};
 use super::SpaceState;
-use crate::lock::Locks;
-use crate::sync::{spin_wait, Ordering};
+use crate::sync::{lock, spin_wait, Ordering};
 
-impl<L: Locks> SpaceState<L> {
+impl SpaceState {
     /// The CID of the task switching in on `cpu`, whose runqueue the caller holds
     /// (`mm_cid_get`). The common path: the CPU's word is valid, and it is reused as is.
     pub(super) fn mm_cid_get(&self, cpu: usize) -> u32 {
@@ -51,9 +50,9 @@ impl<L: Locks> SpaceState<L> {
                 self.snapshot_time(cpu);
                 return cid;
             }
-            self.cid_lock.lock()
+            lock(&self.cid_lock)
         } else {
-            let held = self.cid_lock.lock();
+            let held = lock(&self.cid_lock);
             if let Some(cid) = self.try_get(cpu) {
                 drop(held);
                 self.snapshot_time(cpu);
