@@ -177,6 +177,7 @@ let (mut counter, mut sum) = (IdspaceCounter { raw: 0 }, 0);
 // SAFETY: the out-pointers point to live locals.
 unsafe { assert_eq!(idspace_counter_new(&mut counter), 0) };
 assert_eq!(idspace_counter_add(counter, 5), 0);
+// SAFETY: `sum` is a live local.
 unsafe { assert_eq!(idspace_counter_sum(counter, &mut sum), 0) };
 assert_eq!(sum, 5);
 assert_eq!(idspace_counter_destroy(counter), 0);
