@@ -1,8 +1,8 @@
 //! Experiment `serve`: the ID service over HTTP under `wrk`. `idspace serve` on our runtime,
-//! the same service code on tokio, a naive service calling `nextval` per request, and a hyper
-//! hello-world on tokio (the ceiling of any HTTP service here), at 64 and 256 keep-alive
-//! connections, for one ID per request and for batches of 100; then errors and p99 while
-//! PostgreSQL restarts.
+//! the same service code on tokio, the naive service calling `nextval` once per ID (and a
+//! better naive one calling it for a whole batch in one statement), and a hyper hello-world on
+//! tokio (the ceiling of any HTTP service here), at 64 and 256 keep-alive connections, for one
+//! ID per request and for batches of 100; then errors and p99 while PostgreSQL restarts.
 //!
 //! Every server runs inside the lab's process, so `getrusage` around a wrk run is the server's
 //! CPU (wrk is a child process, PostgreSQL a server of its own: neither is counted; the naive
@@ -33,6 +33,7 @@ enum Kind {
     Ours,
     Tokio,
     Naive,
+    NaiveSeries,
     Hello,
 }
 
@@ -49,7 +50,8 @@ impl crate::measure::Candidate for Subject {
 
 const OURS: &str = "idspace serve";
 const TOKIO: &str = "idspace serve on tokio";
-const NAIVE: &str = "nextval per request";
+const NAIVE: &str = "nextval per ID";
+const NAIVE_SERIES: &str = "nextval, 1 statement";
 const HELLO: &str = "hyper hello (tokio)";
 
 /// The space every ID service serves.
@@ -85,6 +87,7 @@ struct Servers {
     ours: idspace_serve::Running,
     tokio: idspace_serve::Running,
     naive: naive::Naive,
+    series: naive::Naive,
     hello: crate::io::http::servers::Running,
 }
 
@@ -103,7 +106,8 @@ impl Servers {
         let servers = Servers {
             ours: idspace_serve::start(&service(idspace_serve::RuntimeKind::Idspace, "ours"))?,
             tokio: idspace_serve::start(&service(idspace_serve::RuntimeKind::Tokio, "tokio"))?,
-            naive: naive::Naive::start(url, workers)?,
+            naive: naive::Naive::start(url, workers, naive::Statement::PerId)?,
+            series: naive::Naive::start(url, workers, naive::Statement::Series)?,
             hello: crate::io::http::servers::Server::Tokio.start(workers)?,
         };
         // The first request of a space starts its lease node: not part of any measurement.
@@ -111,6 +115,7 @@ impl Servers {
             servers.ours.address(),
             servers.tokio.address(),
             servers.naive.addr,
+            servers.series.addr,
         ] {
             warm(addr)?;
         }
@@ -122,6 +127,7 @@ impl Servers {
             Kind::Ours => self.ours.address(),
             Kind::Tokio => self.tokio.address(),
             Kind::Naive => self.naive.addr,
+            Kind::NaiveSeries => self.series.addr,
             Kind::Hello => self.hello.addr,
         }
     }
@@ -130,6 +136,7 @@ impl Servers {
         self.ours.stop()?;
         self.tokio.stop()?;
         drop(self.naive);
+        drop(self.series);
         self.hello.stop().map(|_| ())
     }
 }
@@ -174,14 +181,23 @@ struct Rig<'a> {
 }
 
 impl Rig<'_> {
+    /// A load of `connections` for `seconds`, at `rate` requests/s or as fast as answered.
+    fn load(&self, connections: usize, seconds: u64, rate: Option<f64>) -> wrk::Load {
+        wrk::Load {
+            connections,
+            threads: self.plan.wrk_threads,
+            seconds,
+            rate,
+        }
+    }
+
     /// One run: requests/s, IDs/s, p50, p99, p99.9 (µs), server CPU µs per request, server
     /// CPU s per million IDs, errors.
     fn measure(
         &self,
         subject: &Subject,
-        connections: usize,
+        load: wrk::Load,
         batch: usize,
-        seconds: u64,
     ) -> Result<Vec<f64>, String> {
         if subject.kind == Kind::Hello && batch > 1 {
             return Ok(vec![f64::NAN; 8]);
@@ -193,9 +209,7 @@ impl Rig<'_> {
             &self.script,
             addr,
             &path(subject.kind, batch),
-            connections,
-            self.plan.wrk_threads,
-            seconds,
+            load,
         )?;
         let cpu = cpu.elapsed()?;
         let per_second = run.requests as f64 / run.duration.as_secs_f64();
@@ -241,7 +255,7 @@ impl Experiment for Serve {
     }
 
     fn about(&self) -> &'static str {
-        "idspace serve under wrk: ours vs the same on tokio, nextval per request, hyper hello"
+        "idspace serve under wrk: ours vs the same on tokio, nextval per ID, hyper hello"
     }
 
     fn run(&self, cx: &mut Context) -> Result<Section, String> {
@@ -266,15 +280,17 @@ impl Experiment for Serve {
         };
         let declared = Declared {
             name: self.name(),
-            title: "The ID service over HTTP: idspace serve vs the same on tokio, nextval per \
-                    request and a hyper hello-world"
+            title: "The ID service over HTTP: idspace serve vs the same on tokio, nextval per ID \
+                    and a hyper hello-world"
                 .into(),
             intro: vec![format!(
                 "wrk ({} threads, keep-alive, a Lua script for the path and the percentiles) \
                  against four servers in the lab's process on {} workers each: `idspace serve` \
-                 on our runtime, the same service code on tokio, a naive service that runs \
-                 `SELECT nextval(..) FROM generate_series(1, N)` per request on a pool of \
-                 PostgreSQL connections, and hyper's hello-world on tokio. One throwaway \
+                 on our runtime, the same service code on tokio, the naive service that runs \
+                 `SELECT nextval(..)` once per ID (one statement after the other), a better \
+                 naive one that runs `SELECT nextval(..) FROM generate_series(1, N)` once per \
+                 request (both on a pool of PostgreSQL connections, statements prepared once), \
+                 and hyper's hello-world on tokio. One throwaway \
                  PostgreSQL (fsync on) on a Unix socket. Runs of {} s.",
                 plan.wrk_threads, plan.workers, plan.seconds
             )],
@@ -293,7 +309,7 @@ const NOTE: &str = "Ratios read ≥ 1 when ours is better: requests/s and IDs/s 
     around each wrk run (wrk and PostgreSQL excluded). On 2 cores wrk shares the machine with \
     the server, so requests/s is bounded by wrk as much as by the server: CPU per request is the \
     figure that ranks. Goals: ≥ 1.0x tokio in requests/s and p99; ≥ 0.8x the hello-world in CPU \
-    per request; ≥ 50x nextval in IDs/s at batches of 100; 0 errors while PostgreSQL restarts.";
+    per request; ≥ 50x nextval per ID in IDs/s at batches of 100; 0 errors while PostgreSQL restarts.";
 
 fn subjects() -> Vec<Subject> {
     vec![
@@ -310,6 +326,10 @@ fn subjects() -> Vec<Subject> {
             kind: Kind::Naive,
         },
         Subject {
+            name: NAIVE_SERIES,
+            kind: Kind::NaiveSeries,
+        },
+        Subject {
             name: HELLO,
             kind: Kind::Hello,
         },
@@ -322,7 +342,7 @@ fn steady<'a>(rig: &'a Rig<'a>) -> Box<dyn Measurement + 'a> {
         subjects(),
         rig.plan.points.clone(),
         |&(c, b)| format!("{c} conns, batch {b}"),
-        move |subject, &(c, b)| rig.measure(subject, c, b, rig.plan.seconds),
+        move |subject, &(c, b)| rig.measure(subject, rig.load(c, rig.plan.seconds, None), b),
     )
     .tables(move |swept, _| {
         let mut tables = Vec::new();
@@ -332,7 +352,11 @@ fn steady<'a>(rig: &'a Rig<'a>) -> Box<dyn Measurement + 'a> {
                 Row::ratios("requests/s vs tokio", result.metric(0).over(TOKIO)),
                 Row::ratios("requests/s vs hello", result.metric(0).over(HELLO)),
                 Row::numbers("IDs/s", result.metric(1), 0),
-                Row::ratios("IDs/s vs nextval", result.metric(1).over(NAIVE)),
+                Row::ratios("IDs/s vs nextval per ID", result.metric(1).over(NAIVE)),
+                Row::ratios(
+                    "IDs/s vs nextval, 1 statement",
+                    result.metric(1).over(NAIVE_SERIES),
+                ),
                 Row::numbers("p50 (µs)", result.metric(2), 0),
                 Row::numbers("p99 (µs)", result.metric(3), 0),
                 Row::ratios("p99 vs tokio", inverse(&result.metric(3), TOKIO)),
@@ -380,7 +404,7 @@ fn run_through_restart(
             server.start_again()?;
             Ok::<Duration, String>(started.elapsed())
         });
-        let measured = rig.measure(subject, 64, 1, seconds);
+        let measured = rig.measure(subject, rig.load(64, seconds, None), 1);
         let down = restarter
             .join()
             .map_err(|_| "the restart panicked".to_string())??;
@@ -397,7 +421,9 @@ fn restart<'a>(rig: &'a Rig<'a>, server: &'a Throwaway) -> Box<dyn Measurement +
     let full = rig.plan.points.len() > 3;
     let faulty: Vec<Subject> = subjects()
         .into_iter()
-        .filter(|s| s.kind != Kind::Hello && (full || s.kind != Kind::Tokio))
+        .filter(|s| {
+            s.kind != Kind::Hello && s.kind != Kind::NaiveSeries && (full || s.kind != Kind::Tokio)
+        })
         .collect();
     Sweep::new(
         faulty,

@@ -2,6 +2,14 @@
 //! request (the batch route's query string rides in the path) and, when the run is done,
 //! prints one line the lab parses: requests, duration, every error count, and the latency
 //! percentiles wrk's own report leaves out (p99.9).
+//!
+//! wrk sends as fast as its connections are answered. For a fixed rate, the paced script adds
+//! wrk's `delay()` hook: each wrk thread keeps a schedule of one request every `1 / rate`
+//! seconds (its share of the rate) on the monotonic clock (LuaJIT's FFI to `clock_gettime`),
+//! and every connection ready to send takes the next free slot and waits for it. wrk rounds
+//! the wait to whole milliseconds, so requests leave up to half a millisecond off their slot,
+//! but the schedule, not the rounding, sets the rate. As with wrk (not wrk2), a request's
+//! latency runs from when it was sent, not from its slot.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -9,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// The script: the path is its first argument.
-const SCRIPT: &str = r#"-- The request of every connection: GET of the path given as the first argument.
+const STEADY: &str = r#"-- The request of every connection: GET of the path given as the first argument.
 init = function(args)
   req = wrk.format("GET", args[1])
 end
@@ -28,23 +36,82 @@ done = function(summary, latency, requests)
 end
 "#;
 
-/// The script, in a temporary file for wrk to load; removed on drop.
-pub(crate) struct Script(PathBuf);
+/// What the paced script adds: the rate of each wrk thread (requests/s) is its second
+/// argument.
+const PACED: &str = r#"
+local ffi = require("ffi")
+ffi.cdef[[
+typedef struct { long lab_sec; long lab_nsec; } lab_timespec;
+int clock_gettime(int clock, lab_timespec *ts);
+]]
+local now = ffi.new("lab_timespec")
+
+-- Milliseconds on CLOCK_MONOTONIC (1).
+local function clock_ms()
+  ffi.C.clock_gettime(1, now)
+  return tonumber(now.lab_sec) * 1000 + tonumber(now.lab_nsec) / 1e6
+end
+
+local steady_init = init
+init = function(args)
+  steady_init(args)
+  interval = 1000 / tonumber(args[2])
+end
+
+-- The wait before a connection's next request: until the next free slot of this thread.
+delay = function()
+  local t = clock_ms()
+  slot = (slot or t) + interval
+  local wait = slot - t
+  if wait < 0 then
+    return 0
+  end
+  return math.floor(wait + 0.5)
+end
+"#;
+
+/// The scripts, in temporary files for wrk to load; removed on drop.
+pub(crate) struct Script {
+    steady: PathBuf,
+    paced: PathBuf,
+}
 
 impl Script {
     pub(crate) fn write() -> Result<Script, String> {
-        let path =
-            std::env::temp_dir().join(format!("idspace-lab-serve-{}.lua", std::process::id()));
-        std::fs::write(&path, SCRIPT)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        Ok(Script(path))
+        let file = |name: &str, text: &str| {
+            let path = std::env::temp_dir().join(format!(
+                "idspace-lab-serve-{name}-{}.lua",
+                std::process::id()
+            ));
+            std::fs::write(&path, text)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            Ok::<_, String>(path)
+        };
+        Ok(Script {
+            steady: file("steady", STEADY)?,
+            paced: file("paced", &format!("{STEADY}{PACED}"))?,
+        })
     }
 }
 
 impl Drop for Script {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let _ = std::fs::remove_file(&self.steady);
+        let _ = std::fs::remove_file(&self.paced);
     }
+}
+
+/// The load of one run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Load {
+    /// Keep-alive connections.
+    pub connections: usize,
+    /// wrk's threads.
+    pub threads: usize,
+    /// The run's length.
+    pub seconds: u64,
+    /// A fixed rate (requests/s over all threads), or `None`: as fast as answered.
+    pub rate: Option<f64>,
 }
 
 /// What one wrk run saw.
@@ -62,27 +129,40 @@ pub(crate) struct Run {
     pub p999: f64,
 }
 
-/// Runs `wrk` with `connections` keep-alive connections on `threads` threads for `seconds`
-/// against `http://addr{path}`; killed if it outlives the run by 30 s.
+/// Runs `wrk` with `load` against `http://addr{path}`; killed if it outlives the run by 30 s.
 pub(crate) fn run(
     tool: &Path,
     script: &Script,
     addr: SocketAddr,
     path: &str,
-    connections: usize,
-    threads: usize,
-    seconds: u64,
+    load: Load,
 ) -> Result<Run, String> {
+    let Load {
+        connections,
+        threads,
+        seconds,
+        rate,
+    } = load;
     let mut command = Command::new("timeout");
     command
         .arg((seconds + 30).to_string())
         .arg(tool)
         .args(["-t", &threads.to_string(), "-c", &connections.to_string()])
         .args(["-d", &format!("{seconds}s"), "--timeout", "5s", "-s"])
-        .arg(&script.0)
+        .arg(if rate.is_some() {
+            &script.paced
+        } else {
+            &script.steady
+        })
         .arg(format!("http://{addr}{path}"))
         .args(["--", path])
         .stdin(Stdio::null());
+    if let Some(rate) = rate {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(format!("wrk: a fixed rate must be positive, not {rate}"));
+        }
+        command.arg(format!("{:.3}", rate / threads.max(1) as f64));
+    }
     let output = command
         .output()
         .map_err(|e| format!("cannot run {}: {e}", tool.display()))?;
