@@ -8,9 +8,12 @@
 //! CPU (wrk is a child process, PostgreSQL a server of its own: neither is counted; the naive
 //! service's figure therefore leaves out the CPU PostgreSQL spends on its statements).
 
+mod fixed;
+mod goals;
 mod naive;
 mod wrk;
 
+use std::cell::Cell;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -21,9 +24,11 @@ use idspace_lease::Store;
 
 use crate::cputime::CpuClock;
 use crate::declare::{self, Declared, Measurement, Sweep};
-use crate::measure::Values;
+use crate::measure::{Medians, Values};
 use crate::model::{Row, Section};
+
 use crate::{Context, Experiment, Scale};
+use goals::Goal;
 
 /// The experiment.
 pub struct Serve;
@@ -62,27 +67,30 @@ struct Plan {
     /// (connections, IDs per request).
     points: Vec<(usize, usize)>,
     fault_seconds: u64,
+    /// The length of the fixed-rate runs (p99 wants more requests than a steady run's).
+    paced_seconds: u64,
     workers: usize,
     wrk_threads: usize,
 }
 
 impl Plan {
     fn new(scale: Scale, cpus: usize) -> Plan {
-        let (seconds, points, fault_seconds) = match scale {
-            Scale::Quick => (1, vec![(64, 1), (256, 1), (64, 100)], 2),
-            Scale::Full => (5, vec![(64, 1), (256, 1), (64, 100), (256, 100)], 8),
+        let (seconds, points, fault_seconds, paced_seconds) = match scale {
+            Scale::Quick => (1, vec![(64, 1), (256, 1), (64, 100)], 2, 2),
+            Scale::Full => (5, vec![(64, 1), (256, 1), (64, 100), (256, 100)], 8, 10),
         };
         Plan {
             seconds,
             points,
             fault_seconds,
+            paced_seconds,
             workers: cpus.max(1),
             wrk_threads: cpus.clamp(1, 2),
         }
     }
 }
 
-/// The four servers, listening on loopback ports.
+/// The five servers, listening on loopback ports.
 struct Servers {
     ours: idspace_serve::Running,
     tokio: idspace_serve::Running,
@@ -178,6 +186,11 @@ struct Rig<'a> {
     script: wrk::Script,
     servers: &'a Servers,
     plan: &'a Plan,
+    /// Ours' median requests/s at 64 connections, one ID a request: what the fixed rate is
+    /// half of.
+    peak: Cell<Option<f64>>,
+    /// The summary.
+    goals: goals::Goals,
 }
 
 impl Rig<'_> {
@@ -277,6 +290,8 @@ impl Experiment for Serve {
             script: wrk::Script::write()?,
             servers: &servers,
             plan: &plan,
+            peak: Cell::new(None),
+            goals: goals::Goals::default(),
         };
         let declared = Declared {
             name: self.name(),
@@ -285,16 +300,21 @@ impl Experiment for Serve {
                 .into(),
             intro: vec![format!(
                 "wrk ({} threads, keep-alive, a Lua script for the path and the percentiles) \
-                 against four servers in the lab's process on {} workers each: `idspace serve` \
+                 against five servers in the lab's process on {} workers each: `idspace serve` \
                  on our runtime, the same service code on tokio, the naive service that runs \
                  `SELECT nextval(..)` once per ID (one statement after the other), a better \
                  naive one that runs `SELECT nextval(..) FROM generate_series(1, N)` once per \
                  request (both on a pool of PostgreSQL connections, statements prepared once), \
                  and hyper's hello-world on tokio. One throwaway \
-                 PostgreSQL (fsync on) on a Unix socket. Runs of {} s.",
-                plan.wrk_threads, plan.workers, plan.seconds
+                 PostgreSQL (fsync on) on a Unix socket. Runs of {} s; at a fixed rate, {} s.",
+                plan.wrk_threads, plan.workers, plan.seconds, plan.paced_seconds
             )],
-            measurements: vec![steady(&rig), restart(&rig, &server)],
+            measurements: vec![
+                steady(&rig),
+                fixed::fixed(&rig),
+                restart(&rig, &server),
+                declare::custom(0, |_| rig.goals.table().into()),
+            ],
             notes: vec![NOTE.into()],
         };
         let section = declare::run(cx, declared);
@@ -308,8 +328,9 @@ const NOTE: &str = "Ratios read ≥ 1 when ours is better: requests/s and IDs/s 
     theirs, latencies and CPU as theirs ÷ ours. Server CPU is getrusage of the lab's process \
     around each wrk run (wrk and PostgreSQL excluded). On 2 cores wrk shares the machine with \
     the server, so requests/s is bounded by wrk as much as by the server: CPU per request is the \
-    figure that ranks. Goals: ≥ 1.0x tokio in requests/s and p99; ≥ 0.8x the hello-world in CPU \
-    per request; ≥ 50x nextval per ID in IDs/s at batches of 100; 0 errors while PostgreSQL restarts.";
+    figure that ranks. Goals: ≥ 1.0x tokio in requests/s and p99; ≥ 0.8x the hello-world in \
+    CPU per request and in requests/s; ≥ 50x nextval per ID in IDs/s at batches of 100; p99 ≤ 1 ms at a fixed \
+    rate of half the peak; 0 errors while PostgreSQL restarts (the summary table shows each).";
 
 fn subjects() -> Vec<Subject> {
     vec![
@@ -347,6 +368,7 @@ fn steady<'a>(rig: &'a Rig<'a>) -> Box<dyn Measurement + 'a> {
     .tables(move |swept, _| {
         let mut tables = Vec::new();
         for (index, ((c, b), result)) in swept.results.iter().enumerate() {
+            steady_goals(rig, (*c, *b), result);
             let mut rows = vec![
                 Row::numbers("requests/s", result.metric(0), 0),
                 Row::ratios("requests/s vs tokio", result.metric(0).over(TOKIO)),
@@ -386,6 +408,47 @@ fn steady<'a>(rig: &'a Rig<'a>) -> Box<dyn Measurement + 'a> {
         }
         tables.into()
     })
+}
+
+/// `a ÷ b`, where both were measured.
+fn ratio((a, b): (Option<f64>, Option<f64>)) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+/// Records the goals of one steady point (and, at 64 connections and one ID a request, the
+/// peak the fixed rate is half of).
+fn steady_goals(rig: &Rig, (c, b): (usize, usize), result: &Medians) {
+    let ours = |metric: usize, peer: &str| {
+        let values = result.metric(metric);
+        (values.get(OURS), values.get(peer))
+    };
+    let at = format!("{c} conns, batch {b}");
+    if b > 1 {
+        let label = format!("IDs/s vs nextval per ID, {at}");
+        rig.goals
+            .push(Goal::at_least(label, ratio(ours(1, NAIVE)), 50.0, "x"));
+        return;
+    }
+    if c == 64 {
+        rig.peak.set(result.metric(0).get(OURS));
+    }
+    let goals = [
+        ("requests/s vs tokio", ratio(ours(0, TOKIO)), 1.0),
+        ("p99 vs tokio", ratio(ours(3, TOKIO)).map(f64::recip), 1.0),
+        ("requests/s vs hello", ratio(ours(0, HELLO)), 0.8),
+        (
+            "CPU per request vs hello",
+            ratio(ours(5, HELLO)).map(f64::recip),
+            0.8,
+        ),
+    ];
+    for (label, value, bound) in goals {
+        rig.goals
+            .push(Goal::at_least(format!("{label}, {at}"), value, bound, "x"));
+    }
 }
 
 /// One run at 64 connections, one ID a request, while PostgreSQL is stopped a quarter in and
@@ -434,6 +497,9 @@ fn restart<'a>(rig: &'a Rig<'a>, server: &'a Throwaway) -> Box<dyn Measurement +
     .tables(move |swept, _| {
         let result = swept.only();
         let seconds = rig.plan.fault_seconds;
+        let errors = result.metric(7).get(OURS);
+        let label = "errors while PostgreSQL restarts, ours";
+        rig.goals.push(Goal::at_most(label, errors, 0.0, "errors"));
         let rows = vec![
             Row::numbers("errors (non-2xx and socket errors)", result.metric(7), 0),
             Row::numbers("p99 (µs)", result.metric(3), 0),
