@@ -185,6 +185,9 @@ pub struct NodeStats {
     pub left_current: u64,
     /// IDs of the prefetched lease (0 if none is held yet).
     pub left_next: u64,
+    /// How long until the lease served from (the current one, else the prefetched one)
+    /// expires unless renewed: zero once it has; `None` while the node holds no lease.
+    pub lease_expires_in: Option<Duration>,
 }
 
 /// What the node and its background thread share.
@@ -527,7 +530,18 @@ impl Node {
         let left_current = state.current.as_ref().map_or(0, |(lease, cursor)| {
             (lease.last + 1).saturating_sub(*cursor)
         });
+        let serving = state
+            .current
+            .as_ref()
+            .map(|(lease, _)| lease)
+            .or(state.next.as_ref());
+        // Relaxed: read for display; renewals only move it later.
+        let lease_expires_in = serving.map(|lease| {
+            let deadline = lease.deadline.load(Ordering::Relaxed);
+            Duration::from_nanos(deadline.saturating_sub(shared.now_ns()))
+        });
         NodeStats {
+            lease_expires_in,
             round_trips: shared.round_trips.load(Ordering::Relaxed),
             leases: shared.leases.load(Ordering::Relaxed),
             ids_leased: shared.ids_leased.load(Ordering::Relaxed),

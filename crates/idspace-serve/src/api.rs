@@ -9,7 +9,8 @@
 //! - `POST /v1/spaces` with `Authorization: Bearer TOKEN` and `{"name", "min", "max",
 //!   "cyclic"}`: creates a space (off without an admin token);
 //! - `GET /healthz`: 200 with `ok` while the store answers or a lease held has IDs left,
-//!   else 503 with the reason;
+//!   else 503 with the reason; then, a line per space, when the lease it serves from expires
+//!   unless renewed;
 //! - `GET /metrics`: Prometheus text.
 //!
 //! A space name in a path is percent-decoded and must be UTF-8 of 1 to 200 bytes.
@@ -233,9 +234,7 @@ impl Service {
         if self.stopping.load(Ordering::Relaxed) {
             return Err(ApiError::shutting_down());
         }
-        let mut reason = self.spaces.health().await?;
-        reason.push('\n');
-        Ok(Answer::text(200, reason))
+        Ok(Answer::text(200, self.spaces.health().await?))
     }
 
     fn render(&self) -> Answer {

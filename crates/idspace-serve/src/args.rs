@@ -17,7 +17,8 @@ HTTP API (errors are JSON bodies {\"error\": CODE, \"message\": TEXT}):
                                      header `Authorization: Bearer TOKEN` (the token of
                                      --admin-token-file; without it the route answers 404)
   GET  /healthz                      200 `ok` while the store answers or a held lease has IDs
-                                     left; 503 with the reason otherwise
+                                     left; 503 with the reason otherwise; then, per space,
+                                     when its lease expires unless renewed
   GET  /metrics                      Prometheus text: IDs issued, leases and their round-trip
                                      time, step, IDs left, gaps, requests, errors, latency
 

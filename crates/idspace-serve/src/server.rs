@@ -49,6 +49,26 @@ struct Open {
     closed: Notify,
 }
 
+/// One open connection, counted in [`Open`] from its accept until it is dropped: with its
+/// connection's future, whether that ran to its end or was never spawned.
+struct Opened(Arc<Open>);
+
+impl Opened {
+    fn count(open: &Arc<Open>) -> Opened {
+        open.count.fetch_add(1, Ordering::Relaxed);
+        Opened(open.clone())
+    }
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        // Release pairs with the Acquire loads of the graceful stop.
+        if self.0.count.fetch_sub(1, Ordering::Release) == 1 {
+            self.0.closed.notify_waiters();
+        }
+    }
+}
+
 /// The first of two futures to finish.
 enum First<A, B> {
     Left(A),
@@ -97,13 +117,13 @@ pub(crate) async fn serve<L, T>(
                 continue;
             }
         };
-        open.count.fetch_add(1, Ordering::Relaxed);
+        let opened = Opened::count(&open);
         spawn(Box::pin(connection(
             io,
             timer.clone(),
             service.clone(),
             stop.clone(),
-            open.clone(),
+            opened,
         )));
     }
     drop(listener);
@@ -133,7 +153,7 @@ async fn connection<I, T>(
     timer: T,
     service: Arc<Service>,
     mut stop: watch::Receiver<bool>,
-    open: Arc<Open>,
+    opened: Opened,
 ) where
     I: Read + Write + Unpin + Send + 'static,
     T: Timer + Send + Sync + 'static,
@@ -157,10 +177,7 @@ async fn connection<I, T>(
         conn.as_mut().graceful_shutdown();
         let _ = conn.await;
     }
-    // Release pairs with the Acquire loads of the graceful stop.
-    if open.count.fetch_sub(1, Ordering::Release) == 1 {
-        open.closed.notify_waiters();
-    }
+    drop(opened);
 }
 
 /// A listening TCP socket on `address` (address reuse on, a backlog of 4096, non-blocking),

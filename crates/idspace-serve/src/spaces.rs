@@ -34,10 +34,19 @@ pub(crate) struct SpaceNode {
 
 impl SpaceNode {
     /// `count` IDs, or the first error (the IDs taken before it are counted as dropped).
+    ///
+    /// On our runtime the calling task holds a CID (see `idspace_rt`): its IDs come from that
+    /// CID's sub-range, which no other running task uses meanwhile. Elsewhere (tokio), from
+    /// the sub-range of the CPU the thread runs on.
     pub fn take(&self, count: usize) -> Result<Vec<u64>, ApiError> {
+        let cid = idspace::process::current().and_then(|me| me.cid);
         let mut ids = Vec::with_capacity(count);
         for _ in 0..count {
-            match self.node.next_id() {
+            let next = match cid {
+                Some(cid) => self.node.next_id_on(cid as usize),
+                None => self.node.next_id(),
+            };
+            match next {
                 Ok(id) => ids.push(id),
                 Err(error) => {
                     self.dropped.fetch_add(ids.len() as u64, Ordering::Relaxed);
@@ -176,7 +185,8 @@ impl Spaces {
     }
 
     /// `Ok(reason)` while the node can serve (the store answers, or a lease held has IDs
-    /// left), else the store's error.
+    /// left), else the store's error; either way followed by when each space's lease expires
+    /// unless renewed (see [`Spaces::deadlines`]).
     pub async fn health(self: &Arc<Self>) -> Result<String, ApiError> {
         // Relaxed: a stop flag, read for display.
         if self.closed.load(Ordering::Relaxed) {
@@ -186,21 +196,53 @@ impl Spaces {
         let reached =
             off_thread(move || spaces.with_store(|store| store.schema_version().map(|_| ())))
                 .await?;
+        let held = {
+            let nodes = self.nodes.read().unwrap_or_else(|p| p.into_inner());
+            nodes.values().any(|space| {
+                let stats = space.node.stats();
+                stats.left_current + stats.left_next > 0
+            })
+        };
+        let deadlines = self.deadlines();
         match reached {
-            Ok(()) => Ok("ok".into()),
-            Err(error) => {
-                let nodes = self.nodes.read().unwrap_or_else(|p| p.into_inner());
-                let held = nodes.values().any(|space| {
-                    let stats = space.node.stats();
-                    stats.left_current + stats.left_next > 0
-                });
-                if held {
-                    Ok(format!("ok: serving from held leases; {}", error.message))
-                } else {
-                    Err(error)
-                }
+            Ok(()) => Ok(format!("ok\n{deadlines}")),
+            Err(error) if held => Ok(format!(
+                "ok: serving from held leases; {}\n{deadlines}",
+                error.message
+            )),
+            Err(mut error) => {
+                let _ = write!(
+                    error.message,
+                    "; {}",
+                    deadlines.trim_end().replace('\n', "; ")
+                );
+                Err(error)
             }
         }
+    }
+
+    /// One line per space: when the lease it serves from expires unless renewed (a node renews
+    /// it well before, while the store answers), or that it holds none.
+    fn deadlines(&self) -> String {
+        let nodes = self.nodes.read().unwrap_or_else(|p| p.into_inner());
+        let mut names: Vec<&String> = nodes.keys().collect();
+        names.sort();
+        let mut out = String::new();
+        for name in names {
+            let stats = nodes[name].node.stats();
+            let _ = match stats.lease_expires_in {
+                None => writeln!(out, "space \"{name}\": no lease held"),
+                Some(left) if left.is_zero() => {
+                    writeln!(out, "space \"{name}\": its lease has expired")
+                }
+                Some(left) => writeln!(
+                    out,
+                    "space \"{name}\": lease expires in {:.1} s",
+                    left.as_secs_f64()
+                ),
+            };
+        }
+        out
     }
 
     /// Appends every space's series to `out`.

@@ -106,7 +106,14 @@ fn routes(runtime: &'static str) {
     assert_eq!(first, "5");
 
     let health = client.get("/healthz", "");
-    assert_eq!((health.status, health.text().trim()), (200, "ok"));
+    let text = health.text();
+    assert_eq!(
+        (health.status, text.lines().next()),
+        (200, Some("ok")),
+        "{text}"
+    );
+    let lease = format!("space \"{made}\": lease expires in ");
+    assert!(text.contains(&lease), "{lease} missing from:\n{text}");
     let metrics = client.get("/metrics", "").text();
     for series in [
         format!("idspace_serve_ids_issued_total{{space=\"{orders}\"}} 151"),
