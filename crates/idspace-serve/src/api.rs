@@ -15,6 +15,8 @@
 //!
 //! A space name in a path is percent-decoded and must be UTF-8 of 1 to 200 bytes.
 
+use std::borrow::Cow;
+use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -121,79 +123,89 @@ impl Service {
         B: Body<Data = Bytes>,
         B::Error: std::error::Error + Send + Sync + 'static,
     {
-        let path = request.uri().path().to_string();
-        let parts: Vec<&str> = path.split('/').collect();
+        // Matched on the path as it is, without copying or splitting it: a space is one
+        // segment, so a `/` in the rest matches no route.
+        let path = request.uri().path();
         let get = request.method() == Method::GET;
         let wrong = || Err(ApiError::method_not_allowed(request.method().as_str()));
-        match parts.as_slice() {
-            ["", "api", "segment", "get", space] => (
-                Route::Segment,
-                if get {
-                    self.segment(space).await
-                } else {
-                    wrong()
-                },
-            ),
-            ["", "v1", "spaces", space, "ids"] => (
-                Route::Ids,
-                if get {
-                    self.ids(space, &request).await
-                } else {
-                    wrong()
-                },
-            ),
-            ["", "v1", "spaces"] => {
-                let answer = if request.method() == Method::POST {
-                    self.create(request).await
-                } else {
-                    wrong()
-                };
-                (Route::CreateSpace, answer)
-            }
-            ["", "healthz"] => (
-                Route::Health,
-                if get { self.health().await } else { wrong() },
-            ),
-            ["", "metrics"] => (
-                Route::Metrics,
-                if get { Ok(self.render()) } else { wrong() },
-            ),
-            _ => (Route::Other, Err(ApiError::not_found(&path))),
+        if let Some(space) = segment(path.strip_prefix("/api/segment/get/")) {
+            let answer = if get {
+                self.segment(space).await
+            } else {
+                wrong()
+            };
+            (Route::Segment, answer)
+        } else if let Some(space) = segment(
+            path.strip_prefix("/v1/spaces/")
+                .and_then(|rest| rest.strip_suffix("/ids")),
+        ) {
+            let answer = if get {
+                self.ids(space, &request).await
+            } else {
+                wrong()
+            };
+            (Route::Ids, answer)
+        } else if path == "/v1/spaces" {
+            let answer = if request.method() == Method::POST {
+                self.create(request).await
+            } else {
+                wrong()
+            };
+            (Route::CreateSpace, answer)
+        } else if path == "/healthz" {
+            let answer = if get { self.health().await } else { wrong() };
+            (Route::Health, answer)
+        } else if path == "/metrics" {
+            let answer = if get { Ok(self.render()) } else { wrong() };
+            (Route::Metrics, answer)
+        } else {
+            (Route::Other, Err(ApiError::not_found(path)))
         }
     }
 
     async fn segment(&self, space: &str) -> Result<Answer, ApiError> {
-        let ids = self.take(space, 1).await?;
-        Ok(Answer::text(200, ids[0].to_string()))
+        let mut body = String::with_capacity(20);
+        self.take(space, 1, |id| {
+            let _ = write!(body, "{id}");
+        })
+        .await?;
+        Ok(Answer::text(200, body))
     }
 
     async fn ids<B>(&self, space: &str, request: &Request<B>) -> Result<Answer, ApiError> {
         let count = parse_count(request.uri().query())?;
-        let ids = self.take(space, count).await?;
         let json = request
             .headers()
             .get_all(ACCEPT)
             .iter()
             .any(|value| value.to_str().is_ok_and(|v| v.contains("application/json")));
-        Ok(if json {
-            Answer::json(200, serde_json::to_string(&ids).unwrap_or_default())
+        // The IDs are written into the body as they are taken: no list of them in between.
+        let mut body = String::with_capacity(count * 12 + 2);
+        if json {
+            body.push('[');
+            self.take(space, count, |id| {
+                let comma = if body.len() > 1 { "," } else { "" };
+                let _ = write!(body, "{comma}{id}");
+            })
+            .await?;
+            body.push(']');
+            Ok(Answer::json(200, body))
         } else {
-            let mut body = String::with_capacity(ids.len() * 12);
-            for id in ids {
-                body.push_str(&id.to_string());
-                body.push('\n');
-            }
-            Answer::text(200, body)
-        })
+            self.take(space, count, |id| {
+                let _ = writeln!(body, "{id}");
+            })
+            .await?;
+            Ok(Answer::text(200, body))
+        }
     }
 
-    async fn take(&self, space: &str, count: usize) -> Result<Vec<u64>, ApiError> {
+    async fn take(&self, space: &str, count: usize, each: impl FnMut(u64)) -> Result<(), ApiError> {
         // Relaxed: a stop flag; a request racing with it is answered either way.
         if self.stopping.load(Ordering::Relaxed) {
             return Err(ApiError::shutting_down());
         }
         let space = decode_space(space)?;
-        self.spaces.get(&space).await?.take(count)
+        self.spaces.take(&space, count, each).await
     }
 
     async fn create<B>(&self, request: Request<B>) -> Result<Answer, ApiError>
@@ -257,6 +269,11 @@ impl Service {
     }
 }
 
+/// `rest` if it is one path segment (no `/`).
+fn segment(rest: Option<&str>) -> Option<&str> {
+    rest.filter(|s| !s.contains('/'))
+}
+
 /// The `count` of a query string: 1 when absent.
 fn parse_count(query: Option<&str>) -> Result<usize, ApiError> {
     let Some(value) = query
@@ -272,8 +289,22 @@ fn parse_count(query: Option<&str>) -> Result<usize, ApiError> {
     }
 }
 
-/// A space name from a path segment: percent-decoded, UTF-8, 1 to 200 bytes.
-fn decode_space(segment: &str) -> Result<String, ApiError> {
+/// A space name from a path segment: percent-decoded, UTF-8, 1 to 200 bytes; borrowed from
+/// the path when it has no escape.
+fn decode_space(segment: &str) -> Result<Cow<'_, str>, ApiError> {
+    let name = if segment.contains('%') {
+        Cow::Owned(percent_decode(segment)?)
+    } else {
+        Cow::Borrowed(segment)
+    };
+    if name.is_empty() || name.len() > 200 {
+        return Err(ApiError::bad_request("a space name has 1 to 200 bytes"));
+    }
+    Ok(name)
+}
+
+/// `segment` with its `%XX` escapes decoded; the result must be UTF-8.
+fn percent_decode(segment: &str) -> Result<String, ApiError> {
     let bytes = segment.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -291,12 +322,7 @@ fn decode_space(segment: &str) -> Result<String, ApiError> {
             i += 1;
         }
     }
-    let name =
-        String::from_utf8(out).map_err(|_| ApiError::bad_request("the space name is not UTF-8"))?;
-    if name.is_empty() || name.len() > 200 {
-        return Err(ApiError::bad_request("a space name has 1 to 200 bytes"));
-    }
-    Ok(name)
+    String::from_utf8(out).map_err(|_| ApiError::bad_request("the space name is not UTF-8"))
 }
 
 /// Compares two tokens in time independent of where they differ.
@@ -316,6 +342,9 @@ mod tests {
         let huge = format!("count={}", MAX_COUNT + 1);
         assert_eq!(parse_count(Some(&huge)).unwrap_err().code, "bad_count");
         assert_eq!(decode_space("a%20b").as_deref(), Ok("a b"));
+        assert!(matches!(decode_space("plain"), Ok(Cow::Borrowed("plain"))));
+        assert_eq!(segment(Some("a")), Some("a"));
+        assert_eq!(segment(Some("a/ids")), None);
         assert!(decode_space("%FF").is_err());
         assert!(decode_space("%G1").is_err());
         assert!(decode_space("").is_err());

@@ -52,7 +52,9 @@ mod idspace_rt;
 mod metrics;
 mod os;
 mod server;
+mod shards;
 mod spaces;
+mod stop;
 mod tokio_rt;
 
 use std::io::Write;

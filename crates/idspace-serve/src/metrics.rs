@@ -1,12 +1,17 @@
 //! [`Metrics`]: the node's counters, rendered in Prometheus' text format by `GET /metrics`.
 //!
-//! Every counter is a relaxed atomic: the numbers are read for display only, never to decide
-//! anything, so no ordering between them is needed.
+//! Every request writes its route's count, its latency bucket and the latency sum. As shared
+//! atomics those lines would bounce between the workers at every request; they are per-CID
+//! counters instead ([`PerCidCounter`], one slot per concurrency ID of the kernel's, added to
+//! with an rseq section, no atomic read-modify-write), summed only when `/metrics` is read.
+//! The numbers are read for display only, never to decide anything, so no ordering between
+//! them is needed.
 
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
+
+use idspace::percid::PerCidCounter;
 
 /// The routes counted apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,36 +40,36 @@ const BUCKETS_US: [u64; 12] = [
 
 /// Request counters and the latency histogram of the whole node.
 pub(crate) struct Metrics {
-    requests: [AtomicU64; ROUTES.len()],
+    requests: [PerCidCounter; ROUTES.len()],
     errors: Mutex<Vec<(&'static str, u64)>>,
     /// Requests at or under each bucket's bound (not cumulative; summed when rendered), and
     /// above the last.
-    buckets: [AtomicU64; BUCKETS_US.len() + 1],
-    latency_ns: AtomicU64,
+    buckets: [PerCidCounter; BUCKETS_US.len() + 1],
+    latency_ns: PerCidCounter,
 }
 
 impl Metrics {
     pub fn new() -> Metrics {
         Metrics {
-            requests: Default::default(),
+            requests: std::array::from_fn(|_| PerCidCounter::new()),
             errors: Mutex::new(Vec::new()),
-            buckets: Default::default(),
-            latency_ns: AtomicU64::new(0),
+            buckets: std::array::from_fn(|_| PerCidCounter::new()),
+            latency_ns: PerCidCounter::new(),
         }
     }
 
     /// Counts one request of `route` answered after `took`, and its error code if it failed.
     pub fn record(&self, route: Route, took: Duration, error: Option<&'static str>) {
         let index = ROUTES.iter().position(|(r, _)| *r == route).unwrap_or(5);
-        self.requests[index].fetch_add(1, Ordering::Relaxed);
+        self.requests[index].add(1);
         let micros = took.as_micros().min(u128::from(u64::MAX)) as u64;
         let bucket = BUCKETS_US
             .iter()
             .position(|bound| micros <= *bound)
             .unwrap_or(BUCKETS_US.len());
-        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        self.buckets[bucket].add(1);
         let nanos = took.as_nanos().min(u128::from(u64::MAX)) as u64;
-        self.latency_ns.fetch_add(nanos, Ordering::Relaxed);
+        self.latency_ns.add(nanos);
         if let Some(code) = error {
             let mut errors = self.errors.lock().unwrap_or_else(|p| p.into_inner());
             match errors.iter_mut().find(|(c, _)| *c == code) {
@@ -83,7 +88,7 @@ impl Metrics {
             "HTTP requests by route.",
         );
         for (index, (_, name)) in ROUTES.iter().enumerate() {
-            let count = self.requests[index].load(Ordering::Relaxed);
+            let count = self.requests[index].sum();
             let _ = writeln!(
                 out,
                 "idspace_serve_requests_total{{route=\"{name}\"}} {count}"
@@ -112,13 +117,13 @@ impl Metrics {
         );
         let mut cumulative = 0;
         for (index, bound) in BUCKETS_US.iter().enumerate() {
-            cumulative += self.buckets[index].load(Ordering::Relaxed);
+            cumulative += self.buckets[index].sum();
             let le = *bound as f64 / 1e6;
             let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
         }
-        cumulative += self.buckets[BUCKETS_US.len()].load(Ordering::Relaxed);
+        cumulative += self.buckets[BUCKETS_US.len()].sum();
         let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
-        let sum = self.latency_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        let sum = self.latency_ns.sum() as f64 / 1e9;
         let _ = writeln!(out, "{name}_sum {sum}");
         let _ = writeln!(out, "{name}_count {cumulative}");
     }

@@ -20,6 +20,7 @@ use hyper::service::service_fn;
 use tokio::sync::{watch, Notify};
 
 use crate::api::Service;
+use crate::stop::{StopSignal, Stopped};
 
 /// How long a graceful stop waits for connections to finish.
 pub(crate) const GRACE: Duration = Duration::from_secs(10);
@@ -98,6 +99,7 @@ pub(crate) async fn serve<L, T>(
     T: Timer + Clone + Send + Sync + 'static,
 {
     let open = Arc::new(Open::default());
+    let stopping = Arc::new(StopSignal::default());
     let mut last_complaint: Option<Instant> = None;
     loop {
         let accepted = match first(listener.accept(), stop.wait_for(|stop| *stop)).await {
@@ -122,11 +124,12 @@ pub(crate) async fn serve<L, T>(
             io,
             timer.clone(),
             service.clone(),
-            stop.clone(),
+            stopping.stopped(),
             opened,
         )));
     }
     drop(listener);
+    stopping.stop();
     let deadline = Instant::now() + GRACE;
     // Acquire pairs with the Release decrement in `connection`.
     while open.count.load(Ordering::Acquire) > 0 {
@@ -148,16 +151,15 @@ pub(crate) async fn serve<L, T>(
 }
 
 /// One connection, served until it closes; asked to finish when `stop` turns true.
-async fn connection<I, T>(
-    io: I,
-    timer: T,
-    service: Arc<Service>,
-    mut stop: watch::Receiver<bool>,
-    opened: Opened,
-) where
+async fn connection<I, T>(io: I, timer: T, service: Arc<Service>, stop: Stopped, opened: Opened)
+where
     I: Read + Write + Unpin + Send + 'static,
     T: Timer + Send + Sync + 'static,
 {
+    // hyper's handler futures must own what they use (`Service::call` lends nothing). Cloning
+    // the node-wide `Arc<Service>` per request would write its count's cache line from every
+    // worker; this connection's own `Arc` around it is written by its task alone.
+    let service = Arc::new(service);
     let handler = service_fn(move |request| {
         let service = service.clone();
         async move { Ok::<_, std::convert::Infallible>(service.handle(request).await) }
@@ -169,10 +171,7 @@ async fn connection<I, T>(
         .max_buf_size(MAX_HEAD)
         .keep_alive(true);
     let mut conn = pin!(builder.serve_connection(io, handler));
-    let stopped = matches!(
-        first(conn.as_mut(), stop.wait_for(|stop| *stop)).await,
-        First::Right(_)
-    );
+    let stopped = matches!(first(conn.as_mut(), stop).await, First::Right(_));
     if stopped {
         conn.as_mut().graceful_shutdown();
         let _ = conn.await;

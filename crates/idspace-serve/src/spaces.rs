@@ -10,52 +10,53 @@
 //! blocks (and runs a tokio runtime of its own, which may not start on a tokio worker), and
 //! no worker of either runtime should wait for a network round trip.
 
-use std::collections::HashMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use idspace::percid::PerCidCounter;
 use idspace_lease::{LeaseError, Node, Store};
 
 use crate::error::ApiError;
 use crate::metrics::{label, metric};
+use crate::shards::Shards;
 
 /// A space's node and its counters.
 pub(crate) struct SpaceNode {
     node: Node,
-    /// IDs answered.
-    issued: AtomicU64,
+    /// IDs answered (per CID: every request adds to it).
+    issued: PerCidCounter,
     /// IDs taken from the node but not answered (a batch that failed half-way).
-    dropped: AtomicU64,
+    dropped: PerCidCounter,
     /// IDs that leases of a crashed process of this identity held (at most that many gaps).
     crash_gap: u64,
 }
 
 impl SpaceNode {
-    /// `count` IDs, or the first error (the IDs taken before it are counted as dropped).
+    /// `count` IDs, each handed to `each`, or the first error (the IDs taken before it are
+    /// counted as dropped: the caller discards what `each` made of them).
     ///
     /// On our runtime the calling task holds a CID (see `idspace_rt`): its IDs come from that
     /// CID's sub-range, which no other running task uses meanwhile. Elsewhere (tokio), from
     /// the sub-range of the CPU the thread runs on.
-    pub fn take(&self, count: usize) -> Result<Vec<u64>, ApiError> {
+    pub fn take(&self, count: usize, mut each: impl FnMut(u64)) -> Result<(), ApiError> {
         let cid = idspace::process::current().and_then(|me| me.cid);
-        let mut ids = Vec::with_capacity(count);
-        for _ in 0..count {
+        for taken in 0..count {
             let next = match cid {
                 Some(cid) => self.node.next_id_on(cid as usize),
                 None => self.node.next_id(),
             };
             match next {
-                Ok(id) => ids.push(id),
+                Ok(id) => each(id),
                 Err(error) => {
-                    self.dropped.fetch_add(ids.len() as u64, Ordering::Relaxed);
+                    self.dropped.add(taken as u64);
                     return Err(error.into());
                 }
             }
         }
-        self.issued.fetch_add(count as u64, Ordering::Relaxed);
-        Ok(ids)
+        self.issued.add(count as u64);
+        Ok(())
     }
 }
 
@@ -73,7 +74,7 @@ pub(crate) struct NodeConfig {
 /// The spaces this node serves.
 pub(crate) struct Spaces {
     config: NodeConfig,
-    nodes: RwLock<HashMap<String, Arc<SpaceNode>>>,
+    nodes: Shards<Arc<SpaceNode>>,
     starting: Mutex<()>,
     /// A connection for admin requests and health checks, made again after a failure.
     store: Mutex<Option<Store>>,
@@ -88,30 +89,32 @@ impl Spaces {
     pub fn new(config: NodeConfig) -> Spaces {
         Spaces {
             config,
-            nodes: RwLock::new(HashMap::new()),
+            nodes: Shards::new(),
             starting: Mutex::new(()),
             store: Mutex::new(None),
             closed: AtomicBool::new(false),
         }
     }
 
-    fn started(&self, space: &str) -> Option<Arc<SpaceNode>> {
-        let nodes = self.nodes.read().unwrap_or_else(|p| p.into_inner());
-        nodes.get(space).cloned()
-    }
-
-    /// The node of `space`, started (off the caller's thread) if it is not yet.
-    pub async fn get(self: &Arc<Self>, space: &str) -> Result<Arc<SpaceNode>, ApiError> {
-        if let Some(node) = self.started(space) {
-            return Ok(node);
+    /// `count` IDs of `space` for `each` (see [`SpaceNode::take`]), its node started (off the
+    /// caller's thread) if it is not yet.
+    pub async fn take(
+        self: &Arc<Self>,
+        space: &str,
+        count: usize,
+        mut each: impl FnMut(u64),
+    ) -> Result<(), ApiError> {
+        if let Some(taken) = self.nodes.with(space, |node| node.take(count, &mut each)) {
+            return taken;
         }
-        let (spaces, space) = (self.clone(), space.to_string());
-        off_thread(move || spaces.start_once(&space)).await?
+        let (spaces, name) = (self.clone(), space.to_string());
+        let node = off_thread(move || spaces.start_once(&name)).await??;
+        node.take(count, each)
     }
 
     fn start_once(&self, space: &str) -> Result<Arc<SpaceNode>, ApiError> {
         let _starting = lock(&self.starting);
-        if let Some(node) = self.started(space) {
+        if let Some(node) = self.nodes.with(space, Arc::clone) {
             return Ok(node);
         }
         // Relaxed: checked under `starting`, which `shutdown` takes after setting it.
@@ -119,8 +122,7 @@ impl Spaces {
             return Err(ApiError::shutting_down());
         }
         let node = Arc::new(self.start(space)?);
-        let mut nodes = self.nodes.write().unwrap_or_else(|p| p.into_inner());
-        nodes.insert(space.to_string(), node.clone());
+        self.nodes.insert(space, node.clone());
         Ok(node)
     }
 
@@ -145,8 +147,8 @@ impl Spaces {
         }
         Ok(SpaceNode {
             node,
-            issued: AtomicU64::new(0),
-            dropped: AtomicU64::new(0),
+            issued: PerCidCounter::new(),
+            dropped: PerCidCounter::new(),
             crash_gap,
         })
     }
@@ -197,7 +199,7 @@ impl Spaces {
             off_thread(move || spaces.with_store(|store| store.schema_version().map(|_| ())))
                 .await?;
         let held = {
-            let nodes = self.nodes.read().unwrap_or_else(|p| p.into_inner());
+            let nodes = self.nodes.all();
             nodes.values().any(|space| {
                 let stats = space.node.stats();
                 stats.left_current + stats.left_next > 0
@@ -224,7 +226,7 @@ impl Spaces {
     /// One line per space: when the lease it serves from expires unless renewed (a node renews
     /// it well before, while the store answers), or that it holds none.
     fn deadlines(&self) -> String {
-        let nodes = self.nodes.read().unwrap_or_else(|p| p.into_inner());
+        let nodes = self.nodes.all();
         let mut names: Vec<&String> = nodes.keys().collect();
         names.sort();
         let mut out = String::new();
@@ -248,7 +250,7 @@ impl Spaces {
     /// Appends every space's series to `out`.
     pub fn render(&self, out: &mut String) {
         let nodes: Vec<(String, Arc<SpaceNode>)> = {
-            let nodes = self.nodes.read().unwrap_or_else(|p| p.into_inner());
+            let nodes = self.nodes.all();
             nodes.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
         };
         let stats: Vec<_> = nodes
@@ -261,7 +263,7 @@ impl Spaces {
                 "idspace_serve_ids_issued_total",
                 "counter",
                 "IDs answered.",
-                |s, _| s.issued.load(Ordering::Relaxed) as f64,
+                |s, _| s.issued.sum() as f64,
             ),
             (
                 "idspace_serve_leases_total",
@@ -303,7 +305,7 @@ impl Spaces {
                 "idspace_serve_dropped_ids_total",
                 "counter",
                 "IDs taken and never answered (a batch failed half-way).",
-                |s, _| s.dropped.load(Ordering::Relaxed) as f64,
+                |s, _| s.dropped.sum() as f64,
             ),
         ];
         for (name, kind, help, read) in series {
@@ -324,7 +326,7 @@ impl Spaces {
         // Relaxed: read under `starting`, taken below.
         self.closed.store(true, Ordering::Relaxed);
         let _starting = lock(&self.starting);
-        let nodes = std::mem::take(&mut *self.nodes.write().unwrap_or_else(|p| p.into_inner()));
+        let nodes = self.nodes.take_all();
         for (name, space) in nodes {
             let Ok(space) = Arc::try_unwrap(space) else {
                 crate::log(&format!(
@@ -332,7 +334,7 @@ impl Spaces {
                 ));
                 continue;
             };
-            let issued = space.issued.load(Ordering::Relaxed);
+            let issued = space.issued.sum();
             match space.node.shutdown() {
                 Ok(done) => crate::log(&format!(
                     "space \"{name}\": {issued} IDs issued; {} IDs parked for the next start, \
