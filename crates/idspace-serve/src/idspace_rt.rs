@@ -31,11 +31,11 @@ use idspace::hyper_rt::{HyperIo, HyperTimer};
 use idspace::net::{TcpListener, TcpStream};
 use idspace::pid::ROOT;
 use idspace::process::ProcessHooks;
-use idspace::sched::Builder;
+use idspace::sched::{Builder, Handle, Runtime};
 use tokio::sync::watch;
 
 use crate::api::Service;
-use crate::server::{serve, Listener};
+use crate::server::{serve, Listener, Task};
 
 struct IdspaceListener(TcpListener);
 
@@ -49,13 +49,9 @@ impl Listener for IdspaceListener {
     }
 }
 
-/// Serves on an idspace runtime of `workers` workers until `stop` turns true.
-pub(crate) fn run(
-    workers: usize,
-    listener: std::net::TcpListener,
-    service: Arc<Service>,
-    stop: watch::Receiver<bool>,
-) -> io::Result<()> {
+/// The runtime: `workers` workers with process hooks, and the PID of the service's process
+/// (made without a task: its threads are the connections).
+fn build(workers: usize) -> io::Result<(Runtime<ProcessHooks>, u32)> {
     let hooks: ProcessHooks = ProcessHooks::for_workers(workers)
         .map_err(|e| io::Error::other(format!("{workers} workers: {e}")))?;
     let threads = idspace::pid::PID_MAX_LIMIT;
@@ -63,37 +59,82 @@ pub(crate) fn run(
         .model()
         .set_pid_max(ROOT, threads)
         .map_err(|e| io::Error::other(format!("pid_max {threads}: {e}")))?;
-    // The service's process, without a task: its threads are the connections.
     let pid = hooks
         .model()
         .fork(ROOT, 0)
         .map_err(|e| io::Error::other(format!("the service's process: {e}")))?
         .tid();
-    let mut runtime = Builder::new()
+    let runtime = Builder::new()
         .workers(workers)
         .hooks(Arc::new(hooks))
         .build()
         .map_err(io::Error::other)?;
+    Ok((runtime, pid))
+}
+
+/// Spawns a connection's task as a new thread of process `pid`; if the model refuses one, the
+/// connection is closed (the task dropped) and that is logged once (`refused`).
+fn spawn_connection(handle: &Handle<ProcessHooks>, pid: u32, task: Task, refused: &AtomicBool) {
+    match handle.spawn_thread_of(pid, task) {
+        // The join handle is dropped: the task is detached and runs to its end.
+        Ok(thread) => drop(thread),
+        Err(error) => {
+            // Relaxed: only whether to log.
+            if !refused.swap(true, Ordering::Relaxed) {
+                crate::log(&format!(
+                    "a connection was closed: no thread for it (logged once): {error}"
+                ));
+            }
+        }
+    }
+}
+
+/// Serves on an idspace runtime of `workers` workers until `stop` turns true.
+pub(crate) fn run(
+    workers: usize,
+    listener: std::net::TcpListener,
+    service: Arc<Service>,
+    stop: watch::Receiver<bool>,
+) -> io::Result<()> {
+    let (mut runtime, pid) = build(workers)?;
     let handle = runtime.handle().clone();
     let refused = AtomicBool::new(false);
     let served = runtime.block_on(async move {
         let listener = IdspaceListener(TcpListener::from_std(listener)?);
         let timer = HyperTimer::new(&handle);
-        let spawn = |task| match handle.spawn_thread_of(pid, task) {
-            // The join handle is dropped: the task is detached and runs to its end.
-            Ok(thread) => drop(thread),
-            Err(error) => {
-                // Relaxed: only whether to log.
-                if !refused.swap(true, Ordering::Relaxed) {
-                    crate::log(&format!(
-                        "a connection was closed: no thread for it (logged once): {error}"
-                    ));
-                }
-            }
-        };
+        let spawn = |task| spawn_connection(&handle, pid, task, &refused);
         serve(listener, spawn, timer, service, stop).await;
         Ok::<(), io::Error>(())
     });
     runtime.shutdown();
     served.map_err(io::Error::other)?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_task_holds_a_cid_of_the_service_process() {
+        let (runtime, pid) = build(2).unwrap();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let refused = AtomicBool::new(false);
+        for _ in 0..4 {
+            let sender = sender.clone();
+            let task: Task = Box::pin(async move {
+                let _ = sender.send(idspace::process::current());
+            });
+            spawn_connection(runtime.handle(), pid, task, &refused);
+        }
+        for _ in 0..4 {
+            let me = receiver
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .unwrap()
+                .expect("a task of a process");
+            assert_eq!(me.root_pid, pid);
+            assert!(me.cid.is_some_and(|cid| cid < 2), "{me:?}");
+        }
+        assert!(!refused.load(Ordering::Relaxed));
+        drop(runtime);
+    }
 }
