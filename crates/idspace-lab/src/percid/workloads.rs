@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -62,7 +62,7 @@ pub(crate) fn window(
     duration: Duration,
     work: &(dyn Fn(u64) + Sync),
 ) -> Result<(Duration, u64), String> {
-    let gate = StartGate::default();
+    let gate = crate::measure::StartGate::default();
     let stop = AtomicBool::new(false);
     let spans: Vec<Span> = thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
@@ -105,36 +105,6 @@ pub(crate) fn window(
         .max()
         .expect("at least one thread");
     Ok((last - first, spans.iter().map(|s| s.ops).sum()))
-}
-
-/// The start line of a [`window`]: threads count themselves in and yield until the caller
-/// opens it. A `std::sync::Barrier` would release them through its mutex one at a time, and in
-/// an oversubscribed run each of them waits behind the threads already working before it can
-/// take it: 256 threads took minutes to get through.
-#[derive(Default)]
-struct StartGate {
-    arrived: AtomicU32,
-    open: AtomicBool,
-}
-
-impl StartGate {
-    fn arrive_and_wait(&self) {
-        // Release pairs with the Acquire load in `open_when`: a thread counted is running.
-        self.arrived.fetch_add(1, Ordering::Release);
-        // Acquire pairs with the Release store in `open_when`.
-        while !self.open.load(Ordering::Acquire) {
-            thread::yield_now();
-        }
-    }
-
-    fn open_when(&self, threads: usize) {
-        // Acquire pairs with every thread's Release increment.
-        while (self.arrived.load(Ordering::Acquire) as usize) < threads {
-            thread::yield_now();
-        }
-        // Release pairs with the threads' Acquire loads.
-        self.open.store(true, Ordering::Release);
-    }
 }
 
 /// Refuses a run whose threads did not all run at once: one that made no operation before the
