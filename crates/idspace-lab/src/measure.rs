@@ -5,8 +5,7 @@
 //! is a set of [`Values`], one per candidate, and a ratio row is asked for against a named
 //! reference column ([`Values::over`]), never against a column index.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Barrier;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -177,7 +176,39 @@ impl From<&Values> for Vec<Option<f64>> {
     }
 }
 
-/// Runs `work(worker, stop)` on `workers` threads that start together (a barrier), lets them
+/// The start line of a timed run: threads count themselves in and yield until the caller
+/// opens it. A `std::sync::Barrier` would release them through its mutex one at a time, and in
+/// an oversubscribed run each of them waits behind the threads already working before it can
+/// take it: 256 threads took minutes to get through.
+#[derive(Default)]
+pub(crate) struct StartGate {
+    arrived: AtomicU32,
+    open: AtomicBool,
+}
+
+impl StartGate {
+    /// Counts the calling thread in, then waits for the gate to open.
+    pub(crate) fn arrive_and_wait(&self) {
+        // Release pairs with the Acquire load in `open_when`: a thread counted is running.
+        self.arrived.fetch_add(1, Ordering::Release);
+        // Acquire pairs with the Release store in `open_when`.
+        while !self.open.load(Ordering::Acquire) {
+            thread::yield_now();
+        }
+    }
+
+    /// Waits until `threads` threads have arrived, then lets them all go.
+    pub(crate) fn open_when(&self, threads: usize) {
+        // Acquire pairs with every thread's Release increment.
+        while (self.arrived.load(Ordering::Acquire) as usize) < threads {
+            thread::yield_now();
+        }
+        // Release pairs with the threads' Acquire loads.
+        self.open.store(true, Ordering::Release);
+    }
+}
+
+/// Runs `work(worker, stop)` on `workers` threads that start together (a [`StartGate`]), lets them
 /// run for `duration`, then raises `stop`; returns the elapsed time and the sum of what the
 /// workers return (their operation counts).
 pub fn timed(
@@ -186,17 +217,17 @@ pub fn timed(
     work: &(dyn Fn(usize, &AtomicBool) -> u64 + Sync),
 ) -> (Duration, u64) {
     let stop = AtomicBool::new(false);
-    let barrier = Barrier::new(workers + 1);
+    let gate = StartGate::default();
     let total = AtomicU64::new(0);
     let start = thread::scope(|scope| {
         for worker in 0..workers {
-            let (stop, barrier, total) = (&stop, &barrier, &total);
+            let (stop, gate, total) = (&stop, &gate, &total);
             scope.spawn(move || {
-                barrier.wait();
+                gate.arrive_and_wait();
                 total.fetch_add(work(worker, stop), Ordering::Relaxed);
             });
         }
-        barrier.wait();
+        gate.open_when(workers);
         let start = Instant::now();
         thread::sleep(duration);
         // Relaxed: the flag only ends the loops; the counts are read after the joins.

@@ -191,6 +191,9 @@ fn compaction(cx: &mut Context, plan: Plan, allowed: &[usize], rows: &mut Vec<Ro
     Produced::default()
 }
 
+/// How long each per-CID data cell runs its threads at once.
+const CELL: std::time::Duration = std::time::Duration::from_millis(60);
+
 /// Per-CID data at this machine's CPU count: a counter and a pool indexed by mm_cid.
 fn per_cid_data(cpus: usize, rows: &RefCell<Vec<Row>>) -> Box<dyn Measurement + '_> {
     Sweep::new(
@@ -199,9 +202,9 @@ fn per_cid_data(cpus: usize, rows: &RefCell<Vec<Row>>) -> Box<dyn Measurement + 
         |&what| what.to_string(),
         move |_, &what| match what {
             "mm_cid counter" => {
-                percid::counter("rseq by mm_cid", cpus, 20_000_000).map(|run| vec![run.ns])
+                percid::counter("rseq by mm_cid", cpus, CELL).map(|run| vec![run.ns])
             }
-            _ => percid::pool("PerCidPool", cpus, 2_000_000).map(|run| vec![run.ns]),
+            _ => percid::pool("PerCidPool", cpus, CELL).map(|run| vec![run.ns]),
         },
     )
     .tables(move |swept, _| {

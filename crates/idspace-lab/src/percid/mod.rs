@@ -5,6 +5,8 @@
 
 pub(crate) mod workloads;
 
+use std::time::Duration;
+
 use idspace::percid::{kernel_aborts, rseq_registration, IndexSource};
 
 use crate::declare::{self, custom, Declared, Measurement, Produced, Sweep};
@@ -26,11 +28,11 @@ impl Experiment for PerCidData {
     }
 
     fn run(&self, cx: &mut Context) -> Result<Section, String> {
-        // Operations per cell, shared by the threads: about 60 ms (quick) or 0.5 s (full) of
-        // one thread's increments on this kind of machine.
-        let (increments, pairs) = match cx.scale {
-            Scale::Quick => (20_000_000, 2_000_000),
-            Scale::Full => (150_000_000, 15_000_000),
+        // Each cell runs its threads at once for this long, plus 2 ms a thread so
+        // that every thread of an oversubscribed cell gets its turns (`workloads::window`).
+        let base = match cx.scale {
+            Scale::Quick => Duration::from_millis(60),
+            Scale::Full => Duration::from_millis(500),
         };
         let aborts_before = kernel_aborts();
         let declared = Declared {
@@ -43,8 +45,8 @@ impl Experiment for PerCidData {
                     .into(),
             ],
             measurements: vec![
-                counter(increments),
-                pool(pairs),
+                counter(base),
+                pool(base),
                 custom(0, move |cx| {
                     let registration = rseq_registration()
                         .map_or_else(|| "none".to_string(), |r| format!("{r:?}").to_lowercase());
@@ -71,13 +73,13 @@ const NOTE: &str = "\"rseq by mm_cid\" and \"rseq by cpu_id\" are `PerCidCounter
     the per-CID shapes keep one per possible CPU.";
 
 /// The counters at every thread count.
-fn counter(increments: u64) -> Box<dyn Measurement> {
+fn counter(base: Duration) -> Box<dyn Measurement> {
     Sweep::new(
         workloads::COUNTERS.to_vec(),
         THREADS.to_vec(),
         |threads| format!("counter, {threads} threads"),
         move |&shape, &threads| {
-            workloads::counter(shape, threads, increments)
+            workloads::counter(shape, threads, workloads::cell_window(base, threads))
                 .map(|run| vec![run.ns, run.slots as f64, run.bytes as f64])
         },
     )
@@ -93,8 +95,9 @@ fn counter(increments: u64) -> Box<dyn Measurement> {
         rows.extend(swept.numbers(2, 0, |t| format!("bytes, {t} threads")));
         let title = format!(
             "Counter (ClickHouse PR #109283's shape): ns per increment per thread, and the \
-             memory the counter holds; {increments} increments per cell, shared by the threads, \
-             median of {}; {} CPUs",
+             memory the counter holds; every cell's threads run at once for {} ms plus 2 ms a \
+             thread, or 4 times as long if they did not (cells where they still did not are refused), median of {}; {} CPUs",
+            base.as_millis(),
             cx.repetitions(),
             cx.cpus()
         );
@@ -105,13 +108,14 @@ fn counter(increments: u64) -> Box<dyn Measurement> {
 }
 
 /// The object caches at every thread count.
-fn pool(pairs: u64) -> Box<dyn Measurement> {
+fn pool(base: Duration) -> Box<dyn Measurement> {
     Sweep::new(
         workloads::POOLS.to_vec(),
         THREADS.to_vec(),
         |threads| format!("pool, {threads} threads"),
         move |&shape, &threads| {
-            workloads::pool(shape, threads, pairs).map(|run| vec![run.ns, run.held as f64])
+            workloads::pool(shape, threads, workloads::cell_window(base, threads))
+                .map(|run| vec![run.ns, run.held as f64])
         },
     )
     .tables(move |swept, cx| {
@@ -126,7 +130,9 @@ fn pool(pairs: u64) -> Box<dyn Measurement> {
         let title = format!(
             "Object cache: ns per take+give pair per thread (bursts of 4 takes, then 4 gives, \
              64-byte objects; 64 objects per slot, thread or queue), and the objects each cache \
-             holds at the end; {pairs} pairs per cell, shared by the threads, median of {}",
+             holds at the end; every cell's threads run at once for {} ms plus 2 ms a thread, \
+             or 4 times as long if they did not (cells where they still did not are refused), median of {}",
+            base.as_millis(),
             cx.repetitions()
         );
         swept.table("pool", title, "ns, x, objects", rows).into()
