@@ -130,9 +130,15 @@ pub(crate) fn wakelist_share(stats: Option<&Stats>) -> f64 {
 }
 
 /// `1 / v` for each value: a time or a cost turned into a speed, so that ratios over a peer
-/// read above 1 when ours is better.
+/// read above 1 when ours is better. A value that is not positive (nothing measured) has no
+/// reciprocal: its cell, and every ratio over it, shows n/a.
 pub(crate) fn reciprocals(values: &Values) -> Values {
-    values.map(|v| 1.0 / v)
+    let cells = values
+        .cells()
+        .iter()
+        .map(|v| v.filter(|v| *v > 0.0 && v.is_finite()).map(|v| 1.0 / v))
+        .collect();
+    Values::new(values.names().to_vec(), cells)
 }
 
 /// Runs `f` with the calling thread pinned to `cpu` (threads and processes it starts inherit
@@ -202,4 +208,19 @@ fn intro(cx: &Context, workers: usize) -> Vec<String> {
         "**hackbench** is the wakelist patch's shape exactly: a group is 20 senders and 20 receivers; each receiver owns one socketpair (`AF_UNIX`, `SOCK_STREAM`) or, in the second table, one pipe, and all 20 senders write into it; each sender writes `-l` 100-byte messages to every receiver of its group, round-robin, and each receiver reads 100 bytes at a time until it has them all. The time runs from the first spawn (hackbench: its start signal) until every task has finished. **Context switching** is UnixBench's pipe-based test: two tasks bounce a counter through two pipes, each checking it. In both, our runtime uses the placement that sends every wakeup to another worker (`Placement::Remote`: the kernel's wakee on an idle CPU), where the wakeup policies differ; the column `wakelist, kernel placement` is the runtime as built by default (a wakee of a running task runs next on its waker's worker, as tokio's LIFO slot does). The share of wakeups that went through a wakelist is reported for every row.".into(),
         "**HTTP** serves the same hyper service (`GET /` answers `hello`, HTTP/1.1 keep-alive, `pipeline_flush`) on our runtime (hyper's runtime traits from idspace's `hyper` feature, the kernel's placement, the default) and on tokio (hyper-util's `TokioIo` over tokio's `TcpStream`), and a hand-rolled single-thread mio loop that parses requests with `httparse` and writes the same bytes (no runtime, no tasks: the practical limit). `wrk` (one thread, `--latency`) drives each; **pinned** rows put the server on one CPU (1 worker) and wrk on another, **unpinned** rows run the server on every CPU and wrk wherever the kernel puts it; the **pipelined** row (pinned) sends 16 requests at a time per connection with a Lua script, as TechEmpower runs wrk. Server CPU is `getrusage(RUSAGE_SELF)` of the lab process over the wrk run (the server runs inside it; wrk is another process), per million answered requests.".into(),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_not_measured_has_no_reciprocal_and_no_ratio() {
+        let names = vec!["ours".to_string(), TOKIO.to_string(), MIO.to_string()];
+        let latency = Values::new(names, vec![Some(500.0), Some(0.0), None]);
+        let speed = reciprocals(&latency);
+        assert_eq!(speed.cells(), [Some(1.0 / 500.0), None, None]);
+        // No `NaNx` or `0.00x` over a missing peer: every ratio over it is n/a.
+        assert_eq!(speed.over(TOKIO), [None, None, None]);
+    }
 }

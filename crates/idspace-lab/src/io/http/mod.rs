@@ -132,6 +132,12 @@ pub(super) fn measurement<'a>(
         }) => notes.push(format!("*HTTP, pinned and pipelined rows:* n/a: {reason}.")),
         Ok(_) => {}
     }
+    if tools.is_ok() && plan.points.iter().any(|p| p.setup == Setup::Pipelined) {
+        notes.push(format!(
+            "*HTTP, pipelined rows, p50 and p99:* n/a: {}.",
+            wrk::PIPELINED
+        ));
+    }
     let workers = cx.cpus();
     let mut subjects: Vec<Subject> = Policy::ALL.into_iter().map(Subject::Ours).collect();
     subjects.extend([Subject::Tokio, Subject::Mio]);
@@ -202,8 +208,8 @@ fn run(
     let cpu_per_million = cpu?.as_secs_f64() * 1e6 / report.requests as f64;
     Ok(vec![
         report.per_second,
-        report.p50,
-        report.p99,
+        report.p50.unwrap_or(f64::NAN),
+        report.p99.unwrap_or(f64::NAN),
         cpu_per_million,
         wakelist_share(stats.as_ref()),
     ])
