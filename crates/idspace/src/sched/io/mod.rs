@@ -39,19 +39,20 @@
 //!
 //! # The shape chosen
 //!
-//! Per-worker pollers stay the default ([`DEFAULT_POLLER`](super::DEFAULT_POLLER)): on no
-//! workload did the shared shape come out ahead. The lab's `io` experiment runs the default
-//! build with each shape; medians of four quick runs, on this 2-core machine while other
-//! builds kept it loaded (load average 20 to 80, so single runs swung by 2x either way), as
-//! per-worker ÷ shared, above 1 when per-worker is the faster:
+//! Per-worker pollers stay the default ([`DEFAULT_POLLER`](super::DEFAULT_POLLER)): they were
+//! the faster on every workload where the shapes differed, and the shared shape won only the
+//! server's CPU per HTTP request, by less than it lost in requests per second. The lab's `io`
+//! experiment runs the default build with each shape; medians of six quick runs, on this 2-core
+//! machine while other builds kept it loaded (load average 20 to 80, so single runs swung by
+//! 2x either way), as per-worker ÷ shared, above 1 when per-worker is the better:
 //!
 //! | workload (2 workers) | per-worker ÷ shared |
 //! |---|---:|
-//! | hackbench over socketpairs, `-g 1 -l 40` / `-g 4 -l 10` | 0.99x / 1.04x |
-//! | hackbench over pipes, `-g 1 -l 40` / `-g 4 -l 10` | 1.50x / 1.35x |
+//! | hackbench over socketpairs, `-g 1 -l 40` / `-g 4 -l 10` | 1.15x / 1.08x |
+//! | hackbench over pipes, `-g 1 -l 40` / `-g 4 -l 10` | 1.19x / 1.20x |
 //! | pipe context switching | 1.00x |
-//! | HTTP under wrk, unpinned, 64 connections: requests/s | 1.38x |
-//! | HTTP, same: server CPU per request | 1.00x |
+//! | HTTP under wrk, unpinned, 64 connections: requests/s | 1.12x |
+//! | HTTP, same: server CPU per request | 0.94x |
 //!
 //! The likely cause, not measured apart: where the workers are busy (hackbench, HTTP), a
 //! worker woken out of the shared poller to run the tasks its events woke leaves the poller
