@@ -9,10 +9,10 @@ use std::pin::Pin;
 use futures_io::{AsyncRead, AsyncWrite};
 use idspace::net::{socketpair, TcpListener, TcpStream, UdpSocket, UnixDatagram};
 use idspace::pipe::pipe;
-use idspace::sched::spawn;
+use idspace::sched::{spawn, Poller};
 
 mod io_util;
-use io_util::{run, runtime};
+use io_util::{run, runtime, runtime_with};
 
 /// Reads through the `AsyncRead` trait until the end of the stream.
 async fn read_to_end(mut reader: impl AsyncRead + Unpin) -> io::Result<Vec<u8>> {
@@ -114,7 +114,13 @@ impl<T> PendingNone<T> for std::task::Poll<Option<T>> {
 
 #[test]
 fn socketpairs_and_pipes_carry_messages_between_tasks_on_other_workers() {
-    let runtime = runtime(2);
+    for poller in Poller::ALL {
+        ping_pong(poller);
+    }
+}
+
+fn ping_pong(poller: Poller) {
+    let runtime = runtime_with(2, poller);
     let rounds = 2000u32;
     let total = run(&runtime, "ping-pong", async move {
         // A counter bounces through a socketpair one way and a pipe the other way.
@@ -145,7 +151,7 @@ fn socketpairs_and_pipes_carry_messages_between_tasks_on_other_workers() {
     let stats = runtime.stats();
     assert!(
         stats.io_events > 0,
-        "the pollers delivered the readiness: {stats:?}"
+        "the {poller} poller delivered the readiness: {stats:?}"
     );
     assert_eq!(runtime.handle().io_sources(), 0);
 }
@@ -155,10 +161,16 @@ fn socketpairs_and_pipes_carry_messages_between_tasks_on_other_workers() {
 /// by another would never be woken, and this would hang.
 #[test]
 fn many_writers_waiting_on_one_socket_are_all_woken() {
+    for poller in Poller::ALL {
+        many_writers(poller);
+    }
+}
+
+fn many_writers(poller: Poller) {
     const SENDERS: usize = 20;
     const MESSAGES: usize = 200;
     const SIZE: usize = 100;
-    let runtime = runtime(2);
+    let runtime = runtime_with(2, poller);
     let received = run(&runtime, "shared socket", async {
         let (receiver, shared) = socketpair()?;
         let shared = std::sync::Arc::new(shared);
@@ -183,7 +195,20 @@ fn many_writers_waiting_on_one_socket_are_all_woken() {
         Ok::<_, io::Error>(received.len())
     })
     .expect("no I/O error");
-    assert_eq!(received, SENDERS * MESSAGES * SIZE);
+    assert_eq!(received, SENDERS * MESSAGES * SIZE, "{poller} poller");
+}
+
+/// With one shared poller every resource is registered with it, counted once, whichever
+/// thread creates it.
+#[test]
+fn a_shared_poller_counts_every_resource_once() {
+    let runtime = runtime_with(3, Poller::Shared);
+    assert_eq!(runtime.handle().poller(), Poller::Shared);
+    let pair = runtime.block_on(async { socketpair() }).unwrap().unwrap();
+    let pipe = run(&runtime, "a pipe on a worker", async { pipe() }).unwrap();
+    assert_eq!(runtime.handle().io_sources(), 4);
+    drop((pair, pipe));
+    assert_eq!(runtime.handle().io_sources(), 0);
 }
 
 #[test]

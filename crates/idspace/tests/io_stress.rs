@@ -5,7 +5,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use idspace::net::{TcpListener, TcpStream};
-use idspace::sched::{spawn, Builder};
+use idspace::sched::{spawn, Builder, Poller};
 
 mod io_util;
 use io_util::{open_fds, LIMIT};
@@ -14,10 +14,22 @@ use io_util::{open_fds, LIMIT};
 const CONNECTIONS: usize = 2000;
 const CLIENTS: usize = 8;
 
+/// Both poller shapes, one after the other (the descriptor counts are the process's: the two
+/// runs must not overlap).
 #[test]
 fn thousands_of_connections_leave_no_source_no_descriptor_and_no_task_behind() {
+    for poller in Poller::ALL {
+        connections_come_and_go(poller);
+    }
+}
+
+fn connections_come_and_go(poller: Poller) {
     let before = open_fds();
-    let mut runtime = Builder::new().workers(4).build().expect("a runtime");
+    let mut runtime = Builder::new()
+        .workers(4)
+        .poller(poller)
+        .build()
+        .expect("a runtime");
     let with_runtime = open_fds();
     let handle = runtime.handle().clone();
     let echoed = runtime.spawn(async move {
@@ -69,7 +81,7 @@ fn thousands_of_connections_leave_no_source_no_descriptor_and_no_task_behind() {
     while !echoed.is_finished() {
         assert!(
             Instant::now() < deadline,
-            "stranded: still running, {} sockets registered",
+            "{poller} poller: stranded: still running, {} sockets registered",
             handle.io_sources()
         );
         std::thread::sleep(Duration::from_millis(5));

@@ -1,8 +1,9 @@
-//! Loom models of the reactor's races (the protocol document, section 8): a worker asleep in
-//! its poller is woken by a notification, a registration from another thread gets a worker
-//! asleep on its futex into its poller, and a readiness edge racing a task's `WouldBlock` and
-//! waker registration is never lost. Each lost wakeup would leave a thread blocked for good,
-//! which loom reports as a deadlock.
+//! Loom models of the reactor's races (the protocol document, sections 8 and 9): a worker
+//! asleep in its poller is woken by a notification, a registration from another thread gets a
+//! worker asleep on its futex into its poller, a readiness edge racing a task's `WouldBlock`
+//! and waker registration is never lost, and with one poller shared by two workers, its holder
+//! is woken by a notification and the poller is always held again while an event waits in it.
+//! Each lost wakeup would leave a thread blocked for good, which loom reports as a deadlock.
 //!
 //! Run with `RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2 cargo test
 //! --release --test loom_io`.
@@ -11,7 +12,7 @@
 
 use std::task::{Poll, Wake, Waker};
 
-use idspace::sched::io_model::{IdlePoller, Readiness};
+use idspace::sched::io_model::{IdlePoller, Readiness, SharedPoller};
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
@@ -103,5 +104,57 @@ fn a_readiness_edge_racing_wouldblock_and_registration_is_never_lost() {
             *woken = false;
         }
         poller.join().unwrap();
+    });
+}
+
+/// Two workers share one poller with a resource registered. Worker 1 may hold it or fail to
+/// and sleep on its futex; a waker publishes a task for worker 0 (so that, if worker 0 holds
+/// the poller, it is woken out of it through the eventfd and lets go of it), and that task
+/// writes to a socket, whose event arrives after the hand-off. Whatever the interleaving,
+/// worker 0 is woken (the eventfd reaches the holder, the only worker in the wait), and some
+/// worker holds the poller again and polls the event: the one that let go idles again before
+/// it can sleep on its futex, and a worker fails to take the poller only while another holds
+/// it.
+#[test]
+fn a_shared_poller_is_held_again_after_its_holder_is_woken() {
+    run_model("shared poller: holder woken, hand-off", || {
+        let runtime = Arc::new(SharedPoller::default());
+        runtime.register(0); // before the workers idle: no one to wake
+        let other = {
+            let runtime = Arc::clone(&runtime);
+            thread::spawn(move || runtime.run_worker(1))
+        };
+        let waker = {
+            let runtime = Arc::clone(&runtime);
+            thread::spawn(move || runtime.push_work(0))
+        };
+        runtime.run_worker(0);
+        waker.join().unwrap();
+        other.join().unwrap();
+    });
+}
+
+/// Two workers asleep on their futexes (nothing registered); a thread that is not a worker
+/// registers a resource with the shared poller, notifying worker 1, and the resource's event
+/// arrives. The notification must get a worker to take the poller, or the event would wait
+/// forever.
+#[test]
+fn a_registration_gets_a_sleeping_worker_to_take_the_shared_poller() {
+    run_model("shared poller: registration against futex parks", || {
+        let runtime = Arc::new(SharedPoller::default());
+        let other = {
+            let runtime = Arc::clone(&runtime);
+            thread::spawn(move || runtime.run_worker(1))
+        };
+        let registrar = {
+            let runtime = Arc::clone(&runtime);
+            thread::spawn(move || {
+                runtime.register(1);
+                runtime.event();
+            })
+        };
+        runtime.run_worker(0);
+        registrar.join().unwrap();
+        other.join().unwrap();
     });
 }

@@ -4,17 +4,17 @@
 use std::cell::RefCell;
 use std::path::PathBuf;
 
-use idspace::sched::{Placement, Policy};
+use idspace::sched::{Placement, Policy, DEFAULT_POLLER};
 
 use super::channel::{TokioPipe, TokioSocketpair};
 use super::kernel::{self, OsSocketpair};
 use super::ours::{OursPipe, OursSocketpair};
 use super::runner::Runtime;
-use super::summary::{best_policy, Goal, Goals};
+use super::summary::{best_policy, poller_line, Goal, Goals};
 use super::tools::{self, Mode};
 use super::{
     reciprocals, runtimes, wakelist_share, workloads, Plan, Subject, HACKBENCH_T, KERNEL, LOCKED,
-    TOKIO,
+    OURS_DEFAULT, TOKIO,
 };
 use crate::declare::{Axes, Measurement, Produced, Sweep, Swept};
 use crate::model::Row;
@@ -59,8 +59,9 @@ pub(super) fn measurements<'a>(
 /// default build.
 fn ours(subject: &Subject) -> Runtime {
     match *subject {
-        Subject::Ours(policy) => Runtime::Ours(policy, Placement::Remote),
-        _ => Runtime::Ours(Policy::Wakelist, Placement::Kernel),
+        Subject::Ours(policy) => Runtime::Ours(policy, Placement::Remote, DEFAULT_POLLER),
+        Subject::OursPoller(poller) => Runtime::Ours(Policy::Wakelist, Placement::Kernel, poller),
+        _ => Runtime::Ours(Policy::Wakelist, Placement::Kernel, DEFAULT_POLLER),
     }
 }
 
@@ -80,14 +81,16 @@ fn hackbench_run(
             let seconds = tools::hackbench(tool, mode, fds == Fds::Pipes, groups, loops)?;
             return Ok(vec![seconds, f64::NAN]);
         }
-        (Subject::Ours(_) | Subject::OursDefault, Fds::Socketpairs) => ours(subject)
-            .run(workers, move || {
+        (Subject::Ours(_) | Subject::OursDefault | Subject::OursPoller(_), Fds::Socketpairs) => {
+            ours(subject).run(workers, move || {
                 workloads::hackbench::<OursSocketpair>(groups, loops)
-            })?,
-        (Subject::Ours(_) | Subject::OursDefault, Fds::Pipes) => ours(subject)
-            .run(workers, move || {
+            })?
+        }
+        (Subject::Ours(_) | Subject::OursDefault | Subject::OursPoller(_), Fds::Pipes) => {
+            ours(subject).run(workers, move || {
                 workloads::hackbench::<OursPipe>(groups, loops)
-            })?,
+            })?
+        }
         (Subject::Tokio, Fds::Socketpairs) => Runtime::Tokio.run(workers, move || {
             workloads::hackbench::<TokioSocketpair>(groups, loops)
         })?,
@@ -199,12 +202,13 @@ fn hackbench_goals(goals: &mut Goals, fds: Fds, point: &str, speed: &crate::meas
             Goal::Report,
         );
     }
+    poller_line(goals, &prefix, OURS_DEFAULT, speed);
 }
 
 /// One context-switching run: round trips per second, and the wakelist share.
 fn switch_run(subject: &Subject, rounds: u64, workers: usize) -> Result<Vec<f64>, String> {
     let ran = match *subject {
-        Subject::Ours(_) | Subject::OursDefault => {
+        Subject::Ours(_) | Subject::OursDefault | Subject::OursPoller(_) => {
             ours(subject).run(workers, move || workloads::switch::<OursPipe>(rounds))?
         }
         Subject::Tokio => {
@@ -253,6 +257,7 @@ fn switch<'a>(rounds: u64, workers: usize, goals: &'a RefCell<Goals>) -> Box<dyn
                 crate::stats::ratio(Some(fastest), speed.get(KERNEL)),
                 Goal::Report,
             );
+            poller_line(&mut goals, "pipe context switching", OURS_DEFAULT, &speed);
         }
         let title = "Pipe-based context switching (UnixBench's shape): round trips per second, higher is better";
         swept
@@ -272,6 +277,8 @@ mod tests {
         let subjects = [
             Subject::Ours(Policy::Locked),
             Subject::OursDefault,
+            Subject::OursPoller(idspace::sched::Poller::Shared),
+            Subject::OursPoller(idspace::sched::Poller::PerWorker),
             Subject::Tokio,
         ];
         for subject in subjects {
@@ -288,7 +295,10 @@ mod tests {
         for subject in hackbench_subjects() {
             for fds in [Fds::Socketpairs, Fds::Pipes] {
                 let metrics = hackbench_run(&subject, fds, (1, 5), 2, tool.as_ref()).unwrap();
-                let ours = matches!(subject, Subject::Ours(_) | Subject::OursDefault);
+                let ours = matches!(
+                    subject,
+                    Subject::Ours(_) | Subject::OursDefault | Subject::OursPoller(_)
+                );
                 let ran = tool.is_some() || !matches!(subject, Subject::Hackbench(_));
                 assert_eq!(metrics[FIGURE] > 0.0, ran, "{}", fds.name());
                 assert_eq!(metrics[SHARE].is_nan(), !ours);

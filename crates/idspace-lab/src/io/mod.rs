@@ -27,7 +27,7 @@ mod workloads;
 
 use std::cell::RefCell;
 
-use idspace::sched::{Policy, Stats};
+use idspace::sched::{Policy, Poller, Stats, DEFAULT_POLLER};
 
 use crate::declare::{self, custom, Declared};
 use crate::measure::Values;
@@ -50,6 +50,9 @@ pub(crate) enum Subject {
     /// wakee of a running task runs next on the waker's worker), beside the forced-remote
     /// columns of the messaging workloads.
     OursDefault,
+    /// The default build with the other poller shape ([`other_poller`]): the column that
+    /// compares the two.
+    OursPoller(Poller),
     /// tokio's multi-thread runtime.
     Tokio,
     /// OS threads of the lab blocking in system calls.
@@ -67,12 +70,32 @@ pub(crate) const KERNEL: &str = "kernel";
 pub(crate) const HACKBENCH_T: &str = "hackbench -T";
 pub(crate) const MIO: &str = "mio loop";
 pub(crate) const OURS_DEFAULT: &str = "wakelist, kernel placement";
+pub(crate) const OURS_SHARED: &str = "wakelist, kernel placement, shared poller";
+pub(crate) const OURS_PER_WORKER: &str = "wakelist, kernel placement, per-worker pollers";
+
+/// The poller shape that is not the default: its column is the default build with it.
+pub(crate) fn other_poller() -> Poller {
+    Poller::ALL
+        .into_iter()
+        .find(|poller| *poller != DEFAULT_POLLER)
+        .unwrap_or(DEFAULT_POLLER)
+}
+
+/// The name of the column that runs the default build with `poller`.
+pub(crate) fn poller_column(poller: Poller) -> &'static str {
+    if poller == Poller::Shared {
+        OURS_SHARED
+    } else {
+        OURS_PER_WORKER
+    }
+}
 
 impl crate::measure::Candidate for Subject {
     fn name(&self) -> &str {
         match self {
             Subject::Ours(policy) => policy.name(),
             Subject::OursDefault => OURS_DEFAULT,
+            Subject::OursPoller(poller) => poller_column(*poller),
             Subject::Tokio => TOKIO,
             Subject::Kernel => KERNEL,
             Subject::Hackbench(Mode::Threads) => HACKBENCH_T,
@@ -85,7 +108,11 @@ impl crate::measure::Candidate for Subject {
 /// Our runtime under every policy (forced-remote) and as built by default, then tokio.
 fn runtimes() -> Vec<Subject> {
     let mut all: Vec<Subject> = Policy::ALL.into_iter().map(Subject::Ours).collect();
-    all.extend([Subject::OursDefault, Subject::Tokio]);
+    all.extend([
+        Subject::OursDefault,
+        Subject::OursPoller(other_poller()),
+        Subject::Tokio,
+    ]);
     all
 }
 
@@ -130,9 +157,15 @@ pub(crate) fn wakelist_share(stats: Option<&Stats>) -> f64 {
 }
 
 /// `1 / v` for each value: a time or a cost turned into a speed, so that ratios over a peer
-/// read above 1 when ours is better.
+/// read above 1 when ours is better. A value that is not positive (nothing measured) has no
+/// reciprocal: its cell, and every ratio over it, shows n/a.
 pub(crate) fn reciprocals(values: &Values) -> Values {
-    values.map(|v| 1.0 / v)
+    let cells = values
+        .cells()
+        .iter()
+        .map(|v| v.filter(|v| *v > 0.0 && v.is_finite()).map(|v| 1.0 / v))
+        .collect();
+    Values::new(values.names().to_vec(), cells)
 }
 
 /// Runs `f` with the calling thread pinned to `cpu` (threads and processes it starts inherit
@@ -191,6 +224,15 @@ impl Experiment for Io {
     }
 }
 
+/// A poller shape as the report describes it.
+fn poller_shape(poller: Poller) -> &'static str {
+    if poller == Poller::Shared {
+        "one shared poller"
+    } else {
+        "a poller per worker"
+    }
+}
+
 fn intro(cx: &Context, workers: usize) -> Vec<String> {
     vec![
         format!(
@@ -200,6 +242,27 @@ fn intro(cx: &Context, workers: usize) -> Vec<String> {
             cx.repetitions()
         ),
         "**hackbench** is the wakelist patch's shape exactly: a group is 20 senders and 20 receivers; each receiver owns one socketpair (`AF_UNIX`, `SOCK_STREAM`) or, in the second table, one pipe, and all 20 senders write into it; each sender writes `-l` 100-byte messages to every receiver of its group, round-robin, and each receiver reads 100 bytes at a time until it has them all. The time runs from the first spawn (hackbench: its start signal) until every task has finished. **Context switching** is UnixBench's pipe-based test: two tasks bounce a counter through two pipes, each checking it. In both, our runtime uses the placement that sends every wakeup to another worker (`Placement::Remote`: the kernel's wakee on an idle CPU), where the wakeup policies differ; the column `wakelist, kernel placement` is the runtime as built by default (a wakee of a running task runs next on its waker's worker, as tokio's LIFO slot does). The share of wakeups that went through a wakelist is reported for every row.".into(),
+        format!(
+            "**Poller shapes.** Our columns run with the default shape, {}; the column `{}` is the default build with the other shape, {}, so that the two are compared on every workload (the summary's `poller` lines). Per-worker: every worker sleeps in its own epoll and polls the resources registered with it. Shared (tokio's driver): one epoll for the runtime, held by at most one parked worker while the other idle workers sleep on their futexes. Either way, readiness for a task homed on another worker travels through that worker's wakelist.",
+            poller_shape(DEFAULT_POLLER),
+            poller_column(other_poller()),
+            poller_shape(other_poller()),
+        ),
         "**HTTP** serves the same hyper service (`GET /` answers `hello`, HTTP/1.1 keep-alive, `pipeline_flush`) on our runtime (hyper's runtime traits from idspace's `hyper` feature, the kernel's placement, the default) and on tokio (hyper-util's `TokioIo` over tokio's `TcpStream`), and a hand-rolled single-thread mio loop that parses requests with `httparse` and writes the same bytes (no runtime, no tasks: the practical limit). `wrk` (one thread, `--latency`) drives each; **pinned** rows put the server on one CPU (1 worker) and wrk on another, **unpinned** rows run the server on every CPU and wrk wherever the kernel puts it; the **pipelined** row (pinned) sends 16 requests at a time per connection with a Lua script, as TechEmpower runs wrk. Server CPU is `getrusage(RUSAGE_SELF)` of the lab process over the wrk run (the server runs inside it; wrk is another process), per million answered requests.".into(),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_not_measured_has_no_reciprocal_and_no_ratio() {
+        let names = vec!["ours".to_string(), TOKIO.to_string(), MIO.to_string()];
+        let latency = Values::new(names, vec![Some(500.0), Some(0.0), None]);
+        let speed = reciprocals(&latency);
+        assert_eq!(speed.cells(), [Some(1.0 / 500.0), None, None]);
+        // No `NaNx` or `0.00x` over a missing peer: every ratio over it is n/a.
+        assert_eq!(speed.over(TOKIO), [None, None, None]);
+    }
 }

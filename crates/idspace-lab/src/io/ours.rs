@@ -10,7 +10,7 @@ use idspace::hyper_rt::{HyperIo, HyperTimer};
 use idspace::net::{TcpListener, UnixStream};
 use idspace::pipe::{Receiver, Sender};
 use idspace::sched::time::sleep;
-use idspace::sched::{Builder, Handle, Placement, Policy, Runtime, Stats};
+use idspace::sched::{Builder, Handle, Placement, Policy, Poller, Runtime, Stats};
 
 use super::channel::Channel;
 use super::http::servers::{serve_connection, ACCEPT_BACKOFF};
@@ -72,10 +72,9 @@ impl Channel for OursPipe {
     }
 }
 
-/// Runs a workload on our runtime with `policy` and `placement`.
+/// Runs a workload on our runtime with `policy`, `placement` and `poller`.
 pub(crate) fn run(
-    policy: Policy,
-    placement: Placement,
+    (policy, placement, poller): (Policy, Placement, Poller),
     workers: usize,
     make: impl FnOnce() -> io::Result<Workload>,
 ) -> Result<Ran, String> {
@@ -83,6 +82,7 @@ pub(crate) fn run(
         .workers(workers)
         .policy(policy)
         .placement(placement)
+        .poller(poller)
         .build()
         .map_err(|e| e.to_string())?;
     // Opened inside the runtime, whose pollers register the channels.
@@ -119,13 +119,14 @@ pub(crate) struct HttpServer {
 impl HttpServer {
     /// Serves `listener` on a new runtime of `workers` workers.
     pub(crate) fn start(
-        policy: Policy,
+        (policy, poller): (Policy, Poller),
         workers: usize,
         listener: std::net::TcpListener,
     ) -> Result<HttpServer, String> {
         let runtime = Builder::new()
             .workers(workers)
             .policy(policy)
+            .poller(poller)
             .build()
             .map_err(|e| e.to_string())?;
         let listener = runtime

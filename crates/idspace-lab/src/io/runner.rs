@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use idspace::sched::{Placement, Policy};
+use idspace::sched::{Placement, Policy, Poller};
 
 use super::ours;
 use super::workloads::{Failed, Workload};
@@ -14,8 +14,8 @@ use crate::wake::workloads::{tokio_run_all, Ran};
 /// A runtime that runs the workloads' futures.
 #[derive(Clone, Copy)]
 pub(crate) enum Runtime {
-    /// Ours, with a wakeup policy and a placement.
-    Ours(Policy, Placement),
+    /// Ours, with a wakeup policy, a placement and a poller shape.
+    Ours(Policy, Placement, Poller),
     /// tokio's multi-thread runtime, with its own I/O driver.
     Tokio,
 }
@@ -29,7 +29,9 @@ impl Runtime {
         make: impl FnOnce() -> std::io::Result<Workload> + Send + 'static,
     ) -> Result<Ran, String> {
         match self {
-            Runtime::Ours(policy, placement) => ours::run(policy, placement, workers, make),
+            Runtime::Ours(policy, placement, poller) => {
+                ours::run((policy, placement, poller), workers, make)
+            }
             Runtime::Tokio => tokio_run(workers, make),
         }
     }

@@ -2,7 +2,7 @@
 //! Ratios read above 1 when ours is better: speeds over the peer's, and for times, latencies
 //! and CPU costs the peer's over ours.
 
-use idspace::sched::Policy;
+use idspace::sched::{Policy, DEFAULT_POLLER};
 
 use crate::measure::Values;
 use crate::model::{Row, Table};
@@ -79,14 +79,29 @@ fn yes_no(met: bool) -> String {
 }
 
 /// Our fastest configuration in `speed` (higher is better: every policy, and the default
-/// build where measured) and its speed, if any has one.
+/// build with either poller shape where measured) and its speed, if any has one.
 pub(crate) fn best_policy(speed: &Values) -> Option<(&'static str, f64)> {
     Policy::ALL
         .iter()
         .map(|p| p.name())
-        .chain([super::OURS_DEFAULT])
+        .chain([
+            super::OURS_DEFAULT,
+            super::poller_column(super::other_poller()),
+        ])
         .filter_map(|name| speed.get(name).map(|s| (name, s)))
         .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// The summary line comparing the poller shapes at one point: the column `default` (the
+/// runtime as built by default) over the same build with the other shape, both speeds (higher
+/// is better), so that it reads above 1 when the default shape is the faster.
+pub(crate) fn poller_line(goals: &mut Goals, prefix: &str, default: &str, speed: &Values) {
+    let other = super::other_poller();
+    goals.push(
+        format!("{prefix}: {DEFAULT_POLLER} poller (the default) vs {other} poller"),
+        crate::stats::ratio(speed.get(default), speed.get(super::poller_column(other))),
+        Goal::Report,
+    );
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::hooks::{Hooks, NoHooks};
+use super::io::Poller;
 use super::placement::Placement;
 use super::runtime::{Runtime, RuntimeState};
 use super::worker::{self, PollBudget};
@@ -23,6 +24,9 @@ pub const MAX_POLL: Duration = Duration::from_secs(1);
 
 /// The blocking pool's default size ([`Builder::blocking_threads`]).
 pub const DEFAULT_BLOCKING_THREADS: usize = 64;
+
+/// The poller shape a [`Builder`] starts with (see [`Poller`]).
+pub const DEFAULT_POLLER: Poller = Poller::PerWorker;
 
 /// How a wakeup reaches a task's target worker.
 ///
@@ -177,6 +181,7 @@ pub struct Builder<H: Hooks = NoHooks> {
     workers: usize,
     policy: Policy,
     placement: Placement,
+    poller: Poller,
     poll: Duration,
     hooks: Arc<H>,
     blocking_threads: usize,
@@ -188,6 +193,7 @@ impl<H: Hooks> Clone for Builder<H> {
             workers: self.workers,
             policy: self.policy,
             placement: self.placement,
+            poller: self.poller,
             poll: self.poll,
             hooks: Arc::clone(&self.hooks),
             blocking_threads: self.blocking_threads,
@@ -207,6 +213,7 @@ impl<H: Hooks> fmt::Debug for Builder<H> {
             .field("workers", &self.workers)
             .field("policy", &self.policy)
             .field("placement", &self.placement)
+            .field("poller", &self.poller)
             .field("poll", &self.poll)
             .field("blocking_threads", &self.blocking_threads)
             .field("hooks", &std::any::type_name::<H>())
@@ -222,6 +229,7 @@ impl Builder {
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             policy: Policy::Wakelist,
             placement: Placement::Kernel,
+            poller: DEFAULT_POLLER,
             poll: Duration::from_micros(50),
             hooks: Arc::new(NoHooks),
             blocking_threads: DEFAULT_BLOCKING_THREADS,
@@ -252,6 +260,14 @@ impl<H: Hooks> Builder<H> {
         self
     }
 
+    /// How the workers share epoll: a poller each ([`Poller::PerWorker`]) or one for the whole
+    /// runtime, held by one parked worker at a time ([`Poller::Shared`], tokio's shape). The
+    /// default is [`DEFAULT_POLLER`].
+    pub fn poller(mut self, poller: Poller) -> Self {
+        self.poller = poller;
+        self
+    }
+
     /// The longest an idle worker polls its queues before it parks. The kernel's idle polling
     /// lasts roughly 10–60 µs; zero parks at once. Within it, each worker adapts its poll to
     /// its recent idle periods, and polls only while another worker runs (see `idle.rs`). At
@@ -277,6 +293,7 @@ impl<H: Hooks> Builder<H> {
             workers: self.workers,
             policy: self.policy,
             placement: self.placement,
+            poller: self.poller,
             poll: self.poll,
             hooks,
             blocking_threads: self.blocking_threads,
@@ -322,8 +339,7 @@ impl<H: Hooks> Builder<H> {
     pub(super) fn try_shared(self) -> Result<Arc<RuntimeState<H>>, BuildError> {
         RuntimeState::new(
             self.workers,
-            self.policy,
-            self.placement,
+            (self.policy, self.placement, self.poller),
             PollBudget(self.poll),
             self.hooks,
             self.blocking_threads,

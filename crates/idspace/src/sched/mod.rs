@@ -147,10 +147,13 @@ pub mod protocol {
 }
 
 pub use bell::{Bell, Until};
-pub use builder::{BuildError, Builder, Policy, DEFAULT_BLOCKING_THREADS, MAX_POLL, MAX_WORKERS};
+pub use builder::{
+    BuildError, Builder, Policy, DEFAULT_BLOCKING_THREADS, DEFAULT_POLLER, MAX_POLL, MAX_WORKERS,
+};
 pub use hooks::{Exit, Hooks, NoHooks, TaskId};
 #[cfg(not(loom))]
 pub use io::spawn_blocking;
+pub use io::Poller;
 pub use join::{JoinError, JoinHandle, Panic};
 pub use placement::Placement;
 #[cfg(all(feature = "hyper", not(loom)))]

@@ -10,6 +10,7 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use super::builder::{BuildError, Builder, Policy};
 use super::hooks::{Exit, Hooks, NoHooks, TaskId};
+use super::io::Poller;
 #[cfg(not(loom))]
 use super::io::{BlockingPool, Reactor};
 use super::join::{JoinHandle, JoinSlot};
@@ -40,6 +41,8 @@ pub(crate) struct RuntimeState<H: Hooks> {
     policy: Policy,
     placement: Placement,
     poll: PollBudget,
+    /// Whether the workers share one poller.
+    poller: Poller,
     hooks: Arc<H>,
     /// Every live task, for shutdown.
     registry: Registry<H>,
@@ -64,20 +67,16 @@ impl<H: Hooks> RuntimeState<H> {
     /// The shared state of a runtime of `workers` workers, before any thread starts.
     ///
     /// # Errors
-    /// The system refused a worker's poller (an epoll instance or its eventfd).
+    /// The system refused a poller (an epoll instance or its eventfd).
     pub(super) fn new(
         workers: usize,
-        policy: Policy,
-        placement: Placement,
+        (policy, placement, poller): (Policy, Placement, Poller),
         poll: PollBudget,
         hooks: Arc<H>,
         blocking_threads: usize,
     ) -> Result<Arc<Self>, BuildError> {
         let count = workers;
-        let workers = (0..count)
-            .map(|_| Worker::new())
-            .collect::<Result<Box<[_]>, _>>()
-            .map_err(|error| BuildError::Poller(error.to_string()))?;
+        let workers = new_workers(count, poller)?;
         #[cfg(loom)]
         let _ = blocking_threads;
         Ok(Arc::new(RuntimeState {
@@ -86,6 +85,7 @@ impl<H: Hooks> RuntimeState<H> {
             policy,
             placement,
             poll,
+            poller,
             hooks,
             registry: Registry::new(),
             timers: Timers::new(count),
@@ -101,6 +101,18 @@ impl<H: Hooks> RuntimeState<H> {
     }
     pub(crate) fn worker(&self, index: usize) -> &Worker<H> {
         &self.workers[index]
+    }
+
+    /// Every distinct poller: each worker's, or the one they share.
+    #[cfg(not(loom))]
+    fn reactors(&self) -> impl Iterator<Item = &Reactor> {
+        let distinct = match self.poller {
+            Poller::PerWorker => self.workers.len(),
+            Poller::Shared => 1,
+        };
+        self.workers[..distinct]
+            .iter()
+            .map(|worker| &**worker.reactor)
     }
 
     pub(crate) fn workers(&self) -> &[Worker<H>] {
@@ -292,6 +304,39 @@ impl<H: Hooks> RuntimeState<H> {
         }
         self.external.add_to(&mut total);
         total
+    }
+}
+
+/// `count` workers, each with its own poller or all with one shared poller.
+///
+/// # Errors
+/// The system refused a poller (an epoll instance or its eventfd).
+fn new_workers<H: Hooks>(count: usize, poller: Poller) -> Result<Box<[Worker<H>]>, BuildError> {
+    #[cfg(loom)]
+    {
+        let _ = poller;
+        Ok((0..count).map(|_| Worker::new()).collect())
+    }
+    #[cfg(not(loom))]
+    {
+        let new_reactor = || {
+            Reactor::new()
+                .map(|reactor| Arc::new(CachePadded::new(reactor)))
+                .map_err(|error| BuildError::Poller(error.to_string()))
+        };
+        let shared = match poller {
+            Poller::PerWorker => None,
+            Poller::Shared => Some(new_reactor()?),
+        };
+        (0..count)
+            .map(|_| {
+                let reactor = match &shared {
+                    Some(shared) => Arc::clone(shared),
+                    None => new_reactor()?,
+                };
+                Ok(Worker::new(reactor))
+            })
+            .collect()
     }
 }
 
@@ -649,11 +694,12 @@ impl<H: Hooks> Handle<H> {
     /// ```
     #[cfg(not(loom))]
     pub fn io_sources(&self) -> usize {
-        self.shared
-            .workers
-            .iter()
-            .map(|worker| worker.reactor.sources())
-            .sum()
+        self.shared.reactors().map(Reactor::sources).sum()
+    }
+
+    /// Whether the workers poll a poller each or share one.
+    pub fn poller(&self) -> Poller {
+        self.shared.poller
     }
 
     /// The runtime's hooks.
@@ -910,8 +956,8 @@ impl<H: Hooks> Runtime<H> {
         // blocking pool cancels its queue.
         #[cfg(not(loom))]
         {
-            for worker in shared.workers.iter() {
-                worker.reactor.close();
+            for reactor in shared.reactors() {
+                reactor.close();
             }
             shared.blocking.shut_down();
         }

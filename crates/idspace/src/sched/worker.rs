@@ -50,18 +50,16 @@ pub(crate) struct Worker<H: Hooks> {
     pub(crate) counters: CachePadded<Counters>,
     /// The next slot and the running task's waker record: this worker's thread only.
     pub(crate) local: CachePadded<Local<H>>,
-    /// The worker's poller (its thread polls it; anyone registers and wakes).
+    /// The worker's poller: its own, or the runtime's shared one (whichever worker holds it
+    /// polls it; anyone registers and wakes).
     #[cfg(not(loom))]
-    pub(crate) reactor: CachePadded<Reactor>,
+    pub(crate) reactor: Arc<CachePadded<Reactor>>,
 }
 
 impl<H: Hooks> Worker<H> {
-    /// A worker with empty queues and its own poller.
-    ///
-    /// # Errors
-    /// The system refused the poller (an epoll instance or its eventfd).
-    pub(crate) fn new() -> std::io::Result<Self> {
-        Ok(Worker {
+    /// A worker with empty queues polling `reactor` (its own, or the runtime's shared one).
+    pub(crate) fn new(#[cfg(not(loom))] reactor: Arc<CachePadded<Reactor>>) -> Self {
+        Worker {
             queue: CachePadded::new(Mutex::new(RunQueue {
                 tasks: VecDeque::new(),
                 closed: false,
@@ -75,8 +73,8 @@ impl<H: Hooks> Worker<H> {
             counters: CachePadded::new(Counters::default()),
             local: CachePadded::new(Local::new()),
             #[cfg(not(loom))]
-            reactor: CachePadded::new(Reactor::new()?),
-        })
+            reactor,
+        }
     }
 
     /// Tasks queued on the run queue (a hint, read without the lock).
@@ -315,7 +313,7 @@ pub(crate) fn run<H: Hooks>(shared: Arc<RuntimeState<H>>, index: usize) {
         // The busy worker's look at its poller, so that a long run queue does not starve I/O.
         #[cfg(not(loom))]
         if passes % IO_PASSES == 0 && worker.reactor.sources() > 0 {
-            let events = worker.reactor.turn(Some(Duration::ZERO));
+            let events = worker.reactor.poll_now();
             worker.counters.io_events.add(events as u64);
         }
         if balancing && passes % balance::BALANCE_PASSES == 0 {
@@ -428,8 +426,9 @@ fn idle<H: Hooks>(
 
 /// Parks the idle worker until notified or until `timer`: in `epoll_wait` when resources are
 /// registered with its poller (read after the fence of `start_polling`, like the queues: a
-/// registration from another thread publishes the count and notifies), else on its futex.
-/// Returns whether it slept.
+/// registration from another thread publishes the count and notifies) and it holds the poller
+/// (a shared poller is held by one parked worker at a time: the others sleep on their
+/// futexes, see the protocol, section 9), else on its futex. Returns whether it slept.
 ///
 /// `epoll_wait` counts in whole milliseconds: the wait is rounded *down* to them, and a timer
 /// due within the next millisecond is waited for on the futex, so that timers keep their
@@ -442,13 +441,17 @@ fn park<H: Hooks>(worker: &Worker<H>, timer: Option<Instant>) -> bool {
             Duration::from_millis(left.as_millis() as u64)
         });
         if worker.reactor.sources() > 0 && wait.is_none_or(|wait| !wait.is_zero()) {
-            return match worker.idle.park_in_poller(|| worker.reactor.turn(wait)) {
-                Some(events) => {
-                    worker.counters.io_events.add(events as u64);
-                    true
-                }
-                None => false,
-            };
+            if let Some(mut held) = worker.reactor.hold() {
+                // Let go only after the word left PARKED_POLLER: a notification that finds it
+                // there writes the eventfd of the poller this worker still holds.
+                return match worker.idle.park_in_poller(|| held.turn(wait)) {
+                    Some(events) => {
+                        worker.counters.io_events.add(events as u64);
+                        true
+                    }
+                    None => false,
+                };
+            }
         }
     }
     worker.idle.park(timer)
@@ -496,7 +499,7 @@ fn poll<H: Hooks>(
         }
         // The poller, too: an event's wakeup comes to this idle worker as local work.
         if worker.reactor.sources() > 0 {
-            let events = worker.reactor.turn(Some(Duration::ZERO));
+            let events = worker.reactor.poll_now();
             if events > 0 {
                 worker.counters.io_events.add(events as u64);
                 return true;

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use idspace::sched::{Builder, Runtime};
+use idspace::sched::{Builder, Poller, Runtime};
 
 /// How long any one I/O test's body may take before it counts as hung.
 pub const LIMIT: Duration = Duration::from_secs(20);
@@ -13,6 +13,15 @@ pub const LIMIT: Duration = Duration::from_secs(20);
 /// A runtime of `workers` workers with default settings.
 pub fn runtime(workers: usize) -> Runtime {
     Builder::new().workers(workers).build().expect("a runtime")
+}
+
+/// A runtime of `workers` workers with default settings but `poller`.
+pub fn runtime_with(workers: usize, poller: Poller) -> Runtime {
+    Builder::new()
+        .workers(workers)
+        .poller(poller)
+        .build()
+        .expect("a runtime")
 }
 
 /// Runs `body` as a task of `runtime` and returns its output, failing the test (instead of

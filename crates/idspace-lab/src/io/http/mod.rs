@@ -8,10 +8,12 @@ mod wrk;
 use std::cell::RefCell;
 use std::path::PathBuf;
 
-use idspace::sched::Policy;
+use idspace::sched::{Policy, DEFAULT_POLLER};
 
-use super::summary::{best_policy, Goal, Goals};
-use super::{on_cpu, reciprocals, wakelist_share, Subject, MIO, TOKIO};
+use super::summary::{best_policy, poller_line, Goal, Goals};
+use super::{
+    on_cpu, other_poller, poller_column, reciprocals, wakelist_share, Subject, MIO, TOKIO,
+};
 use crate::cputime::CpuClock;
 use crate::declare::{Measurement, Produced, Sweep, Swept};
 use crate::model::Row;
@@ -132,9 +134,25 @@ pub(super) fn measurement<'a>(
         }) => notes.push(format!("*HTTP, pinned and pipelined rows:* n/a: {reason}.")),
         Ok(_) => {}
     }
+    if tools.is_ok() && plan.points.iter().any(|p| p.setup == Setup::Pipelined) {
+        notes.push(format!(
+            "*HTTP, pipelined rows, p50 and p99:* n/a: {}.",
+            wrk::PIPELINED
+        ));
+    }
+    if tools.is_ok() && plan.points.iter().any(|p| p.setup != Setup::Unpinned) {
+        notes.push(format!(
+            "*HTTP, pinned and pipelined rows, column `{}`:* n/a: the server runs one worker there, and with one worker both poller shapes are the same runtime (one worker, one poller); the unpinned rows compare them.",
+            poller_column(other_poller())
+        ));
+    }
     let workers = cx.cpus();
     let mut subjects: Vec<Subject> = Policy::ALL.into_iter().map(Subject::Ours).collect();
-    subjects.extend([Subject::Tokio, Subject::Mio]);
+    subjects.extend([
+        Subject::OursPoller(other_poller()),
+        Subject::Tokio,
+        Subject::Mio,
+    ]);
     let seconds = plan.seconds;
     Sweep::new(subjects, plan.points, label, move |subject, point| {
         let Ok(tools) = &tools else {
@@ -169,12 +187,17 @@ fn run(
     tools: &Tools,
 ) -> Result<Vec<f64>, String> {
     let server = match *subject {
-        Subject::Ours(policy) => Server::Ours(policy),
-        Subject::OursDefault => Server::Ours(Policy::Wakelist),
+        Subject::Ours(policy) => Server::Ours(policy, DEFAULT_POLLER),
+        Subject::OursDefault => Server::Ours(Policy::Wakelist, DEFAULT_POLLER),
+        Subject::OursPoller(poller) => Server::Ours(Policy::Wakelist, poller),
         Subject::Tokio => Server::Tokio,
         Subject::Mio => Server::Mio,
         Subject::Kernel | Subject::Hackbench(_) => return Err("serves no HTTP".into()),
     };
+    if matches!(subject, Subject::OursPoller(_)) && point.setup != Setup::Unpinned {
+        // One worker: the same runtime as the default column (see the note).
+        return Ok(vec![f64::NAN; METRICS]);
+    }
     let (server_cpu, wrk_cpu, workers) = match point.setup {
         Setup::Unpinned => (None, None, workers),
         Setup::Pinned | Setup::Pipelined => match tools.cpus {
@@ -202,8 +225,8 @@ fn run(
     let cpu_per_million = cpu?.as_secs_f64() * 1e6 / report.requests as f64;
     Ok(vec![
         report.per_second,
-        report.p50,
-        report.p99,
+        report.p50.unwrap_or(f64::NAN),
+        report.p99.unwrap_or(f64::NAN),
         cpu_per_million,
         wakelist_share(stats.as_ref()),
     ])
@@ -277,7 +300,12 @@ fn http_goals(
     let Some((best, fastest)) = best_policy(rates) else {
         return;
     };
-    let prefix = format!("HTTP, {}: {best} (our fastest)", label(point));
+    let name = format!("HTTP, {}", label(point));
+    if point.setup == Setup::Unpinned {
+        poller_line(goals, &format!("{name}: requests/s"), "wakelist", rates);
+        poller_line(goals, &format!("{name}: CPU per request"), "wakelist", cost);
+    }
+    let prefix = format!("{name}: {best} (our fastest)");
     goals.push(
         format!("{prefix}: CPU per request vs tokio"),
         ratio(cost.get(best), cost.get(TOKIO)),

@@ -14,7 +14,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use idspace::sched::{Policy, Stats};
+use idspace::sched::{Policy, Poller, Stats};
 
 use super::mio_loop::{bind, MioServer};
 use crate::io::ours;
@@ -51,8 +51,8 @@ pub(crate) const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 /// A server of the experiment.
 #[derive(Clone, Copy)]
 pub(crate) enum Server {
-    /// hyper on our runtime, with a wakeup policy and the kernel's placement.
-    Ours(Policy),
+    /// hyper on our runtime, with a wakeup policy, the kernel's placement and a poller shape.
+    Ours(Policy, Poller),
     /// hyper on tokio's multi-thread runtime.
     Tokio,
     /// The single-thread mio loop.
@@ -78,9 +78,11 @@ impl Server {
     pub(crate) fn start(self, workers: usize) -> Result<Running, String> {
         let (listener, addr) = bind()?;
         let serving = match self {
-            Server::Ours(policy) => {
-                Serving::Ours(ours::HttpServer::start(policy, workers, listener)?)
-            }
+            Server::Ours(policy, poller) => Serving::Ours(ours::HttpServer::start(
+                (policy, poller),
+                workers,
+                listener,
+            )?),
             Server::Tokio => Serving::Tokio(tokio_server(workers, listener)?),
             Server::Mio => {
                 Serving::Mio(MioServer::start(listener).map_err(|e| format!("mio loop: {e}"))?)
@@ -139,7 +141,8 @@ mod tests {
 
     #[test]
     fn every_server_answers_hello_and_stops() {
-        for server in [Server::Ours(Policy::Wakelist), Server::Tokio, Server::Mio] {
+        let ours = Poller::ALL.map(|poller| Server::Ours(Policy::Wakelist, poller));
+        for server in ours.into_iter().chain([Server::Tokio, Server::Mio]) {
             let running = server.start(2).unwrap();
             let mut client = std::net::TcpStream::connect(running.addr).unwrap();
             client
@@ -155,7 +158,7 @@ mod tests {
             assert_eq!(answers.matches("\r\n\r\nhello").count(), 2, "{answers}");
             assert!(answers.contains("HTTP/1.1 404 Not Found\r\n"), "{answers}");
             let stats = running.stop().unwrap();
-            assert_eq!(stats.is_some(), matches!(server, Server::Ours(_)));
+            assert_eq!(stats.is_some(), matches!(server, Server::Ours(..)));
         }
     }
 }

@@ -42,11 +42,22 @@ pub(crate) struct Report {
     pub requests: u64,
     /// Responses per second.
     pub per_second: f64,
-    /// Median latency, µs.
-    pub p50: f64,
-    /// 99th-percentile latency, µs.
-    pub p99: f64,
+    /// Median latency, µs; `None` when wrk's percentiles cannot be trusted ([`PIPELINED`]).
+    pub p50: Option<f64>,
+    /// 99th-percentile latency, µs; `None` likewise.
+    pub p99: Option<f64>,
 }
+
+/// Why a pipelined run has no latency percentiles. wrk records one latency sample per batch
+/// (when the last of the batch's responses arrives), but its coordinated-omission correction
+/// (`stats_correct`) takes the expected interval per *request*: it adds synthetic samples down
+/// to that interval, below the smallest recorded one, where its percentile walk (from the
+/// recorded minimum up) never looks. High percentiles then find no rank and print `0.00us`,
+/// and every percentile counts samples no request had.
+pub(crate) const PIPELINED: &str = "wrk's latency percentiles are not measurements under \
+     pipelining: it records one sample per batch, and its coordinated-omission correction, \
+     computed per request, adds samples below the recorded minimum that its percentile walk \
+     never reaches (p99 prints as 0.00us)";
 
 /// The pipelining script, written to a temporary file for wrk to load and removed on drop.
 pub(crate) struct Script(PathBuf);
@@ -93,7 +104,16 @@ pub(crate) fn run(
         .map_err(|e| format!("cannot run {}: {e}", tool.display()))?;
     let deadline = Duration::from_secs(load.seconds + 30);
     let stdout = wait(child, deadline)?;
-    parse(&stdout)
+    let report = parse(&stdout)?;
+    Ok(if load.depth > 1 {
+        Report {
+            p50: None,
+            p99: None,
+            ..report
+        }
+    } else {
+        report
+    })
 }
 
 /// Waits for `child` at most `deadline`, killing it then; its standard output.
@@ -129,13 +149,14 @@ fn wait(mut child: Child, deadline: Duration) -> Result<String, String> {
 }
 
 /// Parses wrk's report; an error if it saw socket errors or non-2xx answers (the server, not
-/// the load, would then be what is measured).
+/// the load, would then be what is measured), or if a percentile is impossible (zero, or below
+/// the median: wrk's percentile walk fell off its histogram, see [`PIPELINED`]).
 pub(crate) fn parse(out: &str) -> Result<Report, String> {
     let mut report = Report {
         requests: 0,
         per_second: f64::NAN,
-        p50: f64::NAN,
-        p99: f64::NAN,
+        p50: None,
+        p99: None,
     };
     for line in out.lines().map(str::trim) {
         if line.starts_with("Socket errors:") || line.starts_with("Non-2xx") {
@@ -144,15 +165,24 @@ pub(crate) fn parse(out: &str) -> Result<Report, String> {
         if let Some(rate) = line.strip_prefix("Requests/sec:") {
             report.per_second = number(rate.trim(), out)?;
         } else if let Some(p50) = line.strip_prefix("50%") {
-            report.p50 = micros(p50.trim()).ok_or_else(|| unreadable(out))?;
+            report.p50 = Some(micros(p50.trim()).ok_or_else(|| unreadable(out))?);
         } else if let Some(p99) = line.strip_prefix("99%") {
-            report.p99 = micros(p99.trim()).ok_or_else(|| unreadable(out))?;
+            report.p99 = Some(micros(p99.trim()).ok_or_else(|| unreadable(out))?);
         } else if let Some((count, _)) = line.split_once(" requests in ") {
             report.requests = count.trim().parse().map_err(|_| unreadable(out))?;
         }
     }
-    if report.per_second.is_nan() || report.p99.is_nan() || report.p50.is_nan() {
+    let (Some(p50), Some(p99)) = (report.p50, report.p99) else {
         return Err(unreadable(out));
+    };
+    if report.per_second.is_nan() {
+        return Err(unreadable(out));
+    }
+    if p50 <= 0.0 || p99 < p50 {
+        return Err(format!(
+            "wrk printed impossible latency percentiles (p50 {p50} µs, p99 {p99} µs): {}",
+            out.trim()
+        ));
     }
     if report.requests == 0 {
         return Err(format!("wrk got no response: {}", out.trim()));
@@ -208,8 +238,17 @@ Transfer/sec:      8.05MB
         let report = parse(OUTPUT).unwrap();
         assert_eq!(report.requests, 103_045);
         assert_eq!(report.per_second, 102_874.56);
-        assert_eq!(report.p50, 580.0);
-        assert_eq!(report.p99, 1200.0);
+        assert_eq!(report.p50, Some(580.0));
+        assert_eq!(report.p99, Some(1200.0));
+    }
+
+    #[test]
+    fn a_percentile_walk_that_fell_off_the_histogram_is_refused() {
+        // What wrk prints for a pipelined run (see `PIPELINED`).
+        let fell_off = OUTPUT
+            .replace("90%  700.00us", "90%    0.00us")
+            .replace("99%    1.20ms", "99%    0.00us");
+        assert!(parse(&fell_off).unwrap_err().contains("impossible"));
     }
 
     #[test]

@@ -1,11 +1,11 @@
-//! The runtime's reactor: readiness from edge-triggered epoll (through `mio`), one poller per
-//! worker.
+//! The runtime's reactor: readiness from edge-triggered epoll (through `mio`), with a poller
+//! per worker or one shared by all of them ([`Poller`]).
 //!
 //! # Design
 //!
-//! Each worker owns a `mio::Poll` ([`Reactor`]). A resource is registered with the poller of
-//! the worker that creates it (or, from a `block_on` thread, of a worker chosen round-robin).
-//! The owning worker polls it:
+//! With [`Poller::PerWorker`] each worker owns a `mio::Poll` ([`Reactor`]). A resource is
+//! registered with the poller of the worker that creates it (or, from a `block_on` thread, of
+//! a worker chosen round-robin). The owning worker polls it:
 //!
 //! * **idle**, it sleeps in `epoll_wait` instead of on its futex, as long as resources are
 //!   registered with it, bounded by its next timer, so that I/O, timers and wakeups all end
@@ -16,10 +16,15 @@
 //! * **busy**, every [`IO_PASSES`] passes of its loop, with a zero timeout, so that I/O is not
 //!   starved by a long run queue.
 //!
+//! With [`Poller::Shared`] the workers share one `mio::Poll`, behind a try-lock: the idle
+//! worker that takes it sleeps in `epoll_wait`, the other idle workers on their futexes, and
+//! the busy and spinning looks poll it only when no one holds it (the protocol document,
+//! section 9).
+//!
 //! An event sets the resource's readiness word ([`readiness`]) and wakes its reader or writer
 //! through the runtime's ordinary wakeup path: a task whose last worker is another one travels
 //! there through that worker's wakelist, like the kernel's network softirq waking a task on
-//! another CPU.
+//! another CPU. That holds for both shapes.
 //!
 //! # Where we differ from tokio
 //!
@@ -28,7 +33,33 @@
 //! no lock around the poller and keep a resource's events on one CPU, and they keep the wakelist
 //! series' path for cross-worker wakeups. Their cost: a resource's events are delivered
 //! only by its worker, so a worker stuck in a long poll delays them (the busy poll bounds it),
-//! and resources stay with the worker that registered them.
+//! and resources stay with the worker that registered them. The shared shape, tokio's, lets
+//! any idle worker deliver any event, at the cost of a worker woken out of the poller leaving
+//! it free until another idle worker takes it.
+//!
+//! # The shape chosen
+//!
+//! Per-worker pollers stay the default ([`DEFAULT_POLLER`](super::DEFAULT_POLLER)): they were
+//! the faster on every workload where the shapes differed, and the shared shape won only the
+//! server's CPU per HTTP request, by less than it lost in requests per second. The lab's `io`
+//! experiment runs the default build with each shape; medians of six quick runs, on this 2-core
+//! machine while other builds kept it loaded (load average 20 to 80, so single runs swung by
+//! 2x either way), as per-worker ÷ shared, above 1 when per-worker is the better:
+//!
+//! | workload (2 workers) | per-worker ÷ shared |
+//! |---|---:|
+//! | hackbench over socketpairs, `-g 1 -l 40` / `-g 4 -l 10` | 1.15x / 1.08x |
+//! | hackbench over pipes, `-g 1 -l 40` / `-g 4 -l 10` | 1.19x / 1.20x |
+//! | pipe context switching | 1.00x |
+//! | HTTP under wrk, unpinned, 64 connections: requests/s | 1.12x |
+//! | HTTP, same: server CPU per request | 0.94x |
+//!
+//! The likely cause, not measured apart: where the workers are busy (hackbench, HTTP), a
+//! worker woken out of the shared poller to run the tasks its events woke leaves the poller
+//! free, and events then wait for a busy worker's periodic look or for the other worker to
+//! park; per-worker pollers always have their worker in `epoll_wait` when it idles. The shapes
+//! do not differ with one worker (the pinned HTTP rows), and the shared shape's cost (a
+//! try-lock per look) showed nowhere.
 
 #[cfg(not(loom))]
 mod blocking;
@@ -48,6 +79,52 @@ pub(crate) use blocking::BlockingPool;
 pub(crate) use reactor::Reactor;
 #[cfg(not(loom))]
 pub(crate) use source::IoSource;
+
+/// How a runtime's workers share epoll: a poller each, or one for the whole runtime.
+///
+/// ```
+/// use idspace::sched::{Builder, Poller};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Builder::new().workers(2).poller(Poller::Shared).build()?;
+/// assert_eq!(runtime.handle().poller(), Poller::Shared);
+/// let names: Vec<&str> = Poller::ALL.iter().map(|poller| poller.name()).collect();
+/// assert_eq!(names, ["per-worker", "shared"]);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Poller {
+    /// Every worker owns a poller and polls it alone; a resource is registered with the poller
+    /// of the worker that creates it (thread-per-core style). A readiness event for a task
+    /// homed on another worker travels through that worker's wakelist.
+    PerWorker,
+    /// One poller for the whole runtime, held by at most one parked worker at a time while
+    /// the other idle workers sleep on their futexes (tokio's driver). Readiness for a task
+    /// homed on another worker travels through that worker's wakelist, as with
+    /// [`PerWorker`](Poller::PerWorker).
+    Shared,
+}
+
+impl Poller {
+    /// Both shapes, in the order the lab reports them.
+    pub const ALL: [Poller; 2] = [Poller::PerWorker, Poller::Shared];
+
+    /// The shape's name: `per-worker` or `shared`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Poller::PerWorker => "per-worker",
+            Poller::Shared => "shared",
+        }
+    }
+}
+
+impl std::fmt::Display for Poller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 #[cfg(not(loom))]
 std::thread_local! {

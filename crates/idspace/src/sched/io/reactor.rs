@@ -1,12 +1,17 @@
-//! One worker's poller: a `mio::Poll` (edge-triggered epoll), its eventfd waker, and the
-//! resources registered with it.
+//! A poller: a `mio::Poll` (edge-triggered epoll), its eventfd waker, and the resources
+//! registered with it. One per worker, or one for the whole runtime ([`Poller`]).
 //!
-//! Only the owning worker's thread polls ([`Reactor::turn`]); any thread registers and
-//! deregisters (epoll's control calls are thread-safe) and wakes the worker through the
-//! eventfd. A resource's token is the address of its [`IoState`], which the reactor keeps
-//! alive while it is registered and, after it is deregistered, until the owning worker's next
-//! turn begins: events for it may sit in the batch the worker is dispatching, but none can come
-//! from an `epoll_wait` that starts after `EPOLL_CTL_DEL` returned.
+//! One thread at a time polls: the one that holds the poller ([`Reactor::hold`], a try-lock,
+//! as tokio's driver sits behind a `TryLock`). With a poller per worker only its worker ever
+//! tries, so the hold always succeeds; a shared poller is held by at most one worker at a
+//! time, and the others do without it. Any thread registers and deregisters (epoll's control
+//! calls are thread-safe) and wakes the holder through the eventfd. A resource's token is the
+//! address of its [`IoState`], which the reactor keeps alive while it is registered and, after
+//! it is deregistered, until the next turn begins (under the hold): events for it may sit in the
+//! batch being dispatched, but none can come from an `epoll_wait` that starts after
+//! `EPOLL_CTL_DEL` returned.
+//!
+//! [`Poller`]: super::Poller
 
 use std::collections::HashMap;
 use std::io;
@@ -17,7 +22,7 @@ use mio::{Events, Interest, Poll, Registry, Token};
 
 use super::readiness::{self, IoState};
 // Not under loom (mio is not modeled): std's primitives through the facade.
-use crate::sync::unmodeled::{Arc, Mutex};
+use crate::sync::unmodeled::{Arc, Mutex, MutexGuard};
 use crate::sync::{self, AtomicUsize, Ordering};
 
 /// The token of the eventfd waker: no `IoState` lives at address 0.
@@ -42,7 +47,7 @@ struct Sources {
     closed: bool,
 }
 
-/// One worker's poller.
+/// A poller (a worker's, or the runtime's shared one).
 pub(crate) struct Reactor {
     polling: Mutex<Polling>,
     registry: Registry,
@@ -116,35 +121,30 @@ impl Reactor {
         }
     }
 
-    /// Wakes the worker out of `epoll_wait` (an eventfd write). A wakeup that finds the worker
-    /// awake makes its next wait return at once: harmless.
+    /// Wakes the holder out of `epoll_wait` (an eventfd write). A wakeup that finds no one in
+    /// the wait makes the next wait return at once: harmless.
     pub(crate) fn wake(&self) {
         // An eventfd write fails only if the counter would overflow, which mio handles by
         // resetting it; any other error leaves nothing to do but let the wait time out.
         let _ = self.waker.wake();
     }
 
-    /// Polls for events for at most `timeout` (`None`: until one arrives) and delivers them to
-    /// their resources' states, whose wakers run the runtime's wakeup path. Returns how many
-    /// resource events it delivered (the waker's event not counted). Only the owning worker's
-    /// thread calls this.
-    pub(crate) fn turn(&self, timeout: Option<Duration>) -> usize {
-        // Freed before the wait: their tokens were in no batch still being dispatched.
-        let released = std::mem::take(&mut sync::lock(&self.sources).released);
-        drop(released);
-        let mut polling = sync::lock(&self.polling);
-        let Polling { poll, events } = &mut *polling;
-        if let Err(error) = poll.poll(events, timeout) {
-            // EINTR (a signal) ends the wait early like a spurious wakeup; anything else
-            // would recur, and the worker's loop goes on with its other work.
-            if error.kind() != io::ErrorKind::Interrupted {
-                debug_assert!(false, "epoll_wait failed: {error}");
-            }
-            return 0;
-        }
-        super::while_delivering(|| Self::deliver(events))
+    /// Takes the poller if no other thread holds it: the holder alone waits in it and
+    /// dispatches its events. `None` while another worker holds it (a shared poller).
+    pub(crate) fn hold(&self) -> Option<Held<'_>> {
+        let polling = sync::try_lock(&self.polling)?;
+        Some(Held {
+            reactor: self,
+            polling,
+        })
     }
 
+    /// Polls with a zero timeout if the poller is free ([`hold`](Self::hold)): the events
+    /// delivered, 0 if another thread holds it (that one delivers them).
+    pub(crate) fn poll_now(&self) -> usize {
+        self.hold()
+            .map_or(0, |mut held| held.turn(Some(Duration::ZERO)))
+    }
     /// Sets the readiness of each event's resource, waking its waiters.
     fn deliver(events: &Events) -> usize {
         let mut delivered = 0;
@@ -181,6 +181,35 @@ impl Reactor {
         for state in live.into_values() {
             state.shut_down();
         }
+    }
+}
+
+/// The poller, held: its holder waits in it and dispatches its events. Dropping it lets the
+/// next worker take the poller.
+pub(crate) struct Held<'a> {
+    reactor: &'a Reactor,
+    polling: MutexGuard<'a, Polling>,
+}
+
+impl Held<'_> {
+    /// Polls for events for at most `timeout` (`None`: until one arrives) and delivers them to
+    /// their resources' states, whose wakers run the runtime's wakeup path. Returns how many
+    /// resource events it delivered (the waker's event not counted).
+    pub(crate) fn turn(&mut self, timeout: Option<Duration>) -> usize {
+        // Freed before the wait, under the hold: their tokens were in no batch still being
+        // dispatched (the previous holder's dispatch ended before it let go).
+        let released = std::mem::take(&mut sync::lock(&self.reactor.sources).released);
+        drop(released);
+        let Polling { poll, events } = &mut *self.polling;
+        if let Err(error) = poll.poll(events, timeout) {
+            // EINTR (a signal) ends the wait early like a spurious wakeup; anything else
+            // would recur, and the worker's loop goes on with its other work.
+            if error.kind() != io::ErrorKind::Interrupted {
+                debug_assert!(false, "epoll_wait failed: {error}");
+            }
+            return 0;
+        }
+        super::while_delivering(|| Reactor::deliver(events))
     }
 }
 
