@@ -34,12 +34,16 @@
 //!
 //! [`rseq`] reads the kernel's own mm_cid for the calling thread.
 
+use crate::prelude::*;
+
 mod bitmap;
+#[cfg(feature = "std")]
 pub(crate) mod current;
 mod error;
 mod lazy;
 mod mask;
 mod rework;
+#[cfg(feature = "std")]
 pub mod rseq;
 mod runqueue;
 mod task;

@@ -38,10 +38,10 @@
 //! # Cost
 //!
 //! Each slot sits on its own cache line (padded by [`CachePadded`]) and a thread starts its
-//! search at a slot of its own (spread by a thread-local's address), so sections on different
-//! CPUs write no shared line; only grace periods read all of them. On x86 the compare-exchange
-//! that claims a slot is a locked instruction, itself a full barrier, so there the reader's
-//! fence is only a compiler fence (an `mfence` would cost about as much again as the rest of a
+//! search at a slot of its own (spread by [`host::slot_hint`](crate::host::slot_hint)), so
+//! sections on different CPUs write no shared line; only grace periods read all of them. On
+//! x86 the compare-exchange that claims a slot is a locked instruction, itself a full barrier,
+//! so there the reader's fence is only a compiler fence (an `mfence` would cost about as much again as the rest of a
 //! lookup); loom and Miri, which check the language's memory model rather than the hardware's,
 //! and every other architecture get the fence itself.
 //!
@@ -60,6 +60,7 @@
 //! * Grace periods are detected by polling ([`Readers::passed`]) or spinning
 //!   ([`Readers::synchronize`]); there are no callbacks and no grace-period thread.
 
+use crate::prelude::*;
 use crate::sync::{fence, spin_wait, AtomicU64, Ordering};
 #[cfg(not(loom))]
 use crate::util::hash::mix;
@@ -67,12 +68,6 @@ use crossbeam_utils::CachePadded;
 
 /// The most reader slots one structure may have (and the size of a [`Snapshot`]).
 pub(crate) const MAX_SLOTS: usize = 64;
-
-#[cfg(not(loom))]
-crate::sync::thread_local! {
-    /// Its address tells threads apart, to spread their first choice of slot.
-    static THREAD_KEY: u8 = const { 0 };
-}
 
 /// The reader slots of one structure.
 pub(crate) struct Readers {
@@ -235,11 +230,12 @@ fn claim(slot: &AtomicU64, value: u64) -> bool {
     }
 }
 
-/// The slot a thread tries first: spread by the address of a thread-local.
+/// The slot a thread tries first: spread by the host's slot hint (with `std`, the address of a
+/// thread-local; in a kernel, the CPU's index).
 #[cfg(not(loom))]
 #[inline]
 fn first_choice() -> usize {
-    let key = THREAD_KEY.with(|key| core::ptr::from_ref(key).addr());
+    let key = crate::host::slot_hint();
     mix(key as u64, 0) as usize
 }
 

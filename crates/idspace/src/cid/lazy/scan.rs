@@ -1,9 +1,10 @@
 //! The periodic scan over CPUs that takes back CIDs no task uses (`task_mm_cid_work`), where it
 //! runs ([`ScanPlacement`]), and what it cost ([`ScanStats`]).
 
-use std::time::{Duration, Instant};
+use core::time::Duration;
 
 use super::SpaceState;
+use crate::lock::Locks;
 use crate::sync::{AtomicU64, Ordering};
 
 /// Where the periodic CID scan of a [`LazyCids`](super::LazyCids) space runs.
@@ -48,7 +49,7 @@ pub enum ScanPlacement {
     /// Gabriele Monaco's "sched: Move task_mm_cid_work to mm delayed work": a worker thread of
     /// the space runs the scan every period (the `delayed_work`), and returns at once when no
     /// CID is taken. Switches never run it.
-    #[cfg(not(loom))]
+    #[cfg(all(feature = "std", not(loom)))]
     Worker {
         /// Time between scans.
         period: Duration,
@@ -88,7 +89,7 @@ impl ScanPlacement {
         match self {
             ScanPlacement::OnDemand => None,
             ScanPlacement::Tick { period } => Some(period),
-            #[cfg(not(loom))]
+            #[cfg(all(feature = "std", not(loom)))]
             ScanPlacement::Worker { period } => Some(period),
         }
     }
@@ -135,8 +136,9 @@ impl ScanStats {
 /// The scan's clock and probe.
 pub(super) struct ScanState {
     pub(super) placement: ScanPlacement,
-    /// When the space was made: the tick's clock counts from here.
-    started: Instant,
+    /// When the space was made, on the host's clock ([`host::now_ns`](crate::host::now_ns)):
+    /// the tick's clock counts from here.
+    started: u64,
     /// Nanoseconds since `started` at which the next scan is due (`mm_cid_next_scan`).
     next_scan: AtomicU64,
     invocations: AtomicU64,
@@ -149,7 +151,7 @@ impl ScanState {
         let period = placement.period().map_or(0, nanos);
         ScanState {
             placement,
-            started: Instant::now(),
+            started: crate::host::now_ns(),
             next_scan: AtomicU64::new(period),
             invocations: AtomicU64::new(0),
             total_ns: AtomicU64::new(0),
@@ -183,7 +185,7 @@ fn nanos(duration: Duration) -> u64 {
 /// period" (`SCHED_MM_CID_PERIOD_NS`), counted in scans, which are a period apart.
 const UNUSED_SCANS: u64 = 2;
 
-impl SpaceState {
+impl<L: Locks> SpaceState<L> {
     /// Counts a switch-in on `cpu` (its runqueue held); true if it is a tick that finds the
     /// scan due and wins it (`task_tick_mm_cid`, then the `task_work`'s check): the caller runs
     /// [`SpaceState::scan`] once it released the runqueue.
@@ -199,7 +201,7 @@ impl SpaceState {
             return false;
         }
         switches.store(0, Ordering::Relaxed);
-        let now = nanos(self.scan.started.elapsed());
+        let now = crate::host::now_ns().saturating_sub(self.scan.started);
         // Relaxed: the compare-and-swap below decides which tick wins a period.
         let due = self.scan.next_scan.load(Ordering::Relaxed);
         now >= due
@@ -220,7 +222,7 @@ impl SpaceState {
     /// down at their next switch-in. No runqueue lock is taken: each CPU's word goes through the
     /// lock-free remote transitions of [`pcpu`](super::pcpu).
     pub(super) fn scan(&self) {
-        let started = Instant::now();
+        let started = crate::host::now_ns();
         // Relaxed: the epoch is a clock for the "unused" heuristic.
         let now = self.hot.epoch.fetch_add(1, Ordering::Relaxed) + 1;
         for pcpu in self.pcpus.iter() {
@@ -243,11 +245,13 @@ impl SpaceState {
                 pcpu.remote_clear(&self.cids);
             }
         }
-        self.scan.record(started.elapsed());
+        self.scan.record(Duration::from_nanos(
+            crate::host::now_ns().saturating_sub(started),
+        ));
     }
 
     /// The worker's scan: none at all when no CID is taken (the delayed-work series, patch 2).
-    #[cfg(not(loom))]
+    #[cfg(all(feature = "std", not(loom)))]
     pub(super) fn worker_scan(&self) {
         if self.cids.count() == 0 {
             self.scan.record(Duration::ZERO);
@@ -257,16 +261,17 @@ impl SpaceState {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(all(feature = "std", not(loom)))]
 pub(super) use worker::Worker;
 
 /// The series' `delayed_work`: a thread of the space's own.
-#[cfg(not(loom))]
+#[cfg(all(feature = "std", not(loom)))]
 mod worker {
     use std::thread::{self, JoinHandle};
     use std::time::{Duration, Instant};
 
     use super::SpaceState;
+    use crate::lock::Locks;
     use crate::sync::{Arc, AtomicBool, Ordering};
 
     /// A thread that scans every period until dropped.
@@ -276,8 +281,8 @@ mod worker {
     }
 
     impl Worker {
-        pub(in crate::cid::lazy) fn start(
-            shared: Arc<SpaceState>,
+        pub(in crate::cid::lazy) fn start<L: Locks>(
+            shared: Arc<SpaceState<L>>,
             period: Duration,
         ) -> std::io::Result<Worker> {
             let stop = Arc::new(AtomicBool::new(false));
