@@ -131,11 +131,13 @@
 //!
 //! # Features: with and without `std`
 //!
-//! The default `std` feature brings the runtime, the process layer, [`percid`], the kernel's
+//! The default `std` feature brings the runtime, the process layer, [`percid`]'s structures
+//! that find their own index (rseq, thread IDs, the running task's CID), the kernel's
 //! rseq mm_cid and the `std` defaults of the two seams every family goes through: [`lock`]
 //! (each structure's locks, a `lock_api` type parameter, `parking_lot`'s by default) and
 //! [`host`] (the CPU count, the current CPU and the clock). Without it, [`table`], [`pid`],
-//! [`cid`] and [`range`] build on `core` + `alloc`, on `spin`'s locks unless the user names
+//! [`cid`], [`range`] and [`percid::PerIndex`] (slots indexed by a CPU or CID the caller
+//! names) build on `core` + `alloc`, on `spin`'s locks unless the user names
 //! their own, with the host a kernel [`install`](host::install)s; the README's "Using idspace
 //! without std" section and the `kernel_style` example show it.
 //!
@@ -172,7 +174,6 @@ pub mod hyper_rt;
 pub mod lock;
 #[cfg(all(feature = "std", not(loom)))]
 pub mod net;
-#[cfg(feature = "std")]
 pub mod percid;
 pub mod pid;
 #[cfg(all(feature = "std", not(loom)))]

@@ -92,10 +92,15 @@ impl<'a, T, L: Locks> ChainGuard<'a, T, L> {
     /// Links `node` first; the caller's reference to it becomes the chain's.
     #[inline]
     fn link(&mut self, node: NonNull<Node<T>>) {
-        // Relaxed: the node is not reachable from the chain yet; the store below publishes it.
+        // Release, like every link: a node moved by a split is still reachable from its old
+        // chain, and a lookup standing on it follows this store into the new chain, whose
+        // nodes were made by other threads. The Release fence in `ScaledChains::grow` already
+        // orders that in the language, but ThreadSanitizer does not model fences, and without
+        // this edge it sees the lookup's reads of the new chain's nodes race the writes that
+        // made them. On x86 a Release store is the same `mov`.
         self.node(node)
             .next
-            .store(self.head.load(Ordering::Relaxed), Ordering::Relaxed);
+            .store(self.head.load(Ordering::Relaxed), Ordering::Release);
         // Release: see the type's docs.
         self.head.store(node.as_ptr(), Ordering::Release);
     }
