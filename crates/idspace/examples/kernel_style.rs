@@ -13,7 +13,8 @@
 //! would). The kernel boots two CPUs, installs its host (CPU count, current CPU, tick clock),
 //! restores a container whose init keeps PID 1 inside with `set_tid`, forks processes into it,
 //! runs a round-robin scheduler loop that switches their tasks' CIDs on both CPUs, gives each
-//! process POSIX-timer IDs (one of them restored at its exact ID), then reaps everything.
+//! process POSIX-timer IDs (one of them restored at its exact ID), counts the switches per CID
+//! in per-CID slots it indexes itself (`percid::PerIndex`), then reaps everything.
 
 mod kernel {
     extern crate alloc;
@@ -24,6 +25,7 @@ mod kernel {
     use idspace::cid::{CidAllocator, Rework, Task};
     use idspace::host::{self, Host};
     use idspace::lock::MutexOnly;
+    use idspace::percid::PerIndex;
     use idspace::pid::{PerCpu, Pid, PidAllocator, PidError, ROOT};
     use idspace::table::{IdTable, ScaledHash, Sizing, MAX_ID};
 
@@ -116,6 +118,8 @@ mod kernel {
         pub switches: usize,
         /// The largest CID any task saw (below the CPU count: CIDs are compact).
         pub max_cid: u32,
+        /// Context switches per CID, counted in per-CID slots.
+        pub switches_per_cid: Vec<u64>,
         /// Timer IDs handed out, over every process.
         pub timers: usize,
         /// The exact timer ID a restored timer got back.
@@ -146,6 +150,9 @@ mod kernel {
         let cids = Rework::<Locks>::with_locks(CPUS)?;
         let timers = ScaledHash::<u64, Locks>::with_locks_and_sizing(Sizing::growing(), MAX_ID)
             .map_err(|_| KernelError("sizing"))?;
+        // Per-CID data, one slot per CID the space can give (CIDs stay below the CPU count).
+        let per_cid =
+            PerIndex::new(CPUS, |_| AtomicU64::new(0)).map_err(|_| KernelError("cpus"))?;
         let mut summary = Summary::default();
 
         // The root's init, then a container restored with its init at PID 1 inside.
@@ -173,6 +180,11 @@ mod kernel {
                 let next = &mut processes[(round * CPUS + cpu) % count];
                 let cid = cids.switch(cpu, Some(&next.task))?.unwrap_or(0);
                 summary.max_cid = summary.max_cid.max(cid);
+                let slot = per_cid
+                    .get(cid as usize)
+                    .ok_or(KernelError("a CID past the CPUs"))?;
+                // Relaxed: a statistic, read after the loop by this thread.
+                slot.fetch_add(1, Ordering::Relaxed);
                 summary.switches += 1;
                 let owner = u64::from(next.pid.ids()[0]);
                 match timers.create(owner, round as u64) {
@@ -194,6 +206,7 @@ mod kernel {
             .map_err(|rejected| KernelError(rejected.error.as_str()))?;
         timers.set_restore(owner, false);
         summary.timers = timers.len();
+        summary.switches_per_cid = per_cid.iter().map(|n| n.load(Ordering::Relaxed)).collect();
         reap(&pids, &cids, &timers, processes, root_init)?;
         Ok(summary)
     }
@@ -240,6 +253,12 @@ fn main() {
                 "{} context switches, CIDs below {} on 2 CPUs",
                 summary.switches,
                 summary.max_cid + 1
+            );
+            println!("switches per CID: {:?}", summary.switches_per_cid);
+            assert_eq!(
+                summary.switches_per_cid.iter().sum::<u64>(),
+                summary.switches as u64,
+                "every switch counted in its CID's slot"
             );
             println!(
                 "{} timers, one restored at its exact ID {}",

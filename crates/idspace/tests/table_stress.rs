@@ -248,7 +248,11 @@ fn lookups_race_removes_and_splits() {
 fn lookups_walk_chains_that_splits_move() {
     use idspace::table::{ScaledHash, Sizing};
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-    let creates: u32 = if cfg!(debug_assertions) { 6_000 } else { 60_000 };
+    let creates: u32 = if cfg!(debug_assertions) {
+        6_000
+    } else {
+        60_000
+    };
     for round in 0..4u64 {
         // Long chains, so that a split moves many nodes past the lookups walking them.
         let sizing = Sizing::Growing {
