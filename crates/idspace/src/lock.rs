@@ -10,8 +10,9 @@
 //! structure on other locks is built with a constructor whose name starts with `with_locks`,
 //! and an explicit type.
 //!
-//! * With the `std` feature, [`DefaultLocks`] is [`StdLocks`]: `parking_lot`'s raw locks, whose
-//!   waiters spin briefly, then yield, then park ([`StdLocks`] says why the tables want that).
+//! * With the `std` feature, [`DefaultLocks`] is [`StdLocks`]: `parking_lot`'s raw mutex, whose
+//!   waiters spin briefly, then yield, then park, and std's futex reader-writer lock
+//!   ([`StdLocks`] says why each).
 //!   Under loom and Miri the same type holds model-checked spinlocks on the crate's facade
 //!   atomics instead, so every lock stays visible to the checkers.
 //! * Without `std`, [`DefaultLocks`] is [`SpinLocks`]: the `spin` crate's spinlocks.
@@ -105,16 +106,21 @@ pub(crate) fn rwlock<L: Locks, T>(value: T) -> RwLock<L, T> {
     lock_api::RwLock::from_raw(L::new_rwlock(), value)
 }
 
-/// `parking_lot`'s raw locks (loom's and Miri's checked spinlocks under those checkers): the
-/// default with the `std` feature.
+/// `parking_lot`'s raw mutex and std's reader-writer lock (loom's and Miri's checked
+/// spinlocks under those checkers): the default with the `std` feature.
 ///
-/// Why not std's: a table lock is held for a few nanoseconds, but with more threads than CPUs
+/// Why not std's mutex: a table lock is held for a few nanoseconds, but with more threads than CPUs
 /// a holder is sometimes preempted inside it. std's futex mutex then sends every waiter to
 /// sleep after a short spin, and each unlock pays a wake-up system call; once a lock is
 /// contended in this way it stays so (a lock convoy). `parking_lot`'s waiters spin briefly and
 /// then *yield* a few times before parking, which hands the CPU to the preempted holder, and
 /// its fast paths are one compare-exchange each way on one byte. The kernel's spinlocks never
 /// meet this case: it disables preemption while one is held.
+///
+/// Why std's reader-writer lock, through a copy of its futex implementation
+/// ([`FutexRwLock`]): `parking_lot`'s hands the lock to writers more often, and the IDR
+/// designs' lookups, which share the lock with allocations that hold it exclusively, ran at
+/// half their speed on it (see [`FutexRwLock`]).
 ///
 /// Under Miri the structures take spinlocks on the facade's atomics instead: `parking_lot`'s
 /// parking path stores thread pointers in integers, which Miri's strict-provenance mode
@@ -134,8 +140,14 @@ pub struct StdLocks;
 #[cfg(all(feature = "std", not(any(loom, miri))))]
 impl Locks for StdLocks {
     type Mutex = parking_lot::RawMutex;
-    type RwLock = parking_lot::RawRwLock;
+    type RwLock = FutexRwLock;
 }
+
+#[cfg(all(feature = "std", not(any(loom, miri))))]
+mod futex;
+/// std's futex reader-writer lock as a `lock_api::RawRwLock`: [`StdLocks`]' reader-writer lock.
+#[cfg(all(feature = "std", not(any(loom, miri))))]
+pub use futex::RawRwLock as FutexRwLock;
 
 #[cfg(all(feature = "std", any(loom, miri)))]
 impl Locks for StdLocks {

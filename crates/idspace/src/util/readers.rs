@@ -41,9 +41,10 @@
 //! search at a slot of its own (spread by [`host::slot_hint`](crate::host::slot_hint)), so
 //! sections on different CPUs write no shared line; only grace periods read all of them. On
 //! x86 the compare-exchange that claims a slot is a locked instruction, itself a full barrier,
-//! so there the reader's fence is only a compiler fence (an `mfence` would cost about as much again as the rest of a
-//! lookup); loom and Miri, which check the language's memory model rather than the hardware's,
-//! and every other architecture get the fence itself.
+//! so there the reader's fence is only a compiler fence (an `mfence` would cost about as much
+//! again as the rest of a lookup). That is correct by the hardware's memory model, not the
+//! language's, so loom and Miri, which check the language's, the sanitizer builds, and every
+//! other architecture get the fence itself.
 //!
 //! # Differences from the kernel's RCU
 //!
@@ -206,9 +207,14 @@ impl Readers {
 fn claim(slot: &AtomicU64, value: u64) -> bool {
     // On x86 a locked compare-exchange is itself a full barrier, and a `SeqCst` fence would add
     // an `mfence`; the compiler fence keeps the compiler from moving the section's loads above
-    // it. crossbeam-epoch pins the same way. Loom and Miri model the fence, so they check the
-    // portable form.
-    #[cfg(all(any(target_arch = "x86", target_arch = "x86_64"), not(any(loom, miri))))]
+    // it. crossbeam-epoch pins the same way. This is correct by the hardware's memory model
+    // only: in the language's, a `SeqCst` read-modify-write does not order the plain loads
+    // after it against the writer's fence. Loom, Miri and the sanitizer builds (see the crate's
+    // build script) take the portable form, correct by the language's model.
+    #[cfg(all(
+        any(target_arch = "x86", target_arch = "x86_64"),
+        not(any(loom, miri, idspace_sanitized))
+    ))]
     {
         let claimed = slot
             .compare_exchange(value, value + 1, Ordering::SeqCst, Ordering::Relaxed)
@@ -216,7 +222,10 @@ fn claim(slot: &AtomicU64, value: u64) -> bool {
         core::sync::atomic::compiler_fence(Ordering::SeqCst);
         claimed
     }
-    #[cfg(not(all(any(target_arch = "x86", target_arch = "x86_64"), not(any(loom, miri)))))]
+    #[cfg(not(all(
+        any(target_arch = "x86", target_arch = "x86_64"),
+        not(any(loom, miri, idspace_sanitized))
+    )))]
     {
         // Relaxed: the fence orders the claim before the section's loads, and pairs with the
         // writer's fence in `Readers::snapshot` and `Readers::synchronize`.
