@@ -64,7 +64,7 @@
 //! * **Locks that yield.** The kernel's bucket locks are spinlocks held with preemption off. In
 //!   user space a lock holder can be preempted, and with more threads than CPUs std's futex
 //!   mutex then convoys (waiters sleep, every unlock pays a wake-up). The tables use
-//!   `parking_lot`'s locks by default, whose waiters yield to the holder before they park; a
+//!   `parking_lot`'s mutex by default, whose waiters yield to the holder before they park; a
 //!   kernel puts its own spinlock in their place (the type parameter `L`, see
 //!   [`lock`](crate::lock)), and then a bucket is as small as its lock allows.
 //! * **Out of memory is an answer.** A create allocates its entry before it takes any lock,

@@ -227,10 +227,15 @@ fn claim(slot: &AtomicU64, value: u64) -> bool {
         not(any(loom, miri, idspace_sanitized))
     )))]
     {
-        // Relaxed: the fence orders the claim before the section's loads, and pairs with the
-        // writer's fence in `Readers::snapshot` and `Readers::synchronize`.
+        // The fence orders the claim before the section's loads, and pairs with the writer's
+        // fence in `Readers::snapshot` and `Readers::synchronize`. Acquire pairs with the
+        // Release in `Section::drop` of the slot's previous section: a writer whose Acquire
+        // load reads the end of ours then also follows theirs, which a grace period that saw
+        // theirs running relies on (a later section's end replaces the earlier one's in the
+        // slot). The fence gives that in the language too, but ThreadSanitizer does not model
+        // fences and reported the earlier section's reads racing the writer's free.
         let claimed = slot
-            .compare_exchange(value, value + 1, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(value, value + 1, Ordering::Acquire, Ordering::Relaxed)
             .is_ok();
         if claimed {
             fence(Ordering::SeqCst);
