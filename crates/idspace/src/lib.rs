@@ -57,13 +57,14 @@
 //! [`Handle::arm`](sched::Handle::arm) is what the processes' POSIX timers expire through.
 //!
 //! ```
+//! # #[cfg(not(feature = "std"))] fn main() {} // the runtime needs `std`
+//! # #[cfg(feature = "std")] fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use idspace::pid::ROOT;
 //! use idspace::process::{self, ProcessHooks};
 //! use idspace::sched::{time, Builder};
 //!
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // Two workers whose tasks are threads of processes, with the default designs.
 //! let hooks: ProcessHooks = ProcessHooks::for_workers(2)?;
 //! let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;

@@ -56,6 +56,8 @@
 //! twice, and the memory is one slot per possible CPU however many threads there are:
 //!
 //! ```
+//! # #[cfg(not(feature = "std"))] fn main() {} // these find their index with `std`
+//! # #[cfg(feature = "std")] fn main() {
 //! use idspace::percid::{IndexSource, PerCid, PerCidCounter, PerCidPool};
 //!
 //! let counter = PerCidCounter::new();
@@ -79,6 +81,7 @@
 //! // 32 threads, but no more buffers than threads ever ran at once, and at least one.
 //! assert!((1..=32).contains(&pool.held()));
 //! assert!(seen.iter().any(|slot| slot.load(std::sync::atomic::Ordering::Relaxed)));
+//! # }
 //! ```
 
 #[cfg(feature = "std")]

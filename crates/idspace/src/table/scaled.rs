@@ -642,7 +642,7 @@ impl<T: Send + Sync> ScaledHash<T> {
     /// use idspace::table::{ScaledHash, Sizing};
     ///
     /// let table = ScaledHash::<u64>::kernel_sized();
-    /// let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    /// let cpus = idspace::host::cpus(); // `available_parallelism` with `std`
     /// assert_eq!(table.buckets(), Sizing::kernel_buckets(cpus));
     /// assert_eq!(table.sizing(), Sizing::kernel());
     /// // The default starts at the same size, and grows.

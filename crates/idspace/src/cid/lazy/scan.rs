@@ -18,6 +18,7 @@ use crate::sync::{AtomicU64, Ordering};
 /// assert_eq!(kernel.period(), Some(Duration::from_millis(100)));
 /// let never = ScanPlacement::Tick { period: Duration::ZERO };
 /// assert_eq!(LazyCids::with_scan(2, never).err(), Some(CidError::BadScanPeriod));
+/// # #[cfg(feature = "std")] { // a worker thread needs `std`
 /// let absurd = ScanPlacement::Worker { period: Duration::MAX };
 /// assert_eq!(LazyCids::with_scan(2, absurd).err(), Some(CidError::BadScanPeriod));
 ///
@@ -29,6 +30,7 @@ use crate::sync::{AtomicU64, Ordering};
 /// while space.scan_stats().invocations < 2 {
 ///     std::thread::sleep(Duration::from_millis(1));
 /// }
+/// # }
 /// # Ok::<(), CidError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +65,19 @@ pub enum ScanPlacement {
 /// use std::time::Duration;
 /// use idspace::cid::{CidAllocator, CidError, LazyCids, ScanPlacement, TICK_SWITCHES};
 ///
+/// # #[cfg(not(feature = "std"))]
+/// # {
+/// #     // Without `std` the clock is the host's: here one that moves a microsecond a read.
+/// #     use core::sync::atomic::{AtomicU64, Ordering};
+/// #     struct Ticking(AtomicU64);
+/// #     impl idspace::host::Host for Ticking {
+/// #         fn cpus(&self) -> usize { 1 }
+/// #         fn slot_hint(&self) -> usize { 0 }
+/// #         fn now_ns(&self) -> u64 { self.0.fetch_add(1_000, Ordering::Relaxed) }
+/// #     }
+/// #     static CLOCK: Ticking = Ticking(AtomicU64::new(0));
+/// #     idspace::host::install(&CLOCK).expect("the first install");
+/// # }
 /// let due_at_every_tick = ScanPlacement::Tick { period: Duration::from_nanos(1) };
 /// let space = LazyCids::with_scan(1, due_at_every_tick)?;
 /// let (a, b) = (space.fork(0b1)?, space.fork(0b1)?);
