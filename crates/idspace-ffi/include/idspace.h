@@ -453,7 +453,8 @@ int idspace_table_destroy(idspace_table table);
 // (wrapping from `IDSPACE_TABLE_MAX_ID` to 0) and stores the ID in `*id`; the cursor moves
 // past it (`timer_create`).
 //
-// Returns 0, `-EAGAIN` if the owner has no free ID, `-EINVAL` for a null `id`, `-EBADF`.
+// Returns 0, `-EAGAIN` if the owner has no free ID, `-ENOMEM` if memory runs out, `-EINVAL`
+// for a null `id`, `-EBADF`.
 //
 // # Safety
 //
@@ -466,7 +467,8 @@ int idspace_table_create(idspace_table table, uint64_t owner, uint64_t value, ui
 // on (`idspace_table_set_restore`). The cursor moves past `id`.
 //
 // Returns 0, `-EEXIST` if the owner has `id` already, `-EINVAL` for an `id` above
-// `IDSPACE_TABLE_MAX_ID`, `-EPERM` when restore mode is off, `-EBADF`.
+// `IDSPACE_TABLE_MAX_ID`, `-EPERM` when restore mode is off, `-ENOMEM` if memory runs out,
+// `-EBADF`.
 int idspace_table_create_at(idspace_table table, uint64_t owner, uint32_t id, uint64_t value);
 
 // Switches `owner`'s restore mode on (`on` non-zero) or off

@@ -21,13 +21,15 @@ pub(crate) fn code(result: Result<(), Errno>) -> c_int {
 }
 
 /// The errno of a table's refusal. The kernel answers `timer_settime`/`timer_delete` on an
-/// unknown timer ID with `EINVAL`, `timer_create` without a free ID with `EAGAIN`, and
-/// `timer_create` in restore mode on a taken ID with `EEXIST`.
+/// unknown timer ID with `EINVAL`, `timer_create` without a free ID with `EAGAIN`, without
+/// memory with `ENOMEM`, and `timer_create` in restore mode on a taken ID with `EEXIST`.
 pub(crate) fn table(error: TableError) -> Errno {
     match error {
         TableError::Full => libc::EAGAIN,
         TableError::Busy => libc::EEXIST,
         TableError::NotRestoring => libc::EPERM,
+        // kmem_cache_zalloc failing in timer_create: -ENOMEM.
+        TableError::NoMemory => libc::ENOMEM,
         _ => libc::EINVAL,
     }
 }

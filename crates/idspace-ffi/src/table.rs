@@ -75,7 +75,8 @@ pub extern "C" fn idspace_table_destroy(table: IdspaceTable) -> c_int {
 /// (wrapping from `IDSPACE_TABLE_MAX_ID` to 0) and stores the ID in `*id`; the cursor moves
 /// past it (`timer_create`).
 ///
-/// Returns 0, `-EAGAIN` if the owner has no free ID, `-EINVAL` for a null `id`, `-EBADF`.
+/// Returns 0, `-EAGAIN` if the owner has no free ID, `-ENOMEM` if memory runs out, `-EINVAL`
+/// for a null `id`, `-EBADF`.
 ///
 /// # Safety
 ///
@@ -100,7 +101,8 @@ pub unsafe extern "C" fn idspace_table_create(
 /// on (`idspace_table_set_restore`). The cursor moves past `id`.
 ///
 /// Returns 0, `-EEXIST` if the owner has `id` already, `-EINVAL` for an `id` above
-/// `IDSPACE_TABLE_MAX_ID`, `-EPERM` when restore mode is off, `-EBADF`.
+/// `IDSPACE_TABLE_MAX_ID`, `-EPERM` when restore mode is off, `-ENOMEM` if memory runs out,
+/// `-EBADF`.
 #[no_mangle]
 pub extern "C" fn idspace_table_create_at(
     table: IdspaceTable,

@@ -57,13 +57,14 @@
 //! [`Handle::arm`](sched::Handle::arm) is what the processes' POSIX timers expire through.
 //!
 //! ```
+//! # #[cfg(not(feature = "std"))] fn main() {} // the runtime needs `std`
+//! # #[cfg(feature = "std")] fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use idspace::pid::ROOT;
 //! use idspace::process::{self, ProcessHooks};
 //! use idspace::sched::{time, Builder};
 //!
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // Two workers whose tasks are threads of processes, with the default designs.
 //! let hooks: ProcessHooks = ProcessHooks::for_workers(2)?;
 //! let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
@@ -129,24 +130,63 @@
 //!   locality-preserving (owner, id) hash, the ID set, and the read-side sections that stand
 //!   in for RCU under lock-free lookups.
 //!
+//! # Features: with and without `std`
+//!
+//! The default `std` feature brings the runtime, the process layer, [`percid`]'s structures
+//! that find their own index (rseq, thread IDs, the running task's CID), the kernel's
+//! rseq mm_cid and the `std` defaults of the two seams every family goes through: [`lock`]
+//! (each structure's locks, a `lock_api` type parameter: by default `parking_lot`'s mutex and
+//! std's futex reader-writer lock) and
+//! [`host`] (the CPU count, the current CPU and the clock). Without it, [`table`], [`pid`],
+//! [`cid`], [`range`] and [`percid::PerIndex`] (slots indexed by a CPU or CID the caller
+//! names) build on `core` + `alloc`, on `spin`'s locks unless the user names
+//! their own, with the host a kernel [`install`](host::install)s; the README's "Using idspace
+//! without std" section and the `kernel_style` example show it.
+//!
 //! Cache-line padding comes from [`crossbeam_utils::CachePadded`] and the hasher of
 //! integer-keyed maps from [`foldhash`]; neither is re-exported.
 
+// The library's own unit tests link std (threads, collections) whatever the features; the
+// library built without `std` is `no_std`, so no `std` path can hide in it.
+#![cfg_attr(not(any(feature = "std", test)), no_std)]
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
+// The crate docs describe the full (`std`) build; without it their links to the runtime, the
+// process layer and `percid` have nothing to point at.
+#![cfg_attr(not(feature = "std"), allow(rustdoc::broken_intra_doc_links))]
+
+extern crate alloc;
+
+/// `alloc`'s names that `std`'s prelude brings and `core`'s lacks, for the `no_std` build.
+#[allow(unused_imports)]
+mod prelude {
+    pub(crate) use alloc::borrow::ToOwned;
+    pub(crate) use alloc::boxed::Box;
+    pub(crate) use alloc::string::{String, ToString};
+    pub(crate) use alloc::vec;
+    pub(crate) use alloc::vec::Vec;
+}
+
+#[cfg(all(loom, not(feature = "std")))]
+compile_error!("loom models run on std: build them with the default `std` feature");
 
 pub mod cid;
+pub mod host;
 #[cfg(all(feature = "hyper", not(loom)))]
 pub mod hyper_rt;
-#[cfg(not(loom))]
+pub mod lock;
+#[cfg(all(feature = "std", not(loom)))]
 pub mod net;
 pub mod percid;
 pub mod pid;
-#[cfg(not(loom))]
+#[cfg(all(feature = "std", not(loom)))]
 pub mod pipe;
+#[cfg(feature = "std")]
 pub mod process;
 pub mod range;
+#[cfg(feature = "std")]
 pub mod sched;
 pub(crate) mod sync;
+#[cfg(feature = "std")]
 pub(crate) mod sys;
 pub mod table;
 pub(crate) mod util;

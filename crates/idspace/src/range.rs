@@ -7,9 +7,10 @@
 //! through the range it holds under its own lock, and goes back to the source only when the
 //! range is used up.
 
+use crate::prelude::*;
 use core::ops::Range;
 
-use crate::sync::{lock, Mutex};
+use crate::lock::{DefaultLocks, Locks, Mutex};
 use crossbeam_utils::CachePadded;
 
 /// Where per-CPU ranges come from.
@@ -89,7 +90,7 @@ struct Held<G> {
 }
 
 /// One CPU's slot: its lock and the range it holds, if any.
-type Slot<G> = CachePadded<Mutex<Option<Held<G>>>>;
+type Slot<G, L> = CachePadded<Mutex<L, Option<Held<G>>>>;
 
 /// Per-CPU caches of ranges in front of a [`RangeSource`]: an allocation on CPU `c` takes
 /// `c`'s lock and the next ID of `c`'s range, and reaches the source only when that range is
@@ -142,19 +143,27 @@ type Slot<G> = CachePadded<Mutex<Option<Held<G>>>>;
 /// // A CPU beyond the slots wraps around.
 /// assert_eq!(ids.next(1), Ok(11));
 /// ```
-pub struct SubRanges<S: RangeSource> {
+pub struct SubRanges<S: RangeSource, L: Locks = DefaultLocks> {
     source: S,
-    cpus: Box<[Slot<S::Grant>]>,
+    cpus: Box<[Slot<S::Grant, L>]>,
 }
 
 impl<S: RangeSource> SubRanges<S> {
     /// Caches for `cpus` worker slots (at least 1) in front of `source`. A `cpu` argument
     /// beyond the slots wraps around (`cpu % cpus`).
     pub fn new(source: S, cpus: usize) -> SubRanges<S> {
+        SubRanges::with_locks(source, cpus)
+    }
+}
+
+impl<S: RangeSource, L: Locks> SubRanges<S, L> {
+    /// Caches for `cpus` worker slots in front of `source`, each slot under a lock of `L` (see
+    /// [`lock`](crate::lock)): [`SubRanges::new`] on other locks.
+    pub fn with_locks(source: S, cpus: usize) -> Self {
         SubRanges {
             source,
             cpus: (0..cpus.max(1))
-                .map(|_| CachePadded::new(Mutex::new(None)))
+                .map(|_| CachePadded::new(crate::lock::mutex::<L, _>(None)))
                 .collect(),
         }
     }
@@ -172,7 +181,7 @@ impl<S: RangeSource> SubRanges<S> {
     /// The next ID for `cpu`.
     pub fn next(&self, cpu: usize) -> Result<u64, S::Error> {
         let cpu = cpu % self.cpus.len();
-        let mut slot = lock(&self.cpus[cpu]);
+        let mut slot = self.cpus[cpu].lock();
         loop {
             if let Some(held) = slot.as_mut() {
                 if held.next < held.end && self.source.vouch(&held.grant)? {
@@ -196,7 +205,7 @@ impl<S: RangeSource> SubRanges<S> {
     /// Gives every CPU's range back to the source (their unused tails are never handed out).
     pub fn give_back_all(&self) {
         for (cpu, slot) in self.cpus.iter().enumerate() {
-            if let Some(held) = lock(slot).take() {
+            if let Some(held) = slot.lock().take() {
                 self.source.give_back(cpu, held.grant, held.next..held.end);
             }
         }

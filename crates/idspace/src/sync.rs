@@ -5,8 +5,7 @@
 //! [loom]'s model-checked primitives without a line changing elsewhere. The facade also papers
 //! over lock poisoning: a panic while a lock is held cannot leave our structures half-updated
 //! (no code of ours panics with a lock held, and user values are never dropped under a lock),
-//! so [`lock`], [`read`] and [`write`](write()) recover the guard instead of propagating the
-//! poison.
+//! so [`lock`] and [`wait`] recover the guard instead of propagating the poison.
 //!
 //! Data shared between threads without a lock lives in an [`UnsafeCell`] that is reached only
 //! through [`with`](UnsafeCell::with) and [`with_mut`](UnsafeCell::with_mut): each call brackets
@@ -15,33 +14,46 @@
 //! `Arc` models the ordering its last drop provides, so that a destructor reading the cell is
 //! not reported as racing the accesses that came before it.
 //!
-//! Two submodules hold the rest:
+//! The families' locks are not here but in [`crate::lock`], chosen by each structure's user;
+//! under loom and Miri their default is [`model`]'s. Two submodules hold the rest:
 //!
-//! - [`fast`]: the locks of the tables' hot paths, `parking_lot`'s in normal builds (the module
-//!   says why), loom's under loom;
+//! - [`model`]: the families' default locks under loom and Miri;
 //! - [`unmodeled`]: std's primitives where loom's cannot stand in (a static, a waker, a weak
-//!   reference, a word the kernel reads), each with the reason. Nothing else in the crate names
-//!   `std::sync`, so a grep for it finds every primitive loom does not see.
+//!   reference, a word the kernel reads), each with the reason. Besides it only [`model`]'s
+//!   lazily made words and the default clock's epoch in [`host`](crate::host) (a static) name
+//!   `std::sync`, and `pid`'s objects are `alloc`'s `Arc` (a slice, which loom's cannot hold),
+//!   so a grep for `std::sync` and `alloc::sync` finds every primitive loom does not see.
 //!
 //! [loom]: https://docs.rs/loom
 
 #[cfg(loom)]
+#[allow(unused_imports)] // The runtime's; the families take theirs from `crate::lock`.
 pub(crate) use loom::sync::{
     atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering},
     Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
 };
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::{
-    atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering},
-    Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+pub(crate) use core::sync::atomic::{
+    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering,
 };
 
-/// Reference counts: loom's model-checked `Arc` under `--cfg loom`, std's otherwise.
+/// 64-bit atomics: `core`'s, or `portable-atomic`'s on targets without them (its fallback
+/// takes a global seqlock per access there), loom's under loom.
+#[cfg(all(not(loom), target_has_atomic = "64"))]
+pub(crate) use core::sync::atomic::AtomicU64;
+#[cfg(all(not(loom), not(target_has_atomic = "64")))]
+pub(crate) use portable_atomic::AtomicU64;
+
+#[cfg(all(feature = "std", not(loom)))]
+#[allow(unused_imports)] // The runtime's; the families take theirs from `crate::lock`.
+pub(crate) use std::sync::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+#[cfg(not(loom))]
+pub(crate) use alloc::sync::Arc;
+/// Reference counts: loom's model-checked `Arc` under `--cfg loom`, `alloc`'s otherwise.
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
-#[cfg(not(loom))]
-pub(crate) use std::sync::Arc;
 
 /// A cell shared between threads under a protocol of the caller's, reached only through
 /// closures that bracket each access: loom's checked cell under `--cfg loom`.
@@ -53,14 +65,15 @@ pub(crate) use loom::cell::UnsafeCell;
 /// closures compile away; under `--cfg loom` it is loom's checked cell with the same methods.
 #[cfg(not(loom))]
 #[derive(Debug, Default)]
-pub(crate) struct UnsafeCell<T: ?Sized>(std::cell::UnsafeCell<T>);
+pub(crate) struct UnsafeCell<T: ?Sized>(core::cell::UnsafeCell<T>);
 
 #[cfg(not(loom))]
+#[cfg_attr(not(feature = "std"), allow(dead_code))] // Only the runtime builds one.
 impl<T> UnsafeCell<T> {
     /// A cell holding `value`.
     #[inline]
     pub(crate) const fn new(value: T) -> Self {
-        UnsafeCell(std::cell::UnsafeCell::new(value))
+        UnsafeCell(core::cell::UnsafeCell::new(value))
     }
 }
 
@@ -78,6 +91,7 @@ impl<T: ?Sized> UnsafeCell<T> {
 
     /// Runs `f` with a pointer through which it may read and write the value. The caller's
     /// protocol must rule out any other access during the call.
+    #[cfg_attr(not(feature = "std"), allow(dead_code))] // Only the runtime writes one.
     #[inline]
     pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
         f(self.0.get())
@@ -87,41 +101,15 @@ impl<T: ?Sized> UnsafeCell<T> {
 /// Threads: loom's model-checked threads under `--cfg loom`, std's otherwise.
 #[cfg(loom)]
 pub(crate) use loom::{thread, thread_local};
-#[cfg(not(loom))]
+#[cfg(all(feature = "std", not(loom)))]
 pub(crate) use std::{thread, thread_local};
 
+#[cfg(feature = "std")]
 /// Locks `mutex`, recovering the guard if another thread panicked while holding it.
 #[inline]
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Tries to lock `mutex` without blocking; `None` if another thread holds it.
-// Only [`fast::try_lock`] calls it, and only under loom or Miri.
-#[cfg_attr(not(any(loom, miri)), allow(dead_code))]
-#[inline]
-pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-    // loom's `try_lock` reports with std's error type too.
-    use std::sync::TryLockError;
-    match mutex.try_lock() {
-        Ok(guard) => Some(guard),
-        Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-        Err(TryLockError::WouldBlock) => None,
-    }
-}
-
-/// Takes `lock` for reading, recovering the guard after a poisoning panic.
-#[inline]
-pub(crate) fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Takes `lock` for writing, recovering the guard after a poisoning panic.
-#[inline]
-pub(crate) fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    lock.write()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
@@ -131,10 +119,14 @@ pub(crate) fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 pub(crate) fn spin_wait() {
     #[cfg(loom)]
     loom::thread::yield_now();
-    #[cfg(not(loom))]
+    #[cfg(all(feature = "std", not(loom)))]
     std::thread::yield_now();
+    // Without threads to yield to, the CPU's spin hint: the waiter is on another CPU.
+    #[cfg(not(feature = "std"))]
+    core::hint::spin_loop();
 }
 
+#[cfg(feature = "std")]
 /// Waits on `condvar`, recovering the guard after a poisoning panic.
 #[inline]
 pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
@@ -151,7 +143,7 @@ pub(crate) fn cpu_relax() {
     #[cfg(loom)]
     loom::thread::yield_now();
     #[cfg(not(loom))]
-    std::hint::spin_loop();
+    core::hint::spin_loop();
 }
 
 /// The pointer in `atomic`, read through exclusive access (a destructor's): no atomic operation,
@@ -164,69 +156,6 @@ pub(crate) fn exclusive_load<T>(atomic: &mut AtomicPtr<T>) -> *mut T {
     return *atomic.get_mut();
 }
 
-/// The locks of the tables' hot paths: `parking_lot`'s in normal builds, loom's model-checked
-/// ones under `--cfg loom`, and std's under Miri.
-///
-/// Why not std's everywhere: a table lock is held for a few nanoseconds, but with more threads
-/// than CPUs a holder is sometimes preempted inside it. std's futex mutex then sends every
-/// waiter to sleep after a short spin, and each unlock pays a wake-up system call; once a lock
-/// is contended in this way it stays so (a lock convoy). `parking_lot`'s waiters spin briefly
-/// and then *yield* a few times before parking, which hands the CPU to the preempted holder,
-/// and its fast paths are one compare-exchange each way on one byte. The kernel's bucket
-/// spinlocks never meet this case: it disables preemption while one is held.
-///
-/// Under Miri the tables use std's locks: `parking_lot`'s parking path stores thread pointers
-/// in integers, which Miri's strict-provenance mode (the one CI runs) rejects. Miri checks our
-/// code, which is the same over either lock.
-///
-/// `parking_lot`'s locks do not poison, and std's are recovered from poisoning (as in the
-/// parent module): the table code never panics while holding one, and user values are never
-/// dropped under a table lock.
-pub(crate) mod fast {
-    #[cfg(loom)]
-    pub(crate) use loom::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-    #[cfg(not(any(loom, miri)))]
-    pub(crate) use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-    #[cfg(all(miri, not(loom)))]
-    pub(crate) use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-
-    /// Locks `mutex`.
-    #[inline]
-    pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-        #[cfg(any(loom, miri))]
-        return super::lock(mutex);
-        #[cfg(not(any(loom, miri)))]
-        return mutex.lock();
-    }
-
-    /// Locks `mutex` if no other thread holds it.
-    #[inline]
-    pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
-        #[cfg(any(loom, miri))]
-        return super::try_lock(mutex);
-        #[cfg(not(any(loom, miri)))]
-        return mutex.try_lock();
-    }
-
-    /// Takes `lock` for reading.
-    #[inline]
-    pub(crate) fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-        #[cfg(any(loom, miri))]
-        return super::read(lock);
-        #[cfg(not(any(loom, miri)))]
-        return lock.read();
-    }
-
-    /// Takes `lock` for writing.
-    #[inline]
-    pub(crate) fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-        #[cfg(any(loom, miri))]
-        return super::write(lock);
-        #[cfg(not(any(loom, miri)))]
-        return lock.write();
-    }
-}
-
 /// std's primitives, in every build, where loom's cannot stand in. Each import of one says
 /// which of these reasons applies:
 ///
@@ -237,10 +166,136 @@ pub(crate) mod fast {
 ///   a `Vec`, nor has a `Weak`;
 /// - **the kernel's words**: a futex word lives at an address the kernel reads and sleeps on,
 ///   which loom's atomics do not have (the module does not exist under loom).
+#[cfg(feature = "std")]
 pub(crate) mod unmodeled {
     #[allow(unused_imports)] // Each build uses a different subset.
     pub(crate) use std::sync::{
         atomic::{AtomicU32, AtomicU64},
         Arc, Barrier, Mutex, MutexGuard, OnceLock, Weak,
     };
+}
+
+/// The raw locks of [`StdLocks`](crate::lock::StdLocks) under loom and Miri: spinlocks on the
+/// facade's atomics whose waits yield, so that loom explores every interleaving of the
+/// structures' critical sections (its own `Mutex` has no guard-less raw form to put behind
+/// `lock_api`), and Miri checks them without `parking_lot`'s integer-to-pointer casts (see
+/// [`StdLocks`](crate::lock::StdLocks)).
+///
+/// A loom atomic cannot be built in a `const` (`lock_api` needs `INIT` to be one), so the
+/// structures make these locks with [`Locks::new_mutex`](crate::lock::Locks::new_mutex), which
+/// creates the word at once; `INIT` (a lock built by other code) creates it at first use, in a
+/// `OnceLock` that loom does not model.
+#[cfg(any(loom, miri))]
+pub(crate) mod model {
+    use std::sync::OnceLock;
+
+    use super::{spin_wait, AtomicBool, AtomicUsize, Ordering};
+
+    /// A test-and-set spinlock.
+    pub struct RawMutex(OnceLock<AtomicBool>);
+
+    impl RawMutex {
+        /// A lock whose word exists now: loom then sees it made by the thread that builds the
+        /// structure, before the threads that use it (a word made lazily by one of them would
+        /// be unordered with the others' accesses).
+        pub(crate) fn made() -> RawMutex {
+            RawMutex(OnceLock::from(AtomicBool::new(false)))
+        }
+
+        fn word(&self) -> &AtomicBool {
+            self.0.get_or_init(|| AtomicBool::new(false))
+        }
+    }
+
+    // SAFETY: `try_lock` succeeds only for the caller that moves the flag from false to true,
+    // and `unlock` is called by that holder only (the trait's contract).
+    unsafe impl lock_api::RawMutex for RawMutex {
+        #[allow(clippy::declare_interior_mutable_const)] // lock_api's INIT pattern.
+        const INIT: RawMutex = RawMutex(OnceLock::new());
+        type GuardMarker = lock_api::GuardNoSend;
+
+        fn lock(&self) {
+            while !self.try_lock() {
+                spin_wait();
+            }
+        }
+
+        fn try_lock(&self) -> bool {
+            // Acquire pairs with the Release in `unlock`: the previous holder's writes are seen.
+            self.word()
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        }
+
+        unsafe fn unlock(&self) {
+            // Release pairs with the Acquire in `try_lock`.
+            self.word().store(false, Ordering::Release);
+        }
+    }
+
+    /// The writer's bit of [`RawRwLock`]'s word; the readers count below it.
+    const WRITER: usize = 1 << (usize::BITS - 1);
+
+    /// A reader-writer spinlock: a count of readers and a writer bit in one word.
+    pub struct RawRwLock(OnceLock<AtomicUsize>);
+
+    impl RawRwLock {
+        /// A lock whose word exists now (see [`RawMutex::made`]).
+        pub(crate) fn made() -> RawRwLock {
+            RawRwLock(OnceLock::from(AtomicUsize::new(0)))
+        }
+
+        fn word(&self) -> &AtomicUsize {
+            self.0.get_or_init(|| AtomicUsize::new(0))
+        }
+    }
+
+    // SAFETY: a reader enters only while the writer bit is clear and a writer only while the
+    // word is zero, each by a compare-exchange from the value it checked, so a writer excludes
+    // everyone and readers exclude writers.
+    unsafe impl lock_api::RawRwLock for RawRwLock {
+        #[allow(clippy::declare_interior_mutable_const)] // lock_api's INIT pattern.
+        const INIT: RawRwLock = RawRwLock(OnceLock::new());
+        type GuardMarker = lock_api::GuardNoSend;
+
+        fn lock_shared(&self) {
+            while !self.try_lock_shared() {
+                spin_wait();
+            }
+        }
+
+        fn try_lock_shared(&self) -> bool {
+            let word = self.word();
+            // Relaxed: the compare-exchange below decides.
+            let now = word.load(Ordering::Relaxed);
+            // Acquire pairs with the Release in `unlock_exclusive`.
+            now & WRITER == 0
+                && word
+                    .compare_exchange(now, now + 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+        }
+
+        unsafe fn unlock_shared(&self) {
+            // Release pairs with the Acquire of the next writer's `try_lock_exclusive`.
+            self.word().fetch_sub(1, Ordering::Release);
+        }
+
+        fn lock_exclusive(&self) {
+            while !self.try_lock_exclusive() {
+                spin_wait();
+            }
+        }
+
+        fn try_lock_exclusive(&self) -> bool {
+            // Acquire pairs with the Release of the last reader's or writer's unlock.
+            self.word()
+                .compare_exchange(0, WRITER, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        }
+
+        unsafe fn unlock_exclusive(&self) {
+            // Release pairs with the Acquire of the next reader's or writer's lock.
+            self.word().store(0, Ordering::Release);
+        }
+    }
 }

@@ -11,6 +11,7 @@
 //! CPUs, not five windows in a row; on this project's machines it showed none at all, while a
 //! CID shared by every thread shows one in nearly every window.
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -222,6 +222,8 @@ fn lazy_scans_race_switches_migrations_and_exits() {
         ScanPlacement::Tick {
             period: Duration::from_micros(20),
         },
+        // The worker placement is a thread: a `std` build's only.
+        #[cfg(feature = "std")]
         ScanPlacement::Worker {
             period: Duration::from_micros(100),
         },

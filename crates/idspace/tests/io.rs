@@ -2,6 +2,8 @@
 //! pipes move bytes between tasks on different workers, through both the types' own futures
 //! and the `futures-io` traits; creation outside a runtime is refused with a clear error.
 
+#![cfg(feature = "std")]
+
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;

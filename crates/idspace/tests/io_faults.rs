@@ -2,6 +2,8 @@
 //! connection, a half-closed peer, a peer that never reads (backpressure), cancelled reads and
 //! writes, and sockets that outlive their runtime.
 
+#![cfg(feature = "std")]
+
 use std::future::{poll_fn, Future};
 use std::io::{self, Write};
 use std::net::Shutdown;

@@ -1,6 +1,8 @@
 //! hyper on the runtime: a client and a server talking HTTP/1.1 over our sockets, and the
 //! `http_hello` example served, queried and stopped with SIGTERM.
 
+#![cfg(feature = "std")]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;

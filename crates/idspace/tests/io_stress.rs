@@ -1,6 +1,8 @@
 //! Thousands of connections opened and closed across all workers: every task finishes, every
 //! socket is deregistered, and no descriptor leaks.
 
+#![cfg(feature = "std")]
+
 use std::io;
 use std::time::{Duration, Instant};
 

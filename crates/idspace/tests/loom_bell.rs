@@ -4,6 +4,7 @@
 //! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test
 //! loom_bell`.
 
+#![cfg(feature = "std")]
 #![cfg(loom)]
 
 use std::future::Future;

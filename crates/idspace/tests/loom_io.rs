@@ -8,6 +8,7 @@
 //! Run with `RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2 cargo test
 //! --release --test loom_io`.
 
+#![cfg(feature = "std")]
 #![cfg(loom)]
 
 use std::task::{Poll, Wake, Waker};

@@ -7,6 +7,7 @@
 //! cargo test --release --test loom_sched` (debug assertions on, so that the models check the
 //! task and wakelist asserts too).
 
+#![cfg(feature = "std")]
 #![cfg(loom)]
 
 use std::future::poll_fn;

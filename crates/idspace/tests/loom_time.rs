@@ -10,6 +10,7 @@
 //! Run with `RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2
 //! cargo test --release --test loom_time`.
 
+#![cfg(feature = "std")]
 #![cfg(loom)]
 
 use std::time::{Duration, Instant};

@@ -2,6 +2,7 @@
 //! thread IDs only): counters sum exactly, slots cover every index, and the pool, against a
 //! model, never hands out an object twice and never loses one.
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 mod common;

@@ -3,6 +3,7 @@
 //! the aborts are counted to prove it), affinity changes, threads exiting mid-run, a forked
 //! child that keeps counting, and a run with glibc's rseq registration turned off.
 
+#![cfg(feature = "std")]
 #![cfg(not(any(loom, miri)))]
 
 use std::process::Command;

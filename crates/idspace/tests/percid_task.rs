@@ -3,6 +3,7 @@
 //! never hands one object to two holders and loses none; a task's slot is its CID's; and
 //! building one outside a runtime task of a process is an error, not a panic.
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 mod process_util;

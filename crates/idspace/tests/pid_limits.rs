@@ -8,6 +8,7 @@ use idspace::pid::{
     BitmapHash, IdrOnce, IdrRelock, PerCpu, PidAllocator, PidError, PID_MAX_LIMIT, PID_MAX_MIN,
     ROOT,
 };
+#[cfg(feature = "std")]
 use idspace::process::PidDesign;
 
 #[test]
@@ -50,6 +51,8 @@ fn percpu_refuses_a_slot_count_outside_its_range_before_allocating() {
     }
 }
 
+// `PidDesign` is the process layer's, a `std` build's only.
+#[cfg(feature = "std")]
 #[test]
 fn every_pid_design_refuses_zero_slots_the_same_way() {
     fn refused<P: PidDesign>(cpus: usize) -> Option<PidError> {

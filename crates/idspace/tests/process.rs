@@ -2,6 +2,7 @@
 //! to its start, checkpoint/restore through 4 levels with 2048 timers, refusals that change
 //! nothing, and threads racing on one model.
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 use std::sync::Arc;

@@ -10,6 +10,7 @@
 //! After each kill, every timer of the killed process is freed: its notification channel is
 //! closed, and its wheel entries with it. At the end every ID and record is gone.
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 mod process_util;

@@ -6,6 +6,7 @@
 //! and `set_tid`) for `PerCpu`. A restore in the reference is the kernel's: one `alloc_pid` per
 //! thread, leader first, stopping at the first refusal and freeing what the earlier ones took.
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 mod pid_model;

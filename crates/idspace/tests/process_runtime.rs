@@ -3,6 +3,7 @@
 //! hold one CID, every CID is below the worker count, and exits (completed, panicked,
 //! cancelled) release everything.
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 mod process_util;

@@ -3,6 +3,7 @@
 //! IDs freed or taken by another task, and a restored process runs in a second runtime under
 //! its restored TIDs with its timers firing there.
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 mod process_util;

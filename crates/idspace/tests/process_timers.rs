@@ -2,6 +2,7 @@
 //! getoverrun through the model, refusals that change nothing, deletion by exit, and
 //! checkpoint/restore of armed timers (times long enough that none fires during a test).
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 use std::sync::mpsc;

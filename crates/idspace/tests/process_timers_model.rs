@@ -3,6 +3,7 @@
 //! arbitrary later times, and notifications are consumed at arbitrary points. The model counts
 //! expirations with a closed formula; the machine counts them incrementally as it fires.
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 use idspace::process::{Clock, ITimerSpec, Now, PosixTimer, TimeSpec, Token, When, DELAYTIMER_MAX};

@@ -6,6 +6,7 @@
 //! timers that go on firing. No assertion is about timing: waits for expiries are bounded by a
 //! generous guard only so that a lost expiry fails instead of hanging.
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,5 +1,6 @@
 //! The task runtime: behaviour of every policy, panics, cancellation, shutdown and hooks.
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 mod sched_util;

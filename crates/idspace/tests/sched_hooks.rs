@@ -3,6 +3,7 @@
 //! gives it back when it exits, and each worker runs one task at a time between its switch-in
 //! and switch-out.
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 mod sched_util;

@@ -3,6 +3,7 @@
 //! by its own task, and the error type's bounds. Every scenario that could hang runs under a
 //! deadline inside the test, so that a regression fails instead of hanging.
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 mod sched_util;

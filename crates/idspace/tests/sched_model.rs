@@ -3,6 +3,7 @@
 //! the model's sequential evaluation: every task ran exactly once, every panic was reported to
 //! exactly its parent.
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 mod sched_util;

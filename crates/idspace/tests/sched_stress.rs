@@ -3,6 +3,7 @@
 //! by two workers at once, and every wakeup must arrive (a lost one hangs a ring: the test has a
 //! watchdog).
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 mod sched_util;

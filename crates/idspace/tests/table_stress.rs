@@ -238,3 +238,55 @@ fn lookups_race_removes_and_splits() {
         assert_eq!(table.remove_owner(2), (rounds / 4) as usize, "{name}");
     }
 }
+
+/// Lookups walk whole chains (of keys that are not there, and of keys that are) while a
+/// growing table splits under them: a split moves nodes that lookups may be standing on into
+/// new chains, and a lookup that follows such a node's link walks on in the new chain. Every
+/// key created before a lookup must be found, whatever moved; under ThreadSanitizer the walk
+/// into the new chain must also be ordered after the writes that made its nodes.
+#[test]
+fn lookups_walk_chains_that_splits_move() {
+    use idspace::table::{ScaledHash, Sizing};
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    let creates: u32 = if cfg!(debug_assertions) {
+        6_000
+    } else {
+        60_000
+    };
+    for round in 0..4u64 {
+        // Long chains, so that a split moves many nodes past the lookups walking them.
+        let sizing = Sizing::Growing {
+            initial: 1,
+            max_load: 24,
+        };
+        let table: ScaledHash<u64> = ScaledHash::with_sizing(sizing).expect("a valid sizing");
+        let (stop, created) = (AtomicBool::new(false), AtomicU32::new(0));
+        thread::scope(|scope| {
+            for reader in 0..2u32 {
+                let (stop, created, table) = (&stop, &created, &table);
+                scope.spawn(move || {
+                    let mut step = reader;
+                    while !stop.load(Ordering::Relaxed) {
+                        step = step.wrapping_add(1);
+                        // An absent key: the lookup walks its whole chain.
+                        assert!(table.get(3 + round, step % 1024).is_none());
+                        // Acquire pairs with the Release increment below: the ID was created.
+                        let known = created.load(Ordering::Acquire);
+                        if known > 0 {
+                            let id = step % known;
+                            assert_eq!(table.get(2, id).map(|e| *e), Some(u64::from(id)));
+                        }
+                    }
+                });
+            }
+            scope.spawn(|| {
+                for id in 0..creates {
+                    assert_eq!(table.create(2, u64::from(id)), Ok(id));
+                    // Release pairs with the readers' Acquire load.
+                    created.fetch_add(1, Ordering::Release);
+                }
+                stop.store(true, Ordering::Relaxed);
+            });
+        });
+    }
+}

@@ -3,6 +3,7 @@
 //! behaviour outside a runtime and after shutdown. No timing upper bounds: only "not before the
 //! deadline" and "eventually".
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 use std::future::Future;

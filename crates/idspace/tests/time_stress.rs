@@ -5,6 +5,7 @@
 //! fires; one whose cancel returned false fired exactly once; a cancelled interval timer fires
 //! at most once more (the fire already running) and never again.
 
+#![cfg(feature = "std")]
 #![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -6,7 +6,8 @@ use super::mask::CidMask;
 use super::runqueue::{exit_task, leave, switch_out, Claim, Rqs};
 use super::task::{Roster, SpaceId, Task};
 use super::{check_affinity, check_cpu_count, CidAllocator, CidError, CidState, Mode, UNSET};
-use crate::sync::{lock, spin_wait, Mutex};
+use crate::lock::{DefaultLocks, Locks, Mutex};
+use crate::sync::spin_wait;
 
 struct Members {
     users: u32,
@@ -36,14 +37,14 @@ struct Members {
 /// assert_eq!(state.running, [(a.id(), 0)]);
 /// # Ok::<(), CidError>(())
 /// ```
-pub struct BitmapCids {
+pub struct BitmapCids<L: Locks = DefaultLocks> {
     space: SpaceId,
     cpus: usize,
     /// The per-space `cid_lock`: every switch-in and switch-out takes it.
-    cid_lock: Mutex<()>,
+    cid_lock: Mutex<L, ()>,
     cids: CidMask,
     rqs: Rqs,
-    members: Mutex<Members>,
+    members: Mutex<L, Members>,
 }
 
 impl BitmapCids {
@@ -52,14 +53,25 @@ impl BitmapCids {
     /// # Errors
     /// [`CidError::BadCpuCount`] unless `cpus` is in `1..=`[`MAX_CPUS`](super::MAX_CPUS).
     pub fn new(cpus: usize) -> Result<BitmapCids, CidError> {
+        BitmapCids::with_locks(cpus)
+    }
+}
+
+impl<L: Locks> BitmapCids<L> {
+    /// A space for `cpus` CPUs on the locks `L` (see [`lock`](crate::lock)):
+    /// [`BitmapCids::new`] on other locks.
+    ///
+    /// # Errors
+    /// As [`BitmapCids::new`].
+    pub fn with_locks(cpus: usize) -> Result<Self, CidError> {
         let cpus = check_cpu_count(cpus)?;
         Ok(BitmapCids {
             space: SpaceId::new(),
             cpus,
-            cid_lock: Mutex::new(()),
+            cid_lock: crate::lock::mutex::<L, _>(()),
             cids: CidMask::new(cpus as u32),
             rqs: Rqs::new(cpus),
-            members: Mutex::new(Members {
+            members: crate::lock::mutex::<L, _>(Members {
                 users: 0,
                 roster: Roster::new(),
             }),
@@ -72,7 +84,7 @@ impl BitmapCids {
     /// CPU, so taken CIDs never outnumber busy CPUs.
     fn put(&self, cid: u32) {
         if cid != UNSET {
-            let _held = lock(&self.cid_lock);
+            let _held = self.cid_lock.lock();
             self.cids.put(cid);
         }
     }
@@ -82,7 +94,7 @@ impl BitmapCids {
     fn get(&self) -> u32 {
         loop {
             let taken = {
-                let _held = lock(&self.cid_lock);
+                let _held = self.cid_lock.lock();
                 self.cids.try_get(self.cpus as u32)
             };
             if let Some(cid) = taken {
@@ -93,7 +105,7 @@ impl BitmapCids {
     }
 }
 
-impl CidAllocator for BitmapCids {
+impl<L: Locks> CidAllocator for BitmapCids<L> {
     fn name(&self) -> &'static str {
         "bitmap"
     }
@@ -104,7 +116,7 @@ impl CidAllocator for BitmapCids {
 
     fn fork(&self, affinity: u64) -> Result<Task, CidError> {
         check_affinity(affinity, self.cpus)?;
-        let mut members = lock(&self.members);
+        let mut members = self.members.lock();
         let task = members.roster.fork(&self.space, affinity);
         members.users += 1;
         Ok(task)
@@ -112,7 +124,7 @@ impl CidAllocator for BitmapCids {
 
     fn exit(&self, task: &Task) -> Result<(), CidError> {
         self.space.check(task)?;
-        let mut members = lock(&self.members);
+        let mut members = self.members.lock();
         // A switch-out: the CID goes back before the CPU is free, so that a switch-in there
         // always finds one (at most one CID per busy CPU is taken).
         exit_task(&self.rqs, task, |cid, _| self.put(cid))?;
@@ -158,7 +170,7 @@ impl CidAllocator for BitmapCids {
     }
 
     fn state(&self) -> CidState {
-        let users = lock(&self.members).users;
+        let users = self.members.lock().users;
         let running = (0..self.cpus)
             .filter_map(|cpu| {
                 let rq = self.rqs.lock(cpu);

@@ -85,4 +85,4 @@ impl fmt::Display for CidError {
     }
 }
 
-impl std::error::Error for CidError {}
+impl core::error::Error for CidError {}

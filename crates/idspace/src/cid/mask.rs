@@ -1,6 +1,7 @@
 //! The CID bitmap: one bit per CID, changed only with atomic operations (the kernel's
 //! `mm_cidmask`, which no lock protects).
 
+use crate::prelude::*;
 use crate::sync::{spin_wait, AtomicU64, Ordering};
 
 pub(crate) struct CidMask {

@@ -33,13 +33,32 @@
 //!   task_mm_cid_work to mm delayed work").
 //!
 //! [`rseq`] reads the kernel's own mm_cid for the calling thread.
+//!
+//! # Without `std`, and memory
+//!
+//! The three designs build on `core` + `alloc`: the caller's scheduler calls
+//! [`switch`](CidAllocator::switch) with the CPU it runs on, each design's locks are a type
+//! parameter (see [`lock`](crate::lock)), and [`LazyCids`]'s scan on the tick reads the clock
+//! of the [`host`](crate::host). Only [`rseq`] and [`ScanPlacement::Worker`] (a scan thread)
+//! need `std`.
+//!
+//! A context switch allocates nothing. What allocates: a space's per-CPU state when it is
+//! built (the kernel's `mm_alloc_cid`, which can fail with `-ENOMEM`) and a fork's [`Task`],
+//! an `Arc` (the kernel's per-task CID state lives inside `task_struct`, allocated by fork
+//! before the CID code runs). Stable Rust has no `Arc::try_new`, so both abort on exhaustion
+//! as `Arc::new` and `Vec` do; they are sized by CPUs and tasks, made once per space and once
+//! per task, never on the switch path.
+
+use crate::prelude::*;
 
 mod bitmap;
+#[cfg(feature = "std")]
 pub(crate) mod current;
 mod error;
 mod lazy;
 mod mask;
 mod rework;
+#[cfg(feature = "std")]
 pub mod rseq;
 mod runqueue;
 mod task;

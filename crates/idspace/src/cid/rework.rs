@@ -8,7 +8,8 @@ use super::{
     check_affinity, check_cpu_count, user_cid, CidAllocator, CidError, CidState, Mode, ONCPU,
     TRANSIT, UNSET,
 };
-use crate::sync::{lock, spin_wait, AtomicU32, Mutex, Ordering};
+use crate::lock::{DefaultLocks, Locks, Mutex};
+use crate::sync::{spin_wait, AtomicU32, Ordering};
 use crossbeam_utils::CachePadded;
 
 const MODE_TASK: u32 = 0;
@@ -146,14 +147,14 @@ struct Constraints {
 ///   `TRANSIT` in both directions). Here no runqueue lock's holder waits for anything a walk
 ///   holds, so walks simply take the locks, and CIDs need no per-CID `TRANSIT` mark; the mode
 ///   word keeps its transition states.
-pub struct Rework {
+pub struct Rework<L: Locks = DefaultLocks> {
     space: SpaceId,
     cpus: usize,
     cids: CidMask,
     hot: CachePadded<Hot>,
     rqs: Rqs,
-    members: Mutex<Members>,
-    constraints: Mutex<Constraints>,
+    members: Mutex<L, Members>,
+    constraints: Mutex<L, Constraints>,
 }
 
 impl Rework {
@@ -162,6 +163,17 @@ impl Rework {
     /// # Errors
     /// [`CidError::BadCpuCount`] unless `cpus` is in `1..=`[`MAX_CPUS`](super::MAX_CPUS).
     pub fn new(cpus: usize) -> Result<Rework, CidError> {
+        Rework::with_locks(cpus)
+    }
+}
+
+impl<L: Locks> Rework<L> {
+    /// A space for `cpus` CPUs on the locks `L` (see [`lock`](crate::lock)): [`Rework::new`]
+    /// on other locks.
+    ///
+    /// # Errors
+    /// As [`Rework::new`].
+    pub fn with_locks(cpus: usize) -> Result<Self, CidError> {
         let cpus = check_cpu_count(cpus)?;
         Ok(Rework {
             space: SpaceId::new(),
@@ -172,10 +184,10 @@ impl Rework {
                 max_cids: AtomicU32::new(0),
             }),
             rqs: Rqs::new(cpus),
-            members: Mutex::new(Members {
+            members: crate::lock::mutex::<L, _>(Members {
                 roster: Roster::new(),
             }),
-            constraints: Mutex::new(Constraints {
+            constraints: crate::lock::mutex::<L, _>(Constraints {
                 users: 0,
                 allowed: 0,
                 pcpu_thrs: 1,
@@ -403,7 +415,7 @@ impl Rework {
     }
 }
 
-impl CidAllocator for Rework {
+impl<L: Locks> CidAllocator for Rework<L> {
     fn name(&self) -> &'static str {
         "rework"
     }
@@ -414,10 +426,10 @@ impl CidAllocator for Rework {
 
     fn fork(&self, affinity: u64) -> Result<Task, CidError> {
         check_affinity(affinity, self.cpus)?;
-        let mut members = lock(&self.members);
+        let mut members = self.members.lock();
         let task = members.roster.fork(&self.space, affinity);
         let switch = {
-            let mut constraints = lock(&self.constraints);
+            let mut constraints = self.constraints.lock();
             constraints.users += 1;
             constraints.allowed |= affinity;
             self.update(&mut constraints)
@@ -437,7 +449,7 @@ impl CidAllocator for Rework {
 
     fn exit(&self, task: &Task) -> Result<(), CidError> {
         self.space.check(task)?;
-        let mut members = lock(&self.members);
+        let mut members = self.members.lock();
         exit_task(&self.rqs, task, |cid, _| {
             if task_owned(cid) {
                 self.cids.put(cid);
@@ -445,7 +457,7 @@ impl CidAllocator for Rework {
         })?;
         members.roster.remove(task);
         let switch = {
-            let mut constraints = lock(&self.constraints);
+            let mut constraints = self.constraints.lock();
             constraints.users -= 1;
             self.update(&mut constraints)
         };
@@ -490,7 +502,7 @@ impl CidAllocator for Rework {
         self.space.check(task)?;
         check_affinity(affinity, self.cpus)?;
         task.set_affinity(affinity)?;
-        let mut constraints = lock(&self.constraints);
+        let mut constraints = self.constraints.lock();
         if constraints.allowed | affinity == constraints.allowed {
             return Ok(());
         }
@@ -509,9 +521,9 @@ impl CidAllocator for Rework {
     }
 
     fn run_deferred(&self) {
-        let members = lock(&self.members);
+        let members = self.members.lock();
         let switch = {
-            let mut constraints = lock(&self.constraints);
+            let mut constraints = self.constraints.lock();
             let due = constraints.deferred
                 && self.hot.mode.load(Ordering::Relaxed) == MODE_CPU
                 && constraints.users < constraints.pcpu_thrs;
@@ -528,8 +540,8 @@ impl CidAllocator for Rework {
     }
 
     fn state(&self) -> CidState {
-        let members = lock(&self.members);
-        let users = lock(&self.constraints).users;
+        let members = self.members.lock();
+        let users = self.constraints.lock().users;
         let mode = if self.hot.mode.load(Ordering::Relaxed) & ONCPU != 0 {
             Mode::Cpu
         } else {
@@ -552,7 +564,7 @@ impl CidAllocator for Rework {
     }
 }
 
-impl Rework {
+impl<L: Locks> Rework<L> {
     fn give_cid(&self, task: &Task) {
         let max = self.hot.max_cids.load(Ordering::Relaxed);
         // No other thread can reach the task yet: fork has not returned it, and walks wait

@@ -22,6 +22,7 @@
 //! fixup's `task_rq_lock` could wait on a CPU whose switch-in spun for a CID only the fixup
 //! would free (the live lock fixed after merge by 4327fb13); here that wait cannot arise.
 
+use crate::prelude::*;
 use core::ptr;
 
 use crossbeam_utils::CachePadded;

@@ -21,7 +21,7 @@
 //! Affinity lives in a word of its own (set from outside, read at claim, no ordering needed
 //! beyond what the caller's calls give).
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 use super::{CidError, MAX_CPUS, UNSET};
 use crate::sync::{Arc, AtomicU32, AtomicU64, Ordering};

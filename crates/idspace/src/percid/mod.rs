@@ -15,6 +15,11 @@
 //! * [`PerCidPool<T>`]: a per-index object cache (the shape of tcmalloc's per-CPU caches):
 //!   push and pop on the current index's bounded list are rseq sections; a full list spills
 //!   half to a shared list, an empty one refills from it.
+//! * [`PerIndex<T>`]: the same slots reached by an index the caller names (a CPU's number, a
+//!   CID its scheduler gave the running task): the kernel's `per_cpu_ptr(ptr, cpu)`. It needs
+//!   nothing from an operating system, so it is the part of this module that builds without
+//!   `std`; the others find the index themselves (rseq, a thread registry, the runtime's
+//!   task), which takes one.
 //!
 //! # Index sources
 //!
@@ -51,6 +56,8 @@
 //! twice, and the memory is one slot per possible CPU however many threads there are:
 //!
 //! ```
+//! # #[cfg(not(feature = "std"))] fn main() {} // these find their index with `std`
+//! # #[cfg(feature = "std")] fn main() {
 //! use idspace::percid::{IndexSource, PerCid, PerCidCounter, PerCidPool};
 //!
 //! let counter = PerCidCounter::new();
@@ -74,20 +81,35 @@
 //! // 32 threads, but no more buffers than threads ever ran at once, and at least one.
 //! assert!((1..=32).contains(&pool.held()));
 //! assert!(seen.iter().any(|slot| slot.load(std::sync::atomic::Ordering::Relaxed)));
+//! # }
 //! ```
 
+#[cfg(feature = "std")]
 mod counter;
+#[cfg(feature = "std")]
 mod error;
+#[cfg(feature = "std")]
 mod fast;
+#[cfg(feature = "std")]
 mod index;
+#[cfg(feature = "std")]
 mod list;
+mod per_index;
+#[cfg(feature = "std")]
 mod pool;
+#[cfg(feature = "std")]
 mod slots;
+#[cfg(feature = "std")]
 mod task;
 
+#[cfg(feature = "std")]
 pub use counter::PerCidCounter;
+#[cfg(feature = "std")]
 pub use error::PerCidError;
+pub use per_index::{NoSlots, PerIndex};
+#[cfg(feature = "std")]
 pub use pool::PerCidPool;
+#[cfg(feature = "std")]
 pub use slots::PerCid;
 
 /// Where a per-CID structure takes the calling thread's index from.
@@ -140,6 +162,7 @@ pub use slots::PerCid;
 /// # Ok(())
 /// # }
 /// ```
+#[cfg(feature = "std")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum IndexSource {
@@ -154,6 +177,7 @@ pub enum IndexSource {
     TaskCid,
 }
 
+#[cfg(feature = "std")]
 impl IndexSource {
     /// The source's name in reports.
     ///
@@ -227,6 +251,7 @@ impl IndexSource {
 /// let there = std::thread::spawn(rseq_registration).join().unwrap();
 /// assert_eq!(here, there);
 /// ```
+#[cfg(feature = "std")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Registration {
@@ -253,6 +278,7 @@ pub enum Registration {
 /// // Asking again registers nothing new: the thread keeps its area.
 /// assert_eq!(rseq_registration(), rseq_registration());
 /// ```
+#[cfg(feature = "std")]
 pub fn rseq_registration() -> Option<Registration> {
     fast::registration()
 }
@@ -275,6 +301,7 @@ pub fn rseq_registration() -> Option<Registration> {
 /// assert_eq!(counter.sum(), 40_000);
 /// assert!(kernel_aborts() >= before);
 /// ```
+#[cfg(feature = "std")]
 pub fn kernel_aborts() -> u64 {
     fast::aborts()
 }
@@ -294,6 +321,7 @@ pub fn kernel_aborts() -> u64 {
 /// assert!(kernel_aborts_on_this_thread() >= mine);
 /// assert!(kernel_aborts() >= kernel_aborts_on_this_thread());
 /// ```
+#[cfg(feature = "std")]
 pub fn kernel_aborts_on_this_thread() -> u64 {
     fast::thread_aborts()
 }

@@ -2,13 +2,15 @@
 //! lock; lookup goes through a hash table whose buckets are guarded by striped read-write locks
 //! and never touches the allocation lock.
 
-use std::collections::HashMap;
+use crate::prelude::*;
+use hashbrown::HashMap;
 
 use super::level::IdSpace;
 use super::object::Pid;
 use super::spaces::{Spaces, Taken};
 use super::{NsId, PidAllocator, PidError};
-use crate::sync::{lock, read, write, AtomicUsize, Mutex, Ordering, RwLock};
+use crate::lock::{DefaultLocks, Locks, Mutex, RwLock};
+use crate::sync::{AtomicUsize, Ordering};
 use crate::util::hash::{mix, BuildIntHasher};
 use crossbeam_utils::CachePadded;
 
@@ -66,18 +68,18 @@ impl Bitmap {
 const STRIPES: usize = 64;
 
 /// One stripe of the lookup hash: (space, ID) to object.
-type Stripe = RwLock<HashMap<(NsId, u32), Pid, BuildIntHasher>>;
+type Stripe<L> = RwLock<L, HashMap<(NsId, u32), Pid, BuildIntHasher>>;
 
 /// FreeBSD's `pidhashtbl` with its array of `sx` locks: (space, ID) to object, striped.
-struct Striped {
-    stripes: Box<[CachePadded<Stripe>]>,
+struct Striped<L: Locks> {
+    stripes: Box<[CachePadded<Stripe<L>>]>,
 }
 
-impl Striped {
+impl<L: Locks> Striped<L> {
     fn new() -> Self {
         Striped {
             stripes: (0..STRIPES)
-                .map(|_| CachePadded::new(RwLock::new(HashMap::default())))
+                .map(|_| CachePadded::new(crate::lock::rwlock::<L, _>(HashMap::default())))
                 .collect(),
         }
     }
@@ -86,7 +88,7 @@ impl Striped {
     /// table that once held many objects does not keep their space (an emptied stripe gives
     /// all of it back).
     fn remove(&self, ns: NsId, id: u32) -> Option<Pid> {
-        let mut map = write(self.stripe(ns, id));
+        let mut map = self.stripe(ns, id).write();
         let pid = map.remove(&(ns, id));
         if map.len() <= map.capacity() / 4 {
             let keep = map.len() * 2;
@@ -95,7 +97,7 @@ impl Striped {
         pid
     }
 
-    fn stripe(&self, ns: NsId, id: u32) -> &Stripe {
+    fn stripe(&self, ns: NsId, id: u32) -> &Stripe<L> {
         let hash = mix(u64::from(ns), id);
         &self.stripes[(hash >> 58) as usize % STRIPES]
     }
@@ -120,18 +122,25 @@ impl Striped {
 /// assert!(pids.memory_bytes() > 0);
 /// # Ok::<(), PidError>(())
 /// ```
-pub struct BitmapHash {
-    spaces: Mutex<Spaces<Bitmap>>,
+pub struct BitmapHash<L: Locks = DefaultLocks> {
+    spaces: Mutex<L, Spaces<Bitmap>>,
     /// Spaces created so far: lookups check a space number without the allocation lock.
     count: AtomicUsize,
-    hash: Striped,
+    hash: Striped<L>,
 }
 
 impl BitmapHash {
     /// An allocator with only the root space.
     pub fn new() -> Self {
+        Self::with_locks()
+    }
+}
+
+impl<L: Locks> BitmapHash<L> {
+    /// An allocator with only the root space, on the locks `L` (see [`lock`](crate::lock)).
+    pub fn with_locks() -> Self {
         BitmapHash {
-            spaces: Mutex::new(Spaces::new()),
+            spaces: crate::lock::mutex::<L, _>(Spaces::new()),
             count: AtomicUsize::new(1),
             hash: Striped::new(),
         }
@@ -144,13 +153,13 @@ impl Default for BitmapHash {
     }
 }
 
-impl PidAllocator for BitmapHash {
+impl<L: Locks> PidAllocator for BitmapHash<L> {
     fn name(&self) -> &'static str {
         "bitmap-hash"
     }
 
     fn new_ns(&self, parent: NsId) -> Result<NsId, PidError> {
-        let ns = lock(&self.spaces).add(parent)?;
+        let ns = self.spaces.lock().add(parent)?;
         // Release pairs with the Acquire loads in `lookup` and `free`: a space is counted once
         // it exists. Numbers are never reused, so the count only grows.
         self.count.store(ns as usize + 1, Ordering::Release);
@@ -158,12 +167,12 @@ impl PidAllocator for BitmapHash {
     }
 
     fn set_pid_max(&self, ns: NsId, max: u32) -> Result<(), PidError> {
-        lock(&self.spaces).set_pid_max(ns, max)
+        self.spaces.lock().set_pid_max(ns, max)
     }
 
     fn alloc(&self, ns: NsId, set_tid: &[u32], _cpu: usize) -> Result<Pid, PidError> {
         let taken = {
-            let mut spaces = lock(&self.spaces);
+            let mut spaces = self.spaces.lock();
             let chain = spaces.chain(ns, set_tid)?;
             let mut taken = Taken::new();
             for index in 0..chain.len() {
@@ -178,13 +187,16 @@ impl PidAllocator for BitmapHash {
         // Publish outside the allocation lock: the bits keep the IDs reserved meanwhile.
         let pid = Pid::new(&taken);
         for &(space, id) in &taken {
-            write(self.hash.stripe(space, id)).insert((space, id), pid.clone());
+            self.hash
+                .stripe(space, id)
+                .write()
+                .insert((space, id), pid.clone());
         }
         Ok(pid)
     }
 
     fn alloc_refused(&self, ns: NsId, set_tid: &[u32], _cpu: usize) -> PidError {
-        lock(&self.spaces).refused(ns, set_tid)
+        self.spaces.lock().refused(ns, set_tid)
     }
 
     fn free(&self, ns: NsId, id: u32, _cpu: usize) -> Result<(), PidError> {
@@ -195,7 +207,7 @@ impl PidAllocator for BitmapHash {
         // the same object finds it gone.
         let Some(pid) = self.hash.remove(ns, id) else {
             // The error path may take the lock: a freed space says so.
-            return match lock(&self.spaces).get(ns) {
+            return match self.spaces.lock().get(ns) {
                 Err(PidError::NamespaceFreed) => Err(PidError::NamespaceFreed),
                 _ => Err(PidError::NotFound),
             };
@@ -206,7 +218,7 @@ impl PidAllocator for BitmapHash {
             }
         }
         // Unpublished first, then the bits: an ID is never free while still in the hash.
-        let mut spaces = lock(&self.spaces);
+        let mut spaces = self.spaces.lock();
         for &(space, number) in pid.levels() {
             spaces.at(space).ids.release(number);
             spaces.note_freed(space, number);
@@ -220,25 +232,25 @@ impl PidAllocator for BitmapHash {
             return Err(PidError::UnknownNs);
         }
         // A freed space has no entries left: its lookups find nothing.
-        Ok(read(self.hash.stripe(ns, id)).get(&(ns, id)).cloned())
+        Ok(self.hash.stripe(ns, id).read().get(&(ns, id)).cloned())
     }
 
     fn free_ns(&self, ns: NsId) -> Result<(), PidError> {
         // A free unpublishes before it clears the bits, and an allocation sets the bits before
         // it publishes: a space whose bitmap is clear has no entries in the hash either.
-        lock(&self.spaces).remove(ns, |bitmap| !bitmap.is_empty())
+        self.spaces.lock().remove(ns, |bitmap| !bitmap.is_empty())
     }
 
     fn memory_bytes(&self) -> usize {
-        let spaces = lock(&self.spaces);
+        let spaces = self.spaces.lock();
         let bitmaps: usize = spaces
             .live
             .values()
             .map(|s| s.ids.words.capacity() * 8)
             .sum();
-        let mut hash = STRIPES * core::mem::size_of::<CachePadded<RwLock<()>>>();
+        let mut hash = STRIPES * core::mem::size_of::<CachePadded<RwLock<L, ()>>>();
         for stripe in self.hash.stripes.iter() {
-            let map = read(stripe);
+            let map = stripe.read();
             hash += map.capacity() * (core::mem::size_of::<((NsId, u32), Pid)>() + 1);
             hash += map
                 .values()

@@ -102,4 +102,4 @@ impl fmt::Display for PidError {
     }
 }
 
-impl std::error::Error for PidError {}
+impl core::error::Error for PidError {}

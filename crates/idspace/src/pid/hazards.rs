@@ -11,6 +11,7 @@
 //! nothing). Each slot sits on its own cache line and a thread starts its search at a slot of
 //! its own, so users on different CPUs write no shared line; only a retirement reads them all.
 
+use crate::prelude::*;
 use core::ptr;
 
 use crate::sync::{spin_wait, AtomicPtr, Ordering};
@@ -24,12 +25,6 @@ use crossbeam_utils::CachePadded;
 const SLOTS: usize = 64;
 #[cfg(loom)]
 const SLOTS: usize = 2;
-
-#[cfg(not(loom))]
-crate::sync::thread_local! {
-    /// Its address tells threads apart, to spread their first choice of slot.
-    static THREAD_KEY: u8 = const { 0 };
-}
 
 /// Pointers being read, one per slot (null: free).
 pub(crate) struct Hazards<T> {
@@ -85,11 +80,12 @@ impl<T> Hazards<T> {
         }
     }
 
-    /// The slot a thread tries first: spread by the address of a thread-local.
+    /// The slot a thread tries first: spread by the host's slot hint (with `std`, the address of
+    /// a thread-local; in a kernel, the CPU's index).
     #[cfg(not(loom))]
     #[inline]
     fn first_choice() -> usize {
-        let key = THREAD_KEY.with(|key| ptr::from_ref(key).addr());
+        let key = crate::host::slot_hint();
         mix(key as u64, 0) as usize
     }
 

@@ -6,7 +6,7 @@ use super::level::IdSpace;
 use super::object::Pid;
 use super::spaces::{Spaces, Taken};
 use super::{NsId, PidAllocator, PidError};
-use crate::sync::{read, write, RwLock, RwLockWriteGuard};
+use crate::lock::{DefaultLocks, Locks, RwLock, RwLockWriteGuard};
 use crate::util::radix::RadixTree;
 
 /// A space's IDR: `None` reserves an ID before its object is published (the kernel stores
@@ -56,28 +56,28 @@ impl IdSpace for Idr {
 }
 
 /// The IDR designs' shared implementation; `relock` picks the pre-7.0 locking.
-struct IdrAllocator {
-    spaces: RwLock<Spaces<Idr>>,
+struct IdrAllocator<L: Locks> {
+    spaces: RwLock<L, Spaces<Idr>>,
     relock: bool,
 }
 
-impl IdrAllocator {
+impl<L: Locks> IdrAllocator<L> {
     fn new(relock: bool) -> Self {
         IdrAllocator {
-            spaces: RwLock::new(Spaces::new()),
+            spaces: crate::lock::rwlock::<L, _>(Spaces::new()),
             relock,
         }
     }
 
     fn alloc(&self, ns: NsId, set_tid: &[u32]) -> Result<Pid, PidError> {
-        let mut spaces: RwLockWriteGuard<'_, Spaces<Idr>> = write(&self.spaces);
+        let mut spaces: RwLockWriteGuard<'_, L, Spaces<Idr>> = self.spaces.write();
         let chain = spaces.chain(ns, set_tid)?;
         let mut taken = Taken::new();
         for index in 0..chain.len() {
             if self.relock {
                 // Before 7.0: `idr_preload`, `spin_lock(&pidmap_lock)` for every level.
                 drop(spaces);
-                spaces = write(&self.spaces);
+                spaces = self.spaces.write();
             }
             if let Err(error) = spaces.alloc_at(&chain, index, set_tid, &mut taken) {
                 spaces.fail(ns, &taken);
@@ -87,7 +87,7 @@ impl IdrAllocator {
         if self.relock {
             // ... and once more to publish.
             drop(spaces);
-            spaces = write(&self.spaces);
+            spaces = self.spaces.write();
         }
         spaces.finish(&taken)?;
         let pid = Pid::new(&taken);
@@ -100,11 +100,11 @@ impl IdrAllocator {
     fn alloc_refused(&self, ns: NsId, set_tid: &[u32]) -> PidError {
         // One lock hold, also for the relocking design: nothing is published, so no other
         // allocation can tell how many holds it took.
-        write(&self.spaces).refused(ns, set_tid)
+        self.spaces.write().refused(ns, set_tid)
     }
 
     fn free(&self, ns: NsId, id: u32) -> Result<(), PidError> {
-        let mut spaces = write(&self.spaces);
+        let mut spaces = self.spaces.write();
         let pid = match spaces.get(ns)?.ids.tree.get(u64::from(id)) {
             Some(Some(pid)) => pid.clone(),
             // Reserved by an allocation still in flight: not an object yet.
@@ -118,7 +118,7 @@ impl IdrAllocator {
     }
 
     fn lookup(&self, ns: NsId, id: u32) -> Result<Option<Pid>, PidError> {
-        let spaces = read(&self.spaces);
+        let spaces = self.spaces.read();
         match spaces.get(ns) {
             Ok(space) => Ok(space.ids.tree.get(u64::from(id)).cloned().flatten()),
             // A freed space holds nothing.
@@ -129,11 +129,11 @@ impl IdrAllocator {
 
     fn free_ns(&self, ns: NsId) -> Result<(), PidError> {
         // Reserved IDs of an allocation in flight are in the tree too: they count as held.
-        write(&self.spaces).remove(ns, |ids| ids.tree.len() != 0)
+        self.spaces.write().remove(ns, |ids| ids.tree.len() != 0)
     }
 
     fn memory_bytes(&self) -> usize {
-        let spaces = read(&self.spaces);
+        let spaces = self.spaces.read();
         core::mem::size_of::<Self>()
             + spaces.map_bytes()
             + spaces
@@ -155,11 +155,19 @@ pub(crate) fn pid_bytes(level: u32) -> usize {
 macro_rules! idr_design {
     ($name:ident, $relock:expr, $label:literal, $doc:literal) => {
         #[doc = $doc]
-        pub struct $name(IdrAllocator);
+        pub struct $name<L: Locks = DefaultLocks>(IdrAllocator<L>);
 
         impl $name {
             /// An allocator with only the root space.
             pub fn new() -> Self {
+                Self::with_locks()
+            }
+        }
+
+        impl<L: Locks> $name<L> {
+            /// An allocator with only the root space, on the locks `L` (see
+            /// [`lock`](crate::lock)).
+            pub fn with_locks() -> Self {
                 $name(IdrAllocator::new($relock))
             }
         }
@@ -170,15 +178,15 @@ macro_rules! idr_design {
             }
         }
 
-        impl PidAllocator for $name {
+        impl<L: Locks> PidAllocator for $name<L> {
             fn name(&self) -> &'static str {
                 $label
             }
             fn new_ns(&self, parent: NsId) -> Result<NsId, PidError> {
-                write(&self.0.spaces).add(parent)
+                self.0.spaces.write().add(parent)
             }
             fn set_pid_max(&self, ns: NsId, max: u32) -> Result<(), PidError> {
-                write(&self.0.spaces).set_pid_max(ns, max)
+                self.0.spaces.write().set_pid_max(ns, max)
             }
             fn alloc(&self, ns: NsId, set_tid: &[u32], _cpu: usize) -> Result<Pid, PidError> {
                 self.0.alloc(ns, set_tid)

@@ -4,6 +4,7 @@
 //! periods are [`Readers`]'; `free_ns`, which may wait, takes everything and waits for one
 //! grace period instead ([`Readers::synchronize`]).
 
+use crate::prelude::*;
 use crate::util::readers::{Readers, Snapshot};
 
 /// Unlinked values waiting for their grace period, freed (dropped) by later calls without ever

@@ -65,6 +65,30 @@
 //!   grace periods are checked by scanning those slots, without waiting, on the writers' paths.
 //! * [`PerCpu`] numbers are unique, in range and reused only late (see its docs for the
 //!   guarantee), but not sequential, as the sketch accepts; it ignores the 300 floor.
+//!
+//! # Without `std`, and against Asterinas's `id-alloc`
+//!
+//! Every design builds on `core` + `alloc` (see the crate's README, "Using idspace without
+//! std"): the caller names the CPU of each call (`cpu`), and each design's locks are a type
+//! parameter (see [`lock`](crate::lock)), so a kernel runs them under its own spinlock. The
+//! closest `no_std` allocator in a Rust kernel, Asterinas's `id-alloc` (0.1), is a bitmap under
+//! the caller's lock; side by side:
+//!
+//! | | `id-alloc` | idspace `pid` |
+//! |---|---|---|
+//! | cyclic cursor (freed IDs reused only after a wrap) | no: lowest free ID | yes, every design (`idr_alloc_cyclic`) |
+//! | exact-ID restore | `alloc_specific` | `set_tid`, at every level of the chain, all or nothing |
+//! | namespaces | no | nested spaces, an ID at every level, [`MAX_LEVEL`] deep |
+//! | per-CPU ranges | no | [`PerCpu`]: a CPU's allocations take only its lock |
+//! | concurrent lookups | the caller's lock | lock-free in [`PerCpu`], a shared lock in the others |
+//! | locks | the caller's, around every call | inside, each a `lock_api` type of the caller's choosing |
+//! | fallible allocation | fixed capacity, `None` when full | `Full` when no ID is left; memory: see below |
+//!
+//! Memory: an allocation's object ([`Pid`]) is an `Arc` of its levels, and stable Rust has no
+//! `Arc::try_new`, so that one small allocation (two counts and eight bytes per level) aborts
+//! on exhaustion as `Arc::new` does; so do a new namespace's state and [`PerCpu`]'s range maps,
+//! sized by namespaces and CPUs rather than by allocations. The table family's creates, whose
+//! allocations grow with their callers', report [`TableError::NoMemory`](crate::table::TableError::NoMemory).
 
 mod bitmap_hash;
 mod error;

@@ -1,7 +1,9 @@
 //! [`Pid`]: the object an allocation creates, with its number in every space that sees it.
 
 // A slice built from a `Vec`, which loom's `Arc` cannot hold.
-use crate::sync::unmodeled::Arc;
+// `alloc`'s, in every build: loom's `Arc` cannot hold a slice built from a `Vec`.
+use crate::prelude::*;
+use alloc::sync::Arc;
 
 use super::NsId;
 

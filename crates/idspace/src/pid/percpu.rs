@@ -2,7 +2,8 @@
 //! damage-control lack of clone scalability", built. Its design and its deferred-reuse guarantee
 //! are documented on the type, where `cargo doc` shows them.
 
-use std::collections::HashMap;
+use crate::prelude::*;
+use hashbrown::HashMap;
 
 use super::hazards::{Hazard, Hazards};
 use super::level::{check_pid_max, check_set_tid};
@@ -12,8 +13,9 @@ use super::slots::{RetiredBlock, Slots};
 use super::space_list::{SpaceList, CAPACITY};
 use super::spaces::Taken;
 use super::{NsId, PidAllocator, PidError, MAX_LEVEL, PID_MAX_DEFAULT, ROOT};
+use crate::lock::{DefaultLocks, Locks, Mutex, MutexGuard, RwLock};
 use crate::range::RangeSource;
-use crate::sync::{lock, read, write, AtomicUsize, Mutex, MutexGuard, Ordering, RwLock};
+use crate::sync::{AtomicUsize, Ordering};
 use crate::util::hash::BuildIntHasher;
 use crate::util::readers::Readers;
 use crossbeam_utils::CachePadded;
@@ -152,7 +154,7 @@ struct Directory {
     cursor: u32,
 }
 
-struct Space {
+struct Space<L: Locks> {
     parent: Option<NsId>,
     level: u32,
     pid_max: AtomicUsize,
@@ -164,13 +166,13 @@ struct Space {
     freed: AtomicUsize,
     /// Child spaces not freed yet: changed only under the allocator's `namespaces` lock.
     children: AtomicUsize,
-    directory: RwLock<Directory>,
+    directory: RwLock<L, Directory>,
     /// The objects by ID, for lookups that take no lock an allocation takes.
     slots: Slots,
 }
 
-impl Space {
-    fn new(parent: Option<NsId>, level: u32) -> Space {
+impl<L: Locks> Space<L> {
+    fn new(parent: Option<NsId>, level: u32) -> Space<L> {
         Space {
             parent,
             level,
@@ -179,7 +181,7 @@ impl Space {
             dead: AtomicUsize::new(0),
             freed: AtomicUsize::new(0),
             children: AtomicUsize::new(0),
-            directory: RwLock::new(Directory {
+            directory: crate::lock::rwlock::<L, _>(Directory {
                 holders: HashMap::default(),
                 cursor: 0,
             }),
@@ -200,7 +202,7 @@ impl Space {
     }
 
     fn holder(&self, index: u32) -> Option<usize> {
-        read(&self.directory).holders.get(&index).copied()
+        self.directory.read().holders.get(&index).copied()
     }
 }
 
@@ -209,14 +211,14 @@ struct NoRangeLeft;
 
 /// A space's directory is the [`RangeSource`] of its CPUs' ranges: a grant is the index of a
 /// range of [`RANGE`] IDs.
-impl RangeSource for Space {
+impl<L: Locks> RangeSource for Space<L> {
     type Grant = u32;
     type Error = NoRangeLeft;
 
     /// Carves the next free range for `cpu`, cyclically.
     fn carve(&self, cpu: usize) -> Result<(core::ops::Range<u64>, u32), NoRangeLeft> {
         let ranges = self.pid_max().div_ceil(RANGE);
-        let mut directory = write(&self.directory);
+        let mut directory = self.directory.write();
         let start = directory.cursor % ranges.max(1);
         let index = (start..ranges)
             .chain(0..start)
@@ -231,7 +233,7 @@ impl RangeSource for Space {
     /// Takes range `index` back; a range's IDs are tracked by its bitmap, so the unused tail
     /// needs no bookkeeping here. The caller has unlinked its lookup slots (`PerCpu::give_back`).
     fn give_back(&self, _cpu: usize, index: u32, _unused: core::ops::Range<u64>) {
-        write(&self.directory).holders.remove(&index);
+        self.directory.write().holders.remove(&index);
     }
 }
 
@@ -327,30 +329,30 @@ impl RangeSource for Space {
 ///
 /// The 300 floor (`RESERVED_PIDS`) is not applied: ranges cover `1..pid_max` and are reused
 /// whole. `Full` means that no ID in `1..pid_max` is free.
-pub struct PerCpu {
-    cpus: Box<[CachePadded<Mutex<CpuRanges>>]>,
-    spaces: SpaceList<Space>,
+pub struct PerCpu<L: Locks = DefaultLocks> {
+    cpus: Box<[CachePadded<Mutex<L, CpuRanges>>]>,
+    spaces: SpaceList<Space<L>, L>,
     /// The lookups' read-side sections: what a lookup may read (a space, a block of lookup
     /// slots) is freed only after a grace period.
     readers: Readers,
     /// Hazard pointers on spaces: every operation holds one on the space it names while it
     /// uses it, so that `free_ns` frees a space only once nobody uses it.
-    space_hazards: Hazards<Space>,
+    space_hazards: Hazards<Space<L>>,
     /// Serialises creating and freeing spaces (rare): a space's `children` and its being
     /// linked change only under it.
-    namespaces: Mutex<()>,
+    namespaces: Mutex<L, ()>,
 }
 
 /// A space in use: the hazard keeps it (and, through its `children` count, its ancestors)
 /// from being freed until dropped.
-struct SpaceRef<'a> {
-    space: &'a Space,
-    _hazard: Hazard<'a, Space>,
+struct SpaceRef<'a, L: Locks> {
+    space: &'a Space<L>,
+    _hazard: Hazard<'a, Space<L>>,
 }
 
-impl core::ops::Deref for SpaceRef<'_> {
-    type Target = Space;
-    fn deref(&self) -> &Space {
+impl<L: Locks> core::ops::Deref for SpaceRef<'_, L> {
+    type Target = Space<L>;
+    fn deref(&self) -> &Space<L> {
         self.space
     }
 }
@@ -380,19 +382,30 @@ impl PerCpu {
     /// # Ok::<(), PidError>(())
     /// ```
     pub fn new(cpus: usize) -> Result<PerCpu, PidError> {
-        if !(1..=Self::MAX_CPUS).contains(&cpus) {
+        PerCpu::with_locks(cpus)
+    }
+}
+
+impl<L: Locks> PerCpu<L> {
+    /// An allocator for `cpus` worker slots on the locks `L` (see [`lock`](crate::lock)):
+    /// [`PerCpu::new`] on other locks.
+    ///
+    /// # Errors
+    /// As [`PerCpu::new`].
+    pub fn with_locks(cpus: usize) -> Result<Self, PidError> {
+        if !(1..=PerCpu::MAX_CPUS).contains(&cpus) {
             return Err(PidError::BadCpuCount { cpus });
         }
         let spaces = SpaceList::new();
         spaces.push(Space::new(None, 0));
-        Ok(PerCpu {
+        Ok(Self {
             cpus: (0..cpus)
-                .map(|_| CachePadded::new(Mutex::new(CpuRanges::default())))
+                .map(|_| CachePadded::new(crate::lock::mutex::<L, _>(CpuRanges::default())))
                 .collect(),
             spaces,
             readers: Readers::new(READER_SLOTS),
             space_hazards: Hazards::new(),
-            namespaces: Mutex::new(()),
+            namespaces: crate::lock::mutex::<L, _>(()),
         })
     }
 
@@ -412,7 +425,7 @@ impl PerCpu {
 
     /// Space `ns`, protected by a hazard until the returned reference is dropped.
     #[inline]
-    fn space(&self, ns: NsId) -> Result<SpaceRef<'_>, PidError> {
+    fn space(&self, ns: NsId) -> Result<SpaceRef<'_, L>, PidError> {
         let entry = self
             .spaces
             .entry(ns as usize)
@@ -444,9 +457,9 @@ impl PerCpu {
     fn chain<'a>(
         &'a self,
         ns: NsId,
-        target: &'a SpaceRef<'a>,
+        target: &'a SpaceRef<'a, L>,
         set_tid: &[u32],
-    ) -> Result<Vec<(NsId, &'a Space)>, PidError> {
+    ) -> Result<Vec<(NsId, &'a Space<L>)>, PidError> {
         check_set_tid(set_tid, target.level)?;
         let mut chain = Vec::with_capacity(target.level as usize + 1);
         let mut next = Some((ns, target.space));
@@ -466,7 +479,7 @@ impl PerCpu {
 
     /// The fast path of one level: the next ID of `cpu`'s current range in `ns`, carving a new
     /// range when it is used up. `None` when no range can be carved.
-    fn bump(&self, state: &mut CpuRanges, cpu: usize, ns: NsId, space: &Space) -> Option<u32> {
+    fn bump(&self, state: &mut CpuRanges, cpu: usize, ns: NsId, space: &Space<L>) -> Option<u32> {
         let limit = space.pid_max();
         loop {
             if let Some(&index) = state.current.get(&ns) {
@@ -494,7 +507,7 @@ impl PerCpu {
     /// goes back to them and the rare path, which allocates once more, hands out the same
     /// ones. Otherwise the retry would move the inner levels twice: a new space's init would
     /// get 2 instead of 1.
-    fn unbump(&self, state: &mut CpuRanges, taken: &Taken, chain: &[(NsId, &Space)]) {
+    fn unbump(&self, state: &mut CpuRanges, taken: &Taken, chain: &[(NsId, &Space<L>)]) {
         for (&(ns, id), &(_, space)) in taken.iter().zip(chain) {
             self.release_one(state, ns, id, space);
             // Bumped just now under the lock we hold, in the CPU's current range of `ns`,
@@ -509,7 +522,7 @@ impl PerCpu {
 
     /// Frees `id` in range `id / RANGE` of `ns`, held in `state`, and gives the range back
     /// to its space if it is empty and not the CPU's current range.
-    fn release_one(&self, state: &mut CpuRanges, ns: NsId, id: u32, space: &Space) {
+    fn release_one(&self, state: &mut CpuRanges, ns: NsId, id: u32, space: &Space<L>) {
         let index = id / RANGE;
         if let Some(range) = state.ranges.get_mut(&(ns, index)) {
             if range.clear(id) {
@@ -529,7 +542,7 @@ impl PerCpu {
     /// Gives range `index` of `space`, held in `state`, back to the space. Its lookup slots
     /// (all empty) are unlinked and wait in the CPU's limbo until no lookup can read them: an
     /// allocation never waits for a lookup.
-    fn give_back(&self, state: &mut CpuRanges, cpu: usize, index: u32, space: &Space) {
+    fn give_back(&self, state: &mut CpuRanges, cpu: usize, index: u32, space: &Space<L>) {
         if let Some(block) = space.slots.retire(index) {
             state.limbo.retire(block, &self.readers);
         }
@@ -537,7 +550,7 @@ impl PerCpu {
     }
 
     /// Stores the object in the slot of (ns, id), held in `state`, and marks an init.
-    fn publish_one(state: &mut CpuRanges, ns: NsId, id: u32, space: &Space, pid: &Pid) {
+    fn publish_one(state: &mut CpuRanges, ns: NsId, id: u32, space: &Space<L>, pid: &Pid) {
         if state.ranges.contains_key(&(ns, id / RANGE)) {
             space.slots.publish(id, pid.clone());
         }
@@ -548,8 +561,8 @@ impl PerCpu {
     }
 
     /// Every CPU's lock, in ascending order: the rare paths.
-    fn lock_all(&self) -> Vec<MutexGuard<'_, CpuRanges>> {
-        self.cpus.iter().map(|cpu| lock(cpu)).collect()
+    fn lock_all(&self) -> Vec<MutexGuard<'_, L, CpuRanges>> {
+        self.cpus.iter().map(|cpu| cpu.lock()).collect()
     }
 
     /// The slow path of an allocation, under every CPU's lock: one ID per level of `chain`
@@ -557,7 +570,7 @@ impl PerCpu {
     /// if a level fails or the target namespace died meanwhile.
     fn alloc_slow(
         &self,
-        chain: &[(NsId, &Space)],
+        chain: &[(NsId, &Space<L>)],
         set_tid: &[u32],
         cpu: usize,
     ) -> Result<Pid, PidError> {
@@ -590,7 +603,7 @@ impl PerCpu {
     /// [`PidAllocator::alloc_refused`] under every CPU's lock: the levels taken as
     /// [`alloc_slow`](Self::alloc_slow) takes them, then released, with no restart of the
     /// chain's spaces (the refused allocation's target is a freed space below them).
-    fn refused_slow(&self, chain: &[(NsId, &Space)], set_tid: &[u32], cpu: usize) -> PidError {
+    fn refused_slow(&self, chain: &[(NsId, &Space<L>)], set_tid: &[u32], cpu: usize) -> PidError {
         let mut guards = self.lock_all();
         if chain[0].1.is_freed() {
             return PidError::NamespaceFreed;
@@ -611,7 +624,7 @@ impl PerCpu {
     fn take_levels(
         &self,
         states: &mut [&mut CpuRanges],
-        chain: &[(NsId, &Space)],
+        chain: &[(NsId, &Space<L>)],
         set_tid: &[u32],
         cpu: usize,
         taken: &mut Taken,
@@ -634,7 +647,7 @@ impl PerCpu {
         states: &mut [&mut CpuRanges],
         cpu: usize,
         ns: NsId,
-        space: &Space,
+        space: &Space<L>,
         tid: u32,
     ) -> Result<(u32, usize), PidError> {
         let limit = space.pid_max();
@@ -648,7 +661,7 @@ impl PerCpu {
             Some(holder) => holder,
             None => {
                 // Not held: hold it for this CPU, outside any bump order.
-                write(&space.directory).holders.insert(index, cpu);
+                space.directory.write().holders.insert(index, cpu);
                 states[cpu].ranges.insert((ns, index), Range::new(index));
                 cpu
             }
@@ -671,7 +684,7 @@ impl PerCpu {
         states: &mut [&mut CpuRanges],
         cpu: usize,
         ns: NsId,
-        space: &Space,
+        space: &Space<L>,
     ) -> Result<(u32, usize), PidError> {
         let limit = space.pid_max();
         if let Some(id) = self.bump(states[cpu], cpu, ns, space) {
@@ -696,7 +709,7 @@ impl PerCpu {
     fn release_taken(
         &self,
         states: &mut [&mut CpuRanges],
-        chain: &[(NsId, &Space)],
+        chain: &[(NsId, &Space<L>)],
         taken: &Taken,
         holders: &[usize],
     ) {
@@ -706,7 +719,7 @@ impl PerCpu {
     }
 
     /// Whether any CPU's ranges, all locked in `states`, hold a live ID of `ns`.
-    fn holds_ids(states: &[MutexGuard<'_, CpuRanges>], ns: NsId) -> bool {
+    fn holds_ids(states: &[MutexGuard<'_, L, CpuRanges>], ns: NsId) -> bool {
         states.iter().any(|state| {
             state
                 .ranges
@@ -719,9 +732,9 @@ impl PerCpu {
     /// all locked in `states`. Returns the unlinked blocks and the retired objects, to be freed
     /// after a grace period, so that memory returns now rather than at some later allocation.
     fn drop_ranges(
-        states: &mut [MutexGuard<'_, CpuRanges>],
+        states: &mut [MutexGuard<'_, L, CpuRanges>],
         ns: NsId,
-        space: &Space,
+        space: &Space<L>,
     ) -> (Vec<RetiredBlock>, Vec<Pid>) {
         let mut retired: Vec<RetiredBlock> = Vec::new();
         let mut objects: Vec<Pid> = Vec::new();
@@ -749,7 +762,7 @@ impl PerCpu {
 
     /// Counts `space`, being freed, out of its parent's children; `_structure` is the
     /// `namespaces` lock.
-    fn leave_parent(&self, space: &Space, _structure: &MutexGuard<'_, ()>) {
+    fn leave_parent(&self, space: &Space<L>, _structure: &MutexGuard<'_, L, ()>) {
         if let Some(parent) = space.parent {
             // Alive: it has a child (this one) until now, and we hold the `namespaces` lock.
             // SAFETY: see above.
@@ -767,7 +780,7 @@ impl PerCpu {
     /// as the allocation left them. The caller holds every CPU's lock (`states`), so no
     /// allocation is between taking an ID and publishing it: the ranges' counts are every ID
     /// the space holds.
-    fn restart_if_unused(&self, states: &mut [&mut CpuRanges], ns: NsId, space: &Space) {
+    fn restart_if_unused(&self, states: &mut [&mut CpuRanges], ns: NsId, space: &Space<L>) {
         // Acquire pairs with the Release store in `free`.
         if space.dead.load(Ordering::Acquire) != 0 {
             return;
@@ -794,19 +807,19 @@ impl PerCpu {
             }
             state.current.remove(&ns);
         }
-        write(&space.directory).cursor = 0;
+        space.directory.write().cursor = 0;
     }
 
     /// Locks the CPU holding range `index` of `ns`, once the directory and the CPU agree.
     fn lock_holder(
         &self,
         ns: NsId,
-        space: &Space,
+        space: &Space<L>,
         index: u32,
-    ) -> Option<MutexGuard<'_, CpuRanges>> {
+    ) -> Option<MutexGuard<'_, L, CpuRanges>> {
         loop {
             let holder = space.holder(index)?;
-            let state = lock(&self.cpus[holder]);
+            let state = self.cpus[holder].lock();
             if state.ranges.contains_key(&(ns, index)) {
                 return Some(state);
             }
@@ -815,13 +828,13 @@ impl PerCpu {
     }
 }
 
-impl PidAllocator for PerCpu {
+impl<L: Locks> PidAllocator for PerCpu<L> {
     fn name(&self) -> &'static str {
         "percpu"
     }
 
     fn new_ns(&self, parent: NsId) -> Result<NsId, PidError> {
-        let _structure = lock(&self.namespaces);
+        let _structure = self.namespaces.lock();
         // Only `free_ns` frees spaces, under the lock we hold.
         // SAFETY: so the parent stays alive until we release it.
         let Some(up) = (unsafe { self.spaces.get(parent as usize) }) else {
@@ -844,7 +857,7 @@ impl PidAllocator for PerCpu {
         if ns == ROOT {
             return Err(PidError::UnknownNs);
         }
-        let structure = lock(&self.namespaces);
+        let structure = self.namespaces.lock();
         let pointer = match self.spaces.entry(ns as usize) {
             // Relaxed: unlinking happens only here, under the lock we hold.
             Some(entry) => entry.load(Ordering::Relaxed),
@@ -903,7 +916,7 @@ impl PidAllocator for PerCpu {
         if !set_tid.is_empty() {
             return self.alloc_slow(&chain, set_tid, cpu);
         }
-        let mut guard = lock(&self.cpus[cpu]);
+        let mut guard = self.cpus[cpu].lock();
         if target.is_freed() {
             return Err(PidError::NamespaceFreed);
         }
@@ -1020,16 +1033,16 @@ impl PidAllocator for PerCpu {
             .cpus
             .iter()
             .map(|cpu| {
-                let mut state = lock(cpu);
+                let mut state = cpu.lock();
                 (state.limbo.take_all(), state.objects.take_all())
             })
             .collect();
         self.readers.synchronize();
         drop(retired);
         let mut bytes = core::mem::size_of::<Self>()
-            + self.cpus.len() * core::mem::size_of::<CachePadded<Mutex<CpuRanges>>>();
+            + self.cpus.len() * core::mem::size_of::<CachePadded<Mutex<L, CpuRanges>>>();
         for cpu in self.cpus.iter() {
-            let state = lock(cpu);
+            let state = cpu.lock();
             let (kept, room) = state.limbo.counts();
             let (objects, object_room) = state.objects.counts();
             bytes += state.ranges.capacity() * (core::mem::size_of::<((NsId, u32), Range)>() + 1)
@@ -1042,13 +1055,13 @@ impl PidAllocator for PerCpu {
                 bytes += range.live as usize * super::idr::pid_bytes(0);
             }
         }
-        let _structure = lock(&self.namespaces);
+        let _structure = self.namespaces.lock();
         for index in 0..self.spaces.len() {
             // Only `free_ns` frees spaces, under the lock we hold.
             // SAFETY: so the space lives while we read it.
             if let Some(space) = unsafe { self.spaces.get(index) } {
-                let directory = read(&space.directory);
-                bytes += core::mem::size_of::<Space>()
+                let directory = space.directory.read();
+                bytes += core::mem::size_of::<Space<L>>()
                     + space.slots.memory_bytes()
                     + directory.holders.capacity() * (core::mem::size_of::<(u32, usize)>() + 1);
             }

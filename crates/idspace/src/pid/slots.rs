@@ -26,6 +26,7 @@
 //!
 //! [`Readers`]: crate::util::readers::Readers
 
+use crate::prelude::*;
 use core::ptr;
 
 use super::object::Pid;

@@ -4,9 +4,11 @@
 //! until no hazard holds it (see `Hazards`) and for a grace period of its lookups (see
 //! `Readers`).
 
+use crate::prelude::*;
 use core::ptr;
 
-use crate::sync::{lock, AtomicPtr, AtomicUsize, Mutex, Ordering};
+use crate::lock::{Locks, Mutex};
+use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
 
 const CHUNK: usize = 64;
 #[cfg(not(loom))]
@@ -19,33 +21,33 @@ pub(crate) const CAPACITY: usize = CHUNK * CHUNKS;
 
 type Chunk<T> = [AtomicPtr<T>; CHUNK];
 
-pub(crate) struct SpaceList<T> {
+pub(crate) struct SpaceList<T, L: Locks> {
     chunks: Box<[AtomicPtr<Chunk<T>>]>,
     len: AtomicUsize,
     /// Serialises appends.
-    append: Mutex<()>,
+    append: Mutex<L, ()>,
 }
 
 // SAFETY: the list owns its `T`s (boxed, published through atomics) and hands out only `&T`,
 // so it is as thread-safe as `T` is `Send + Sync`.
-unsafe impl<T: Send + Sync> Send for SpaceList<T> {}
+unsafe impl<T: Send + Sync, L: Locks> Send for SpaceList<T, L> {}
 // SAFETY: as above.
-unsafe impl<T: Send + Sync> Sync for SpaceList<T> {}
+unsafe impl<T: Send + Sync, L: Locks> Sync for SpaceList<T, L> {}
 
-impl<T> SpaceList<T> {
+impl<T, L: Locks> SpaceList<T, L> {
     pub(crate) fn new() -> Self {
         SpaceList {
             chunks: (0..CHUNKS)
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect(),
             len: AtomicUsize::new(0),
-            append: Mutex::new(()),
+            append: crate::lock::mutex::<L, _>(()),
         }
     }
 
     /// Appends `value`; its index, or `None` when the list is full.
     pub(crate) fn push(&self, value: T) -> Option<usize> {
-        let _appending = lock(&self.append);
+        let _appending = self.append.lock();
         let index = self.len.load(Ordering::Relaxed);
         if index >= CAPACITY {
             return None;
@@ -114,7 +116,7 @@ impl<T> SpaceList<T> {
     }
 }
 
-impl<T> Drop for SpaceList<T> {
+impl<T, L: Locks> Drop for SpaceList<T, L> {
     fn drop(&mut self) {
         for slot in self.chunks.iter() {
             let chunk = slot.load(Ordering::Acquire);

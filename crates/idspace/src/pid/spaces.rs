@@ -1,7 +1,8 @@
 //! The sequential designs' spaces: every live space with its parent, level, kernel state and
 //! ID structure, kept under the design's one lock.
 
-use std::collections::HashMap;
+use crate::prelude::*;
+use hashbrown::HashMap;
 
 use super::level::{alloc_level, check_set_tid, IdSpace, SpaceCore};
 use super::{NsId, PidError, MAX_LEVEL, ROOT};

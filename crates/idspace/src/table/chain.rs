@@ -2,13 +2,14 @@
 //! them, and the [`IdTable`] operations written once over any way of finding and locking a
 //! chain.
 
+use crate::prelude::*;
 use core::ptr::NonNull;
 
 use super::entry::Entry;
 use super::node::Node;
 use super::owners::Owners;
 use super::{exact_id_refusal, next_id, Id, IdTable, Owner, Rejected, TableError, MAX_ID};
-use crate::sync::fast::{lock, Mutex, MutexGuard};
+use crate::lock::{Locks, Mutex, MutexGuard};
 use crate::sync::{exclusive_load, AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use crate::util::hash::mix;
 use crate::util::idset::IdSet;
@@ -28,15 +29,15 @@ pub(crate) fn empty_head<T>() -> Head<T> {
 ///
 /// Links are stored with Release and loaded with Acquire: a node's fields are written before
 /// the store that links it, so whoever finds the node through a link sees them.
-pub(crate) struct ChainGuard<'a, T> {
-    _lock: MutexGuard<'a, ()>,
+pub(crate) struct ChainGuard<'a, T, L: Locks> {
+    _lock: MutexGuard<'a, L, ()>,
     head: &'a Head<T>,
 }
 
-impl<'a, T> ChainGuard<'a, T> {
+impl<'a, T, L: Locks> ChainGuard<'a, T, L> {
     /// The chain at `head`, whose lock the caller holds in `lock`.
     #[inline]
-    pub(crate) fn new(lock: MutexGuard<'a, ()>, head: &'a Head<T>) -> Self {
+    pub(crate) fn new(lock: MutexGuard<'a, L, ()>, head: &'a Head<T>) -> Self {
         ChainGuard { _lock: lock, head }
     }
 
@@ -91,10 +92,15 @@ impl<'a, T> ChainGuard<'a, T> {
     /// Links `node` first; the caller's reference to it becomes the chain's.
     #[inline]
     fn link(&mut self, node: NonNull<Node<T>>) {
-        // Relaxed: the node is not reachable from the chain yet; the store below publishes it.
+        // Release, like every link: a node moved by a split is still reachable from its old
+        // chain, and a lookup standing on it follows this store into the new chain, whose
+        // nodes were made by other threads. The Release fence in `ScaledChains::grow` already
+        // orders that in the language, but ThreadSanitizer does not model fences, and without
+        // this edge it sees the lookup's reads of the new chain's nodes race the writes that
+        // made them. On x86 a Release store is the same `mov`.
         self.node(node)
             .next
-            .store(self.head.load(Ordering::Relaxed), Ordering::Relaxed);
+            .store(self.head.load(Ordering::Relaxed), Ordering::Release);
         // Release: see the type's docs.
         self.head.store(node.as_ptr(), Ordering::Release);
     }
@@ -119,7 +125,7 @@ impl<'a, T> ChainGuard<'a, T> {
     /// Moves every node for which `moves` holds into `to` (a bucket split).
     pub(crate) fn split_into(
         &mut self,
-        to: &mut ChainGuard<'_, T>,
+        to: &mut ChainGuard<'_, T, L>,
         mut moves: impl FnMut(&Node<T>) -> bool,
     ) {
         let mut link = self.head;
@@ -181,9 +187,9 @@ pub(crate) fn find_unlocked<T>(
 }
 
 /// How a hash design finds and locks the chain of a hash.
-pub(crate) trait Chains<T>: Send + Sync {
+pub(crate) trait Chains<T, L: Locks>: Send + Sync {
     /// Locks the chain that holds (or would hold) keys with this hash.
-    fn lock(&self, hash: u64) -> ChainGuard<'_, T>;
+    fn lock(&self, hash: u64) -> ChainGuard<'_, T, L>;
     /// The node of (owner, id), whose hash is `hash`, found without taking a lock (see
     /// [`find_unlocked`]); valid while `section` lives.
     fn find(
@@ -209,11 +215,18 @@ const ID_STRIPES: usize = 2;
 /// One stripe of an owner's ID list, alone on its cache line (two CPUs recording neighbouring
 /// IDs must not pass one line back and forth).
 #[repr(align(64))]
-#[derive(Default)]
-struct IdStripe {
+struct IdStripe<L: Locks> {
     /// The IDs `id` of this stripe, each stored as `id / ID_STRIPES` so that a stripe's values
     /// stay as dense as the IDs are (one bitmap covers `ID_STRIPES` times the IDs).
-    ids: Mutex<IdSet>,
+    ids: Mutex<L, IdSet>,
+}
+
+impl<L: Locks> Default for IdStripe<L> {
+    fn default() -> Self {
+        IdStripe {
+            ids: crate::lock::mutex::<L, _>(IdSet::default()),
+        }
+    }
 }
 
 /// An owner's list of live IDs (the kernel's per-process timer list under `siglock`), striped
@@ -222,14 +235,21 @@ struct IdStripe {
 /// Each stripe's lock is held only to add or remove one ID, never together with a chain's lock
 /// or another stripe's: a thread preempted while it holds one stalls only the few operations
 /// that need the same stripe during those nanoseconds.
-#[derive(Default)]
-struct OwnerIds {
-    stripes: [IdStripe; ID_STRIPES],
+struct OwnerIds<L: Locks> {
+    stripes: [IdStripe<L>; ID_STRIPES],
 }
 
-impl OwnerIds {
+impl<L: Locks> Default for OwnerIds<L> {
+    fn default() -> Self {
+        OwnerIds {
+            stripes: core::array::from_fn(|_| IdStripe::default()),
+        }
+    }
+}
+
+impl<L: Locks> OwnerIds<L> {
     #[inline]
-    fn stripe(&self, id: Id) -> (&Mutex<IdSet>, Id) {
+    fn stripe(&self, id: Id) -> (&Mutex<L, IdSet>, Id) {
         let stripes = ID_STRIPES as Id;
         (&self.stripes[(id % stripes) as usize].ids, id / stripes)
     }
@@ -238,26 +258,26 @@ impl OwnerIds {
     #[inline]
     fn insert(&self, id: Id) -> bool {
         let (stripe, value) = self.stripe(id);
-        lock(stripe).insert(value)
+        stripe.lock().insert(value)
     }
 
     /// Forgets `id`; false if it was not there.
     #[inline]
     fn remove(&self, id: Id) -> bool {
         let (stripe, value) = self.stripe(id);
-        lock(stripe).remove(value)
+        stripe.lock().remove(value)
     }
 
     /// How many IDs are recorded, summed a stripe at a time.
     fn len(&self) -> usize {
-        self.stripes.iter().map(|s| lock(&s.ids).len()).sum()
+        self.stripes.iter().map(|s| s.ids.lock().len()).sum()
     }
 
     /// The IDs in ascending order, read a stripe at a time.
     fn ascending(&self) -> Vec<Id> {
         let mut ids = Vec::new();
         for (index, stripe) in self.stripes.iter().enumerate() {
-            let values = lock(&stripe.ids).ascending();
+            let values = stripe.ids.lock().ascending();
             ids.extend(
                 values
                     .into_iter()
@@ -270,7 +290,7 @@ impl OwnerIds {
 
     /// Heap bytes of the stripes' sets.
     fn heap_bytes(&self) -> usize {
-        self.stripes.iter().map(|s| lock(&s.ids).heap_bytes()).sum()
+        self.stripes.iter().map(|s| s.ids.lock().heap_bytes()).sum()
     }
 }
 
@@ -280,17 +300,26 @@ impl OwnerIds {
 /// As in the kernel since 6.15, choosing an ID takes no per-owner lock: a create claims the
 /// cursor's ID with an atomic increment, and the chain's lock decides whether that ID is free.
 /// Only the list has locks, one per stripe of IDs, each held to record or forget one ID.
-#[derive(Default)]
-pub(crate) struct OwnerSlot {
+pub(crate) struct OwnerSlot<L: Locks> {
     /// The next ID a create tries. Relaxed throughout: it only steers the search; the chains'
     /// locks decide which ID is whose.
     cursor: AtomicU32,
     /// Restore mode. Relaxed: a flag read on its own; no other data hangs on it.
     restoring: AtomicBool,
-    ids: OwnerIds,
+    ids: OwnerIds<L>,
 }
 
-impl OwnerSlot {
+impl<L: Locks> Default for OwnerSlot<L> {
+    fn default() -> Self {
+        OwnerSlot {
+            cursor: AtomicU32::new(0),
+            restoring: AtomicBool::new(false),
+            ids: OwnerIds::default(),
+        }
+    }
+}
+
+impl<L: Locks> OwnerSlot<L> {
     /// Whether the state is what a new owner starts with, so that dropping it loses nothing.
     /// Called under the registry shard's write lock, which keeps every other access out.
     fn is_initial(&self) -> bool {
@@ -333,7 +362,7 @@ impl OwnerSlot {
 /// instead of waiting, so a few suffice.
 fn reader_slots() -> usize {
     #[cfg(not(loom))]
-    let slots = (2 * std::thread::available_parallelism().map_or(1, |n| n.get())).clamp(4, 64);
+    let slots = (2 * crate::host::cpus()).clamp(4, 64);
     #[cfg(loom)]
     let slots = 2;
     slots
@@ -347,9 +376,9 @@ fn reader_slots() -> usize {
 /// remove that takes it out of the chain, and a create that inserted an ID into the chain finds
 /// it missing from the list. Every operation on an owner runs with the registry's shard held
 /// for reading, which `remove_owner` excludes with the write lock.
-pub(crate) struct ChainedTable<C> {
+pub(crate) struct ChainedTable<C, L: Locks> {
     chains: C,
-    owners: Owners<OwnerSlot>,
+    owners: Owners<OwnerSlot<L>, L>,
     /// Lookups in flight, which a remove waits out before it hands its node on: a remove
     /// unlinks its node under the chain's lock, then waits for a grace period
     /// ([`Readers::synchronize`]), and only then does the chain's reference to the node go to
@@ -361,7 +390,7 @@ pub(crate) struct ChainedTable<C> {
     max_id: Id,
 }
 
-impl<C> ChainedTable<C> {
+impl<C, L: Locks> ChainedTable<C, L> {
     pub(crate) fn new(chains: C, max_id: Id) -> Self {
         ChainedTable {
             chains,
@@ -391,19 +420,30 @@ struct Inserted {
 /// `posix_timer_add_at`. The node was allocated before, so that the chain's lock is held only
 /// for the search and the link.
 #[inline]
-fn try_insert<T, C: Chains<T>>(chains: &C, node: Box<Node<T>>) -> Result<Inserted, Box<Node<T>>> {
+fn try_insert<T, L: Locks, C: Chains<T, L>>(
+    chains: &C,
+    node: Box<Node<T>>,
+) -> Result<Inserted, Box<Node<T>>> {
     let hash = mix(node.owner, node.id);
     let len = chains.lock(hash).insert(node)?;
     Ok(Inserted { hash, len })
 }
 
+/// The refusal of a create that found no memory for its entry.
+fn no_memory<T>(value: T) -> Rejected<T> {
+    Rejected {
+        error: TableError::NoMemory,
+        value,
+    }
+}
+
 /// Takes (owner, id) out of its chain, with the chain's reference.
 #[inline]
-fn take<T, C: Chains<T>>(chains: &C, owner: Owner, id: Id) -> Option<Entry<T>> {
+fn take<T, L: Locks, C: Chains<T, L>>(chains: &C, owner: Owner, id: Id) -> Option<Entry<T>> {
     chains.lock(mix(owner, id)).unlink(owner, id)
 }
 
-impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
+impl<T: Send + Sync, L: Locks, C: Chains<T, L>> IdTable<T> for ChainedTable<C, L> {
     fn name(&self) -> &'static str {
         "chained"
     }
@@ -413,27 +453,32 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
         // The registry's shard stays read-locked across the create: a `remove_owner`, which
         // write-locks it, sees the entry in the owner's list or starts after the create.
         // The entry's one allocation, made before any lock is taken.
-        let mut node = Node::boxed(owner, 0, value);
-        let (id, inserted) = self.owners.with(owner, |slot| {
-            // Every ID claimed in turn, at most once each: Full if all are taken.
-            for _ in 0..=u64::from(max_id) {
-                let id = slot.claim(max_id);
-                node.id = id;
-                match try_insert(&self.chains, node) {
-                    Ok(inserted) => {
-                        // Newly in the chain, so not in the list (see `ChainedTable`).
-                        let recorded = slot.ids.insert(id);
-                        debug_assert!(recorded, "ID {id} was listed but not in its chain");
-                        return Ok((id, inserted));
+        let node = Node::try_boxed(owner, 0, value).map_err(no_memory)?;
+        let (id, inserted) = self.owners.try_with(
+            owner,
+            node,
+            |slot, mut node| {
+                // Every ID claimed in turn, at most once each: Full if all are taken.
+                for _ in 0..=u64::from(max_id) {
+                    let id = slot.claim(max_id);
+                    node.id = id;
+                    match try_insert(&self.chains, node) {
+                        Ok(inserted) => {
+                            // Newly in the chain, so not in the list (see `ChainedTable`).
+                            let recorded = slot.ids.insert(id);
+                            debug_assert!(recorded, "ID {id} was listed but not in its chain");
+                            return Ok((id, inserted));
+                        }
+                        Err(back) => node = back,
                     }
-                    Err(back) => node = back,
                 }
-            }
-            Err(Rejected {
-                error: TableError::Full,
-                value: node.value, // never linked, so ours alone
-            })
-        })?;
+                Err(Rejected {
+                    error: TableError::Full,
+                    value: node.value, // never linked, so ours alone
+                })
+            },
+            |node| Err(no_memory(node.value)),
+        )?;
         // Growth runs with no lock held, so other creators of this owner do not wait for it.
         self.chains.inserted(inserted.hash, inserted.len);
         Ok(id)
@@ -450,7 +495,8 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
                     if let Some(error) = exact_id_refusal(restoring, id, max_id) {
                         return Err(Rejected { error, value });
                     }
-                    match try_insert(&self.chains, Node::boxed(owner, id, value)) {
+                    let node = Node::try_boxed(owner, id, value).map_err(no_memory)?;
+                    match try_insert(&self.chains, node) {
                         Ok(inserted) => {
                             let recorded = slot.ids.insert(id);
                             debug_assert!(recorded, "ID {id} was listed but not in its chain");
@@ -609,7 +655,7 @@ impl<T: Send + Sync, C: Chains<T>> IdTable<T> for ChainedTable<C> {
 /// Implements [`IdTable`] for a newtype over [`ChainedTable`] by delegation.
 macro_rules! delegate_chained_table {
     ($design:ident, $name:literal) => {
-        impl<T: Send + Sync> $crate::table::IdTable<T> for $design<T> {
+        impl<T: Send + Sync, L: $crate::lock::Locks> $crate::table::IdTable<T> for $design<T, L> {
             fn name(&self) -> &'static str {
                 $name
             }
@@ -671,13 +717,19 @@ pub(crate) use delegate_chained_table;
 mod tests {
     use super::*;
 
-    fn chain_of(head: &Head<u64>, lock: &Mutex<()>, f: impl FnOnce(&mut ChainGuard<'_, u64>)) {
-        f(&mut ChainGuard::new(super::lock(lock), head));
+    type Test = crate::lock::DefaultLocks;
+
+    fn chain_of(
+        head: &Head<u64>,
+        lock: &Mutex<Test, ()>,
+        f: impl FnOnce(&mut ChainGuard<'_, u64, Test>),
+    ) {
+        f(&mut ChainGuard::<u64, Test>::new(lock.lock(), head));
     }
 
     #[test]
     fn a_split_moves_exactly_the_chosen_nodes_and_keeps_every_reference() {
-        let (lock, mut from, mut to) = (Mutex::new(()), empty_head(), empty_head());
+        let (lock, mut from, mut to) = (Mutex::<Test, ()>::new(()), empty_head(), empty_head());
         chain_of(&from, &lock, |chain| {
             for id in 0..5 {
                 assert_eq!(
@@ -689,9 +741,9 @@ mod tests {
         });
         let held = chain_of_get(&from, &lock, 2);
         {
-            let mut source = ChainGuard::new(super::lock(&lock), &from);
-            let other = Mutex::new(());
-            let mut target = ChainGuard::new(super::lock(&other), &to);
+            let mut source = ChainGuard::<u64, Test>::new(lock.lock(), &from);
+            let other = Mutex::<Test, ()>::new(());
+            let mut target = ChainGuard::<u64, Test>::new(other.lock(), &to);
             source.split_into(&mut target, |node| node.id % 2 == 0);
             assert_eq!(source.nodes().count(), 2);
             assert_eq!(target.nodes().count(), 3);
@@ -706,8 +758,8 @@ mod tests {
         assert_eq!(held.try_unwrap().ok(), Some(2), "the last reference");
     }
 
-    fn chain_of_get(head: &Head<u64>, lock: &Mutex<()>, id: Id) -> Entry<u64> {
-        ChainGuard::new(super::lock(lock), head)
+    fn chain_of_get(head: &Head<u64>, lock: &Mutex<Test, ()>, id: Id) -> Entry<u64> {
+        ChainGuard::<u64, Test>::new(lock.lock(), head)
             .get(1, id)
             .expect("inserted")
     }

@@ -1,5 +1,6 @@
 //! [`Entry`]: a counted reference to a stored entry that holds no lock of the table.
 
+use crate::prelude::*;
 use core::marker::PhantomData;
 use core::ops::Deref;
 use core::ptr::NonNull;

@@ -30,6 +30,8 @@ pub enum TableError {
     NotRestoring,
     /// No entry has this (owner, id) (`-EINVAL` from the timer syscalls).
     NotFound,
+    /// No memory for the entry or the owner's state (`-ENOMEM`): the create changed nothing.
+    NoMemory,
 }
 
 impl TableError {
@@ -41,6 +43,7 @@ impl TableError {
             TableError::Invalid => "invalid",
             TableError::NotRestoring => "not_restoring",
             TableError::NotFound => "not_found",
+            TableError::NoMemory => "no_memory",
         }
     }
 }
@@ -53,12 +56,13 @@ impl fmt::Display for TableError {
             TableError::Invalid => "the requested ID is out of range",
             TableError::NotRestoring => "exact IDs need the owner's restore mode on",
             TableError::NotFound => "no entry has this owner and ID",
+            TableError::NoMemory => "no memory for the entry",
         };
         f.write_str(text)
     }
 }
 
-impl std::error::Error for TableError {}
+impl core::error::Error for TableError {}
 
 /// Why a [`Sizing`](super::Sizing) was refused by
 /// [`ScaledHash::with_sizing`](super::ScaledHash::with_sizing).
@@ -103,7 +107,7 @@ impl fmt::Display for SizingError {
     }
 }
 
-impl std::error::Error for SizingError {}
+impl core::error::Error for SizingError {}
 
 /// A create that failed: the error, and the value handed back so that nothing is lost.
 ///
@@ -131,4 +135,4 @@ impl<T> fmt::Display for Rejected<T> {
     }
 }
 
-impl<T: fmt::Debug> std::error::Error for Rejected<T> {}
+impl<T: fmt::Debug> core::error::Error for Rejected<T> {}

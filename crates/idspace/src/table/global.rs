@@ -1,5 +1,6 @@
 //! [`GlobalHash`]: the kernel's table before 6.15, 512 chains behind one global lock.
 
+use crate::prelude::*;
 use core::ptr::NonNull;
 
 use super::chain::{
@@ -9,29 +10,29 @@ use super::chain::{
 use super::node::Node;
 use super::Entry;
 use super::{Id, Owner, Rejected, TableError, MAX_ID};
-use crate::sync::fast::{lock, Mutex};
+use crate::lock::{DefaultLocks, Locks, Mutex};
 use crate::util::readers::Section;
 
 /// Chains in the global design: `DEFINE_HASHTABLE(posix_timers_hashtable, 9)`.
 pub const GLOBAL_BUCKETS: usize = 512;
 
 /// The chains' heads, all behind one lock (`hash_lock`).
-pub(crate) struct GlobalChains<T> {
-    lock: Mutex<()>,
+pub(crate) struct GlobalChains<T, L: Locks> {
+    lock: Mutex<L, ()>,
     heads: Box<[Head<T>]>,
 }
 
 // SAFETY: the heads point at nodes holding `T`s that any thread may read or drop, as
 // `Arc<T>`s would be; links change only under `lock`.
-unsafe impl<T: Send + Sync> Send for GlobalChains<T> {}
+unsafe impl<T: Send + Sync, L: Locks> Send for GlobalChains<T, L> {}
 // SAFETY: see `Send`.
-unsafe impl<T: Send + Sync> Sync for GlobalChains<T> {}
+unsafe impl<T: Send + Sync, L: Locks> Sync for GlobalChains<T, L> {}
 
-impl<T: Send + Sync> Chains<T> for GlobalChains<T> {
+impl<T: Send + Sync, L: Locks> Chains<T, L> for GlobalChains<T, L> {
     #[inline]
-    fn lock(&self, hash: u64) -> ChainGuard<'_, T> {
+    fn lock(&self, hash: u64) -> ChainGuard<'_, T, L> {
         let head = &self.heads[hash as usize & (GLOBAL_BUCKETS - 1)];
-        ChainGuard::new(lock(&self.lock), head)
+        ChainGuard::new(self.lock.lock(), head)
     }
 
     #[inline]
@@ -57,12 +58,12 @@ impl<T: Send + Sync> Chains<T> for GlobalChains<T> {
             + self
                 .heads
                 .iter()
-                .map(|head| ChainGuard::new(lock(&self.lock), head).node_bytes())
+                .map(|head| ChainGuard::<T, L>::new(self.lock.lock(), head).node_bytes())
                 .sum::<usize>()
     }
 }
 
-impl<T> Drop for GlobalChains<T> {
+impl<T, L: Locks> Drop for GlobalChains<T, L> {
     fn drop(&mut self) {
         self.heads.iter_mut().for_each(release_chain);
     }
@@ -93,8 +94,8 @@ impl<T> Drop for GlobalChains<T> {
 /// assert_eq!(timers.create(1, 11), Ok(1));
 /// assert_eq!(timers.len(), 4);
 /// ```
-pub struct GlobalHash<T> {
-    table: ChainedTable<GlobalChains<T>>,
+pub struct GlobalHash<T, L: Locks = DefaultLocks> {
+    table: ChainedTable<GlobalChains<T, L>, L>,
 }
 
 impl<T: Send + Sync> GlobalHash<T> {
@@ -105,11 +106,24 @@ impl<T: Send + Sync> GlobalHash<T> {
 
     /// An empty table whose IDs run `0..=max_id` (a smaller space wraps and fills sooner).
     pub fn with_max_id(max_id: Id) -> Self {
+        Self::with_locks_and_max_id(max_id)
+    }
+}
+
+impl<T: Send + Sync, L: Locks> GlobalHash<T, L> {
+    /// An empty table on the locks `L` (see [`lock`](crate::lock)), with the kernel's ID
+    /// range.
+    pub fn with_locks() -> Self {
+        Self::with_locks_and_max_id(MAX_ID)
+    }
+
+    /// An empty table on the locks `L` whose IDs run `0..=max_id`.
+    pub fn with_locks_and_max_id(max_id: Id) -> Self {
         let heads = (0..GLOBAL_BUCKETS).map(|_| empty_head()).collect();
         GlobalHash {
             table: ChainedTable::new(
                 GlobalChains {
-                    lock: Mutex::new(()),
+                    lock: crate::lock::mutex::<L, _>(()),
                     heads,
                 },
                 max_id.min(MAX_ID),

@@ -64,7 +64,19 @@
 //! * **Locks that yield.** The kernel's bucket locks are spinlocks held with preemption off. In
 //!   user space a lock holder can be preempted, and with more threads than CPUs std's futex
 //!   mutex then convoys (waiters sleep, every unlock pays a wake-up). The tables use
-//!   `parking_lot`'s locks, whose waiters yield to the holder before they park.
+//!   `parking_lot`'s mutex by default, whose waiters yield to the holder before they park; a
+//!   kernel puts its own spinlock in their place (the type parameter `L`, see
+//!   [`lock`](crate::lock)), and then a bucket is as small as its lock allows.
+//! * **Out of memory is an answer.** A create allocates its entry before it takes any lock,
+//!   and a new owner's state under the registry's write lock, each through a fallible path
+//!   (stable Rust has no `Box::try_new`: the box is made from the global allocator's call,
+//!   which returns null, and the map reserves with `try_reserve`); either failure is
+//!   [`TableError::NoMemory`] with the value handed back, as `timer_create` returns
+//!   `-ENOMEM`. What stays infallible: an owner's ID list growing (a few bytes per 16 IDs, or
+//!   one 8 KiB bitmap per 65,536), [`ScaledHash`]'s growth (a failed split would leave the
+//!   table as it was, but the allocation aborts first), the radix tree's nodes in [`Radix`]
+//!   (a baseline), and the owner state that [`IdTable::set_restore`] and
+//!   [`IdTable::set_cursor`] create, which have no error to report.
 //! * **Intrusive nodes and 16-byte buckets, as the kernel has them.** Each entry is one
 //!   allocation holding its key, its chain link, a reference count and the value (the
 //!   kernel's `k_itimer` is its own hlist node), and an [`Entry`] is a counted pointer to it,
@@ -109,6 +121,8 @@
 //! * **Exact-ID errors.** `create_at` reports [`TableError::NotRestoring`] when restore mode is off
 //!   (the kernel would silently allocate a fresh ID instead, since it only reads the requested ID in
 //!   restore mode); the explicit error makes misuse visible.
+
+use crate::prelude::*;
 
 mod chain;
 mod entry;

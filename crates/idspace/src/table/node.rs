@@ -8,6 +8,7 @@
 //! `Entry` that `remove` returns), so that removing costs no count update; the memory is freed
 //! by whoever drops the last reference.
 
+use crate::prelude::*;
 use core::ptr::{self, NonNull};
 
 use super::{Id, Owner};
@@ -41,7 +42,19 @@ impl<T> Node<T> {
     /// A node with one reference, not yet shared.
     #[inline]
     pub(crate) fn boxed(owner: Owner, id: Id, value: T) -> Box<Node<T>> {
-        Box::new(Node {
+        Box::new(Node::unboxed(owner, id, value))
+    }
+
+    /// [`Node::boxed`], or the value back if there is no memory for the node (the kernel's
+    /// `-ENOMEM` from `kmem_cache_zalloc` in `alloc_posix_timer`).
+    #[inline]
+    pub(crate) fn try_boxed(owner: Owner, id: Id, value: T) -> Result<Box<Node<T>>, T> {
+        crate::util::fallible::try_box(Node::unboxed(owner, id, value)).map_err(|node| node.value)
+    }
+
+    #[inline]
+    fn unboxed(owner: Owner, id: Id, value: T) -> Node<T> {
+        Node {
             next: AtomicPtr::new(ptr::null_mut()),
             owner,
             id,
@@ -49,7 +62,7 @@ impl<T> Node<T> {
             value,
             #[cfg(loom)]
             lifetime: crate::sync::UnsafeCell::new(()),
-        })
+        }
     }
 
     /// Whether the node holds (owner, id).
@@ -79,7 +92,7 @@ impl<T> Node<T> {
         // Relaxed: a new reference is made from an existing one, which already orders every
         // access to the node (as `Arc::clone`).
         if self.refs.fetch_add(1, Ordering::Relaxed) > MAX_REFS {
-            std::process::abort();
+            overflow();
         }
     }
 
@@ -128,4 +141,15 @@ impl<T> Node<T> {
         let node = unsafe { Box::from_raw(node.as_ptr()) };
         Some(node.value)
     }
+}
+
+/// A reference count past [`MAX_REFS`]: as `Arc` does, stop the program rather than let the
+/// count wrap and a node be freed while referenced. Without `std` there is no abort on stable
+/// Rust; the panic handler (which a kernel's halts) stands in for it.
+#[cold]
+fn overflow() -> ! {
+    #[cfg(feature = "std")]
+    std::process::abort();
+    #[cfg(not(feature = "std"))]
+    panic!("a table entry's reference count overflowed");
 }

@@ -8,10 +8,11 @@
 //!
 //! Per-owner state is boxed so that growing a shard's map moves pointers, not states.
 
-use std::collections::HashMap;
+use crate::prelude::*;
+use hashbrown::HashMap;
 
 use super::Owner;
-use crate::sync::fast::{read, write, RwLock};
+use crate::lock::{Locks, RwLock};
 use crate::util::hash::{mix, BuildIntHasher};
 
 // Under loom every lock is a modelled object: keep the registry small there.
@@ -29,10 +30,10 @@ pub(crate) type Shard<S> = HashMap<Owner, Box<S>, BuildIntHasher>;
 /// the registry stays at 4 KiB, which a table with few entries notices (2048 sparse IDs take
 /// about 100 KB in all).
 #[repr(align(64))]
-struct ShardLine<S>(RwLock<Shard<S>>);
+struct ShardLine<S, L: Locks>(RwLock<L, Shard<S>>);
 
-pub(crate) struct Owners<S> {
-    shards: Box<[ShardLine<S>]>,
+pub(crate) struct Owners<S, L: Locks> {
+    shards: Box<[ShardLine<S, L>]>,
 }
 
 /// Gives a shard's memory back once it is mostly empty: maps never shrink by themselves, and
@@ -44,38 +45,71 @@ fn shrink<S>(map: &mut Shard<S>) {
     }
 }
 
-impl<S: Default> Owners<S> {
+impl<S: Default, L: Locks> Owners<S, L> {
     pub(crate) fn new() -> Self {
         let shards = (0..SHARDS)
-            .map(|_| ShardLine(RwLock::new(Shard::default())))
+            .map(|_| ShardLine(crate::lock::rwlock::<L, _>(Shard::default())))
             .collect();
         Owners { shards }
     }
 
     #[inline]
-    fn shard(&self, owner: Owner) -> &RwLock<Shard<S>> {
+    fn shard(&self, owner: Owner) -> &RwLock<L, Shard<S>> {
         // The top bits of the mix: independent of the low bits the tables address with.
         &self.shards[(mix(owner, 0) >> (64 - SHARD_BITS)) as usize].0
     }
 
     /// Runs `f` on the owner's state, creating a default state first if the owner has none.
-    /// `f` runs with the shard held for reading, so the state cannot be removed under it.
+    /// `f` runs with the shard held for reading, so the state cannot be removed under it. The
+    /// state's allocation is infallible: the callers (restore mode, cursors) have no error to
+    /// report it with.
     pub(crate) fn with<R>(&self, owner: Owner, f: impl FnOnce(&S) -> R) -> R {
         let shard = self.shard(owner);
         loop {
-            let map = read(shard);
+            let map = shard.read();
             if let Some(state) = map.get(&owner) {
                 return f(state);
             }
             drop(map);
             // A concurrent `remove` may drop the state again before we re-read: loop.
-            write(shard).entry(owner).or_default();
+            shard.write().entry(owner).or_default();
+        }
+    }
+
+    /// [`Owners::with`] for the creates, which report a lack of memory: runs `f(state, arg)`,
+    /// or `no_memory(arg)` if there is no memory for a new state.
+    pub(crate) fn try_with<A, R>(
+        &self,
+        owner: Owner,
+        arg: A,
+        f: impl FnOnce(&S, A) -> R,
+        no_memory: impl FnOnce(A) -> R,
+    ) -> R {
+        let shard = self.shard(owner);
+        loop {
+            let map = shard.read();
+            if let Some(state) = map.get(&owner) {
+                return f(state, arg);
+            }
+            drop(map);
+            // A concurrent `remove` may drop the state again before we re-read: loop.
+            let mut map = shard.write();
+            if map.contains_key(&owner) {
+                continue;
+            }
+            let Ok(state) = crate::util::fallible::try_box(S::default()) else {
+                return no_memory(arg);
+            };
+            if map.try_reserve(1).is_err() {
+                return no_memory(arg);
+            }
+            map.insert(owner, state);
         }
     }
 
     /// Runs `f` on the owner's state if the owner has one.
     pub(crate) fn with_existing<R>(&self, owner: Owner, f: impl FnOnce(&S) -> R) -> Option<R> {
-        read(self.shard(owner)).get(&owner).map(|state| f(state))
+        self.shard(owner).read().get(&owner).map(|state| f(state))
     }
 
     /// Runs `f(state, arg)` if the owner has a state, else `missing(arg)`: for operations that
@@ -87,7 +121,7 @@ impl<S: Default> Owners<S> {
         f: impl FnOnce(&S, A) -> R,
         missing: impl FnOnce(A) -> R,
     ) -> R {
-        match read(self.shard(owner)).get(&owner) {
+        match self.shard(owner).read().get(&owner) {
             Some(state) => f(state, arg),
             None => missing(arg),
         }
@@ -96,7 +130,7 @@ impl<S: Default> Owners<S> {
     /// Detaches the owner's state. Once this returns, no other thread can reach the state:
     /// every other access runs under the shard's read lock, which this write lock excluded.
     pub(crate) fn remove(&self, owner: Owner) -> Option<Box<S>> {
-        let mut map = write(self.shard(owner));
+        let mut map = self.shard(owner).write();
         let state = map.remove(&owner);
         shrink(&mut map);
         state
@@ -105,7 +139,7 @@ impl<S: Default> Owners<S> {
     /// Drops the owner's state if `idle` holds for it, deciding under the shard's write lock
     /// so that no other thread can change the state in between. True if it was dropped.
     pub(crate) fn remove_if(&self, owner: Owner, idle: impl FnOnce(&S) -> bool) -> bool {
-        let mut map = write(self.shard(owner));
+        let mut map = self.shard(owner).write();
         if map.get(&owner).is_some_and(|state| idle(state)) {
             map.remove(&owner);
             shrink(&mut map);
@@ -120,7 +154,7 @@ impl<S: Default> Owners<S> {
     pub(crate) fn remove_all_if(&self, idle: impl Fn(&S) -> bool) -> usize {
         let mut dropped = 0;
         for ShardLine(shard) in self.shards.iter() {
-            let mut map = write(shard);
+            let mut map = shard.write();
             let before = map.len();
             map.retain(|_, state| !idle(state));
             dropped += before - map.len();
@@ -135,7 +169,7 @@ impl<S: Default> Owners<S> {
         let mut owners: Vec<Owner> = self
             .shards
             .iter()
-            .flat_map(|ShardLine(shard)| read(shard).keys().copied().collect::<Vec<_>>())
+            .flat_map(|ShardLine(shard)| shard.read().keys().copied().collect::<Vec<_>>())
             .collect();
         owners.sort_unstable();
         owners
@@ -146,7 +180,8 @@ impl<S: Default> Owners<S> {
         self.shards
             .iter()
             .map(|ShardLine(shard)| {
-                read(shard)
+                shard
+                    .read()
                     .values()
                     .map(|state| count(state))
                     .sum::<usize>()
@@ -157,9 +192,9 @@ impl<S: Default> Owners<S> {
     /// Bytes held by the registry: the shards, their maps, and each state (`extra` adds what a
     /// state owns on the heap).
     pub(crate) fn memory_bytes(&self, extra: impl Fn(&S) -> usize) -> usize {
-        let mut bytes = self.shards.len() * core::mem::size_of::<ShardLine<S>>();
+        let mut bytes = self.shards.len() * core::mem::size_of::<ShardLine<S, L>>();
         for ShardLine(shard) in self.shards.iter() {
-            let map = read(shard);
+            let map = shard.read();
             // hashbrown: one slot and one control byte per bucket of capacity.
             bytes += map.capacity() * (core::mem::size_of::<(Owner, Box<S>)>() + 1);
             for state in map.values() {

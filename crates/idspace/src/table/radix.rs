@@ -4,7 +4,8 @@
 use super::node::Node;
 use super::owners::Owners;
 use super::{exact_id_refusal, next_id, Entry, Id, IdTable, Owner, Rejected, TableError, MAX_ID};
-use crate::sync::fast::{read, write, RwLock};
+use crate::lock::{DefaultLocks, Locks, RwLock};
+use crate::prelude::*;
 use crate::util::radix::RadixTree;
 
 /// One owner's tree with its cursor and restore flag, behind the owner's lock (the xarray's
@@ -25,14 +26,14 @@ impl<T> TreeState<T> {
     }
 }
 
-pub(crate) struct RadixOwner<T> {
-    state: RwLock<TreeState<T>>,
+pub(crate) struct RadixOwner<T, L: Locks> {
+    state: RwLock<L, TreeState<T>>,
 }
 
-impl<T> Default for RadixOwner<T> {
+impl<T, L: Locks> Default for RadixOwner<T, L> {
     fn default() -> Self {
         RadixOwner {
-            state: RwLock::new(TreeState {
+            state: crate::lock::rwlock::<L, _>(TreeState {
                 cursor: 0,
                 restoring: false,
                 tree: RadixTree::default(),
@@ -65,8 +66,8 @@ impl<T> Default for RadixOwner<T> {
 /// assert_eq!(table.remove_owner(5), 4);
 /// assert!(table.is_empty());
 /// ```
-pub struct Radix<T> {
-    owners: Owners<RadixOwner<T>>,
+pub struct Radix<T, L: Locks = DefaultLocks> {
+    owners: Owners<RadixOwner<T, L>, L>,
     max_id: Id,
 }
 
@@ -78,6 +79,19 @@ impl<T: Send + Sync> Radix<T> {
 
     /// An empty table whose IDs run `0..=max_id`.
     pub fn with_max_id(max_id: Id) -> Self {
+        Self::with_locks_and_max_id(max_id)
+    }
+}
+
+impl<T: Send + Sync, L: Locks> Radix<T, L> {
+    /// An empty table on the locks `L` (see [`lock`](crate::lock)), with the kernel's ID
+    /// range.
+    pub fn with_locks() -> Self {
+        Self::with_locks_and_max_id(MAX_ID)
+    }
+
+    /// An empty table on the locks `L` whose IDs run `0..=max_id`.
+    pub fn with_locks_and_max_id(max_id: Id) -> Self {
         Radix {
             owners: Owners::new(),
             max_id: max_id.min(MAX_ID),
@@ -96,42 +110,53 @@ impl<T: Send + Sync> Default for Radix<T> {
     }
 }
 
-impl<T: Send + Sync> IdTable<T> for Radix<T> {
+impl<T: Send + Sync, L: Locks> IdTable<T> for Radix<T, L> {
     fn name(&self) -> &'static str {
         "radix"
     }
 
     fn create(&self, owner: Owner, value: T) -> Result<Id, Rejected<T>> {
         let max = u64::from(self.max_id);
-        self.owners.with(owner, |slot| {
-            let mut state = write(&slot.state);
-            let cursor = u64::from(state.cursor);
-            let free = state
-                .tree
-                .first_free(cursor, max)
-                .or_else(|| state.tree.first_free(0, max));
-            let Some(id) = free else {
-                return Err(Rejected {
-                    error: TableError::Full,
-                    value,
-                });
-            };
-            let id = id as Id; // at most max_id
-            if state.tree.get(u64::from(id)).is_some() {
-                // first_free said the index is free, and we hold the lock: unreachable, but
-                // handing the value back beats a panic.
-                return Err(Rejected {
-                    error: TableError::Busy,
-                    value,
-                });
-            }
-            // Free, checked under the write lock just above.
-            let _ = state
-                .tree
-                .insert(u64::from(id), Entry::new(owner, id, value));
-            state.cursor = next_id(id, self.max_id);
-            Ok(id)
-        })
+        let no_memory = |value| {
+            Err(Rejected {
+                error: TableError::NoMemory,
+                value,
+            })
+        };
+        self.owners.try_with(
+            owner,
+            value,
+            |slot, value| {
+                let mut state = slot.state.write();
+                let cursor = u64::from(state.cursor);
+                let free = state
+                    .tree
+                    .first_free(cursor, max)
+                    .or_else(|| state.tree.first_free(0, max));
+                let Some(id) = free else {
+                    return Err(Rejected {
+                        error: TableError::Full,
+                        value,
+                    });
+                };
+                let id = id as Id; // at most max_id
+                if state.tree.get(u64::from(id)).is_some() {
+                    // first_free said the index is free, and we hold the lock: unreachable, but
+                    // handing the value back beats a panic.
+                    return Err(Rejected {
+                        error: TableError::Busy,
+                        value,
+                    });
+                }
+                // Free, checked under the write lock just above.
+                let _ = state
+                    .tree
+                    .insert(u64::from(id), Entry::new(owner, id, value));
+                state.cursor = next_id(id, self.max_id);
+                Ok(id)
+            },
+            no_memory,
+        )
     }
 
     fn create_at(&self, owner: Owner, id: Id, value: T) -> Result<Id, Rejected<T>> {
@@ -140,7 +165,7 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
             owner,
             value,
             |slot, value| {
-                let mut state = write(&slot.state);
+                let mut state = slot.state.write();
                 if let Some(error) = exact_id_refusal(state.restoring, id, max_id) {
                     return Err(Rejected { error, value });
                 }
@@ -170,18 +195,18 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
     fn set_restore(&self, owner: Owner, on: bool) {
         if on {
             self.owners
-                .with(owner, |slot| write(&slot.state).restoring = true);
+                .with(owner, |slot| slot.state.write().restoring = true);
         } else {
             self.owners
-                .with_existing(owner, |slot| write(&slot.state).restoring = false);
+                .with_existing(owner, |slot| slot.state.write().restoring = false);
             self.owners
-                .remove_if(owner, |slot| read(&slot.state).is_initial());
+                .remove_if(owner, |slot| slot.state.read().is_initial());
         }
     }
 
     fn is_restoring(&self, owner: Owner) -> bool {
         self.owners
-            .with_existing(owner, |slot| read(&slot.state).restoring)
+            .with_existing(owner, |slot| slot.state.read().restoring)
             .unwrap_or(false)
     }
 
@@ -189,14 +214,14 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
         // The shard and the tree are held for reading only while the entry's count is raised.
         self.owners
             .with_existing(owner, |slot| {
-                read(&slot.state).tree.get(u64::from(id)).cloned()
+                slot.state.read().tree.get(u64::from(id)).cloned()
             })
             .flatten()
     }
 
     fn remove(&self, owner: Owner, id: Id) -> Result<Entry<T>, TableError> {
         self.owners
-            .with_existing(owner, |slot| write(&slot.state).tree.remove(u64::from(id)))
+            .with_existing(owner, |slot| slot.state.write().tree.remove(u64::from(id)))
             .flatten()
             .ok_or(TableError::NotFound)
     }
@@ -204,7 +229,7 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
     fn ids(&self, owner: Owner) -> Vec<Id> {
         self.owners
             .with_existing(owner, |slot| {
-                let state = read(&slot.state);
+                let state = slot.state.read();
                 state
                     .tree
                     .indices()
@@ -218,7 +243,7 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
     fn remove_owner(&self, owner: Owner) -> usize {
         match self.owners.remove(owner) {
             // Dropped here, with no lock held: user destructors run outside the table.
-            Some(slot) => read(&slot.state).tree.len(),
+            Some(slot) => slot.state.read().tree.len(),
             None => 0,
         }
     }
@@ -228,13 +253,13 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
     }
 
     fn len(&self) -> usize {
-        self.owners.sum(|slot| read(&slot.state).tree.len())
+        self.owners.sum(|slot| slot.state.read().tree.len())
     }
 
     fn entries(&self, owner: Owner) -> Vec<(Id, Entry<T>)> {
         self.owners
             .with_existing(owner, |slot| {
-                let state = read(&slot.state);
+                let state = slot.state.read();
                 state
                     .tree
                     .indices()
@@ -247,7 +272,7 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
 
     fn cursor(&self, owner: Owner) -> Id {
         self.owners
-            .with_existing(owner, |slot| read(&slot.state).cursor)
+            .with_existing(owner, |slot| slot.state.read().cursor)
             .unwrap_or(0)
     }
 
@@ -257,26 +282,26 @@ impl<T: Send + Sync> IdTable<T> for Radix<T> {
         }
         if cursor == 0 {
             self.owners
-                .with_existing(owner, |slot| write(&slot.state).cursor = 0);
+                .with_existing(owner, |slot| slot.state.write().cursor = 0);
             self.owners
-                .remove_if(owner, |slot| read(&slot.state).is_initial());
+                .remove_if(owner, |slot| slot.state.read().is_initial());
         } else {
             self.owners
-                .with(owner, |slot| write(&slot.state).cursor = cursor);
+                .with(owner, |slot| slot.state.write().cursor = cursor);
         }
         Ok(())
     }
 
     fn forget_idle(&self) -> usize {
         self.owners
-            .remove_all_if(|slot| read(&slot.state).tree.len() == 0)
+            .remove_all_if(|slot| slot.state.read().tree.len() == 0)
     }
 
     fn memory_bytes(&self) -> usize {
         // Each entry's node: its key, link, count and value (the link is unused here).
         let shared = core::mem::size_of::<Node<T>>();
         self.owners.memory_bytes(|slot| {
-            let state = read(&slot.state);
+            let state = slot.state.read();
             state.tree.heap_bytes() + state.tree.len() * shared
         })
     }

@@ -1,6 +1,7 @@
 //! [`ScaledHash`]: the 6.15 kernel table, a lock per bucket, sized from the CPU count; and our
 //! growing variant of it (its design is documented on the type).
 
+use crate::prelude::*;
 use core::ptr;
 
 use core::ptr::NonNull;
@@ -16,7 +17,7 @@ use crate::util::hash::mix;
 use crate::util::readers::Section;
 use smallvec::SmallVec;
 
-use crate::sync::fast::{lock, try_lock, Mutex};
+use crate::lock::{DefaultLocks, Locks, Mutex};
 use crate::sync::{exclusive_load, fence, spin_wait, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 /// Buckets per CPU in the kernel's sizing (`512 × num_possible_cpus()`).
@@ -132,46 +133,46 @@ impl Sizing {
 }
 
 fn available_cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    crate::host::cpus()
 }
 
 /// One bucket, as the kernel's `timer_hash_bucket`: a lock and the head of its chain, and in
 /// the lock's padding a count of the splits that moved nodes out of it; 16 bytes (four to a
 /// cache line).
-pub(crate) struct Bucket<T> {
-    lock: Mutex<()>,
+pub(crate) struct Bucket<T, L: Locks> {
+    lock: Mutex<L, ()>,
     /// Odd while a split moves nodes out of the bucket (a seqcount): a lookup that walked the
     /// chain meanwhile may have followed a moved node into another chain, and walks again.
     splits: AtomicU32,
     head: Head<T>,
 }
 
-impl<T> Bucket<T> {
+impl<T, L: Locks> Bucket<T, L> {
     fn new() -> Self {
         Bucket {
-            lock: Mutex::new(()),
+            lock: crate::lock::mutex::<L, _>(()),
             splits: AtomicU32::new(0),
             head: empty_head(),
         }
     }
 
     #[inline]
-    fn chain(&self) -> ChainGuard<'_, T> {
-        ChainGuard::new(lock(&self.lock), &self.head)
+    fn chain(&self) -> ChainGuard<'_, T, L> {
+        ChainGuard::new(self.lock.lock(), &self.head)
     }
 }
 
 /// A block of buckets allocated at once: `len` of them.
-fn alloc_buckets<T>(len: usize) -> *mut Bucket<T> {
-    let buckets: Box<[Bucket<T>]> = (0..len).map(|_| Bucket::new()).collect();
-    Box::into_raw(buckets).cast::<Bucket<T>>()
+fn alloc_buckets<T, L: Locks>(len: usize) -> *mut Bucket<T, L> {
+    let buckets: Box<[Bucket<T, L>]> = (0..len).map(|_| Bucket::new()).collect();
+    Box::into_raw(buckets).cast::<Bucket<T, L>>()
 }
 
 /// Frees a block from [`alloc_buckets`], dropping the chains' references to their nodes.
 ///
 /// # Safety
 /// `start` came from `alloc_buckets(len)` and nothing refers to its buckets any more.
-unsafe fn free_buckets<T>(start: *mut Bucket<T>, len: usize) {
+unsafe fn free_buckets<T, L: Locks>(start: *mut Bucket<T, L>, len: usize) {
     // SAFETY: by the caller's promise, the block's own allocation, unshared.
     let mut buckets = unsafe { Box::from_raw(ptr::slice_from_raw_parts_mut(start, len)) };
     for bucket in buckets.iter_mut() {
@@ -179,7 +180,10 @@ unsafe fn free_buckets<T>(start: *mut Bucket<T>, len: usize) {
     }
 }
 
-pub(crate) struct ScaledChains<T> {
+/// A segment's directory: pointers to its blocks of buckets (see `ScaledChains::directories`).
+type Directory<T, L> = AtomicPtr<Bucket<T, L>>;
+
+pub(crate) struct ScaledChains<T, L: Locks> {
     /// log2 of the initial bucket count `B`.
     base_shift: u32,
     /// Chain length above which an insert splits a bucket; 0 for a fixed table.
@@ -188,22 +192,22 @@ pub(crate) struct ScaledChains<T> {
     /// bucket being split.
     buckets: AtomicUsize,
     /// Segment 0: the initial `B` buckets, allocated with the table.
-    first: *mut Bucket<T>,
+    first: *mut Bucket<T, L>,
     /// Segment `k ≥ 1` (at index `k`; index 0 is unused): a directory of `pieces(k)` pointers
     /// to blocks of `piece_len(k)` buckets, null until the split reaches the segment, each
     /// block null until the split reaches it.
-    directories: Box<[AtomicPtr<AtomicPtr<Bucket<T>>>]>,
+    directories: Box<[AtomicPtr<Directory<T, L>>]>,
     /// Serialises splitters; taken with `try_lock` only.
-    grow_lock: Mutex<()>,
+    grow_lock: Mutex<L, ()>,
 }
 
 // SAFETY: the raw pointers own the buckets, whose chains hold nodes with `T`s that any thread
 // may read or drop, as `Arc<T>`s would be; links change only under their bucket's lock.
-unsafe impl<T: Send + Sync> Send for ScaledChains<T> {}
+unsafe impl<T: Send + Sync, L: Locks> Send for ScaledChains<T, L> {}
 // SAFETY: see `Send`: every change to a chain goes through its bucket's mutex.
-unsafe impl<T: Send + Sync> Sync for ScaledChains<T> {}
+unsafe impl<T: Send + Sync, L: Locks> Sync for ScaledChains<T, L> {}
 
-impl<T: Send + Sync> ScaledChains<T> {
+impl<T: Send + Sync, L: Locks> ScaledChains<T, L> {
     fn new(sizing: Sizing) -> Result<Self, SizingError> {
         let (initial, max_load) = sizing.checked()?;
         let base_shift = initial.trailing_zeros();
@@ -216,12 +220,12 @@ impl<T: Send + Sync> ScaledChains<T> {
             buckets: AtomicUsize::new(initial),
             first: alloc_buckets(initial),
             directories,
-            grow_lock: Mutex::new(()),
+            grow_lock: crate::lock::mutex::<L, _>(()),
         })
     }
 }
 
-impl<T> ScaledChains<T> {
+impl<T, L: Locks> ScaledChains<T, L> {
     #[inline]
     fn base(&self) -> usize {
         1 << self.base_shift
@@ -280,7 +284,7 @@ impl<T> ScaledChains<T> {
 
     /// Bucket `index`, which must be below a bucket count this thread has read.
     #[inline]
-    fn bucket(&self, index: usize) -> &Bucket<T> {
+    fn bucket(&self, index: usize) -> &Bucket<T, L> {
         let (segment, offset) = self.locate(index);
         if segment == 0 {
             // SAFETY: `first` holds `B` buckets for the table's life, and `offset < B`.
@@ -327,12 +331,12 @@ impl<T> ScaledChains<T> {
         let slot = &self.directories[segment];
         // Only splitters store directories and blocks, and we are the only splitter.
         if slot.load(Ordering::Relaxed).is_null() {
-            let directory: Box<[AtomicPtr<Bucket<T>>]> = (0..self.pieces(segment))
+            let directory: Box<[AtomicPtr<Bucket<T, L>>]> = (0..self.pieces(segment))
                 .map(|_| AtomicPtr::new(ptr::null_mut()))
                 .collect();
             // Release pairs with the Acquire loads in `bucket`.
             slot.store(
-                Box::into_raw(directory).cast::<AtomicPtr<Bucket<T>>>(),
+                Box::into_raw(directory).cast::<AtomicPtr<Bucket<T, L>>>(),
                 Ordering::Release,
             );
         }
@@ -349,12 +353,12 @@ impl<T> ScaledChains<T> {
     }
 }
 
-impl<T: Send + Sync> ScaledChains<T> {
+impl<T: Send + Sync, L: Locks> ScaledChains<T, L> {
     /// Splits the next `span` buckets (`n - m ..`) into the new buckets `n ..`, unless another
     /// thread is already splitting or the table cannot grow further.
     #[cold]
     fn grow(&self) {
-        let Some(_splitting) = try_lock(&self.grow_lock) else {
+        let Some(_splitting) = self.grow_lock.try_lock() else {
             return; // another thread is splitting; a later overflow catches up
         };
         // Only splitters store `buckets`, and we are the only splitter.
@@ -366,7 +370,7 @@ impl<T: Send + Sync> ScaledChains<T> {
         }
         // Lock order: ascending bucket index. The sources (`n - m ..`) are all below the new
         // buckets (`n ..`), and every other thread locks one bucket at a time.
-        let mut sources: SmallVec<[ChainGuard<'_, T>; GROWTH_SPAN]> = (n - m..n - m + span)
+        let mut sources: SmallVec<[ChainGuard<'_, T, L>; GROWTH_SPAN]> = (n - m..n - m + span)
             .map(|index| self.bucket(index).chain())
             .collect();
         for index in n - m..n - m + span {
@@ -399,9 +403,9 @@ impl<T: Send + Sync> ScaledChains<T> {
     }
 }
 
-impl<T: Send + Sync> Chains<T> for ScaledChains<T> {
+impl<T: Send + Sync, L: Locks> Chains<T, L> for ScaledChains<T, L> {
     #[inline]
-    fn lock(&self, hash: u64) -> ChainGuard<'_, T> {
+    fn lock(&self, hash: u64) -> ChainGuard<'_, T, L> {
         loop {
             // Acquire pairs with the Release stores in `grow`.
             let n = self.buckets.load(Ordering::Acquire);
@@ -472,7 +476,7 @@ impl<T: Send + Sync> Chains<T> for ScaledChains<T> {
     }
 
     fn memory_bytes(&self) -> usize {
-        let bucket = core::mem::size_of::<Bucket<T>>();
+        let bucket = core::mem::size_of::<Bucket<T, L>>();
         let pointer = core::mem::size_of::<usize>();
         let mut bytes = core::mem::size_of::<Self>() + self.directories.len() * pointer;
         bytes += self.base() * bucket;
@@ -498,7 +502,7 @@ impl<T: Send + Sync> Chains<T> for ScaledChains<T> {
     }
 }
 
-impl<T> Drop for ScaledChains<T> {
+impl<T, L: Locks> Drop for ScaledChains<T, L> {
     fn drop(&mut self) {
         // `&mut self`: no reference to a bucket or node of the table remains, except the
         // `Entry`s, which hold references of their own.
@@ -621,8 +625,8 @@ impl<T> Drop for ScaledChains<T> {
 ///   bucket ended before the first read of its count, that read synchronises with its end, so
 ///   the second read of the bucket count shows the key's new home. Otherwise the walk saw the
 ///   chain as no split changed it, and the lookup's answer is that chain's.
-pub struct ScaledHash<T> {
-    table: ChainedTable<ScaledChains<T>>,
+pub struct ScaledHash<T, L: Locks = DefaultLocks> {
+    table: ChainedTable<ScaledChains<T, L>, L>,
     sizing: Sizing,
 }
 
@@ -638,7 +642,7 @@ impl<T: Send + Sync> ScaledHash<T> {
     /// use idspace::table::{ScaledHash, Sizing};
     ///
     /// let table = ScaledHash::<u64>::kernel_sized();
-    /// let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    /// let cpus = idspace::host::cpus(); // `available_parallelism` with `std`
     /// assert_eq!(table.buckets(), Sizing::kernel_buckets(cpus));
     /// assert_eq!(table.sizing(), Sizing::kernel());
     /// // The default starts at the same size, and grows.
@@ -674,6 +678,22 @@ impl<T: Send + Sync> ScaledHash<T> {
     /// # Ok::<(), SizingError>(())
     /// ```
     pub fn with_sizing_and_max_id(sizing: Sizing, max_id: Id) -> Result<Self, SizingError> {
+        Self::with_locks_and_sizing(sizing, max_id)
+    }
+}
+
+impl<T: Send + Sync, L: Locks> ScaledHash<T, L> {
+    /// Our default table ([`ScaledHash::new`]) on the locks `L` (see [`lock`](crate::lock)).
+    pub fn with_locks() -> Self {
+        Self::with_valid_sizing(Sizing::growing())
+    }
+
+    /// A table on the locks `L` sized as asked whose IDs run `0..=max_id`
+    /// ([`ScaledHash::with_sizing_and_max_id`] on other locks).
+    ///
+    /// # Errors
+    /// As [`ScaledHash::with_sizing`].
+    pub fn with_locks_and_sizing(sizing: Sizing, max_id: Id) -> Result<Self, SizingError> {
         Ok(ScaledHash {
             table: ChainedTable::new(ScaledChains::new(sizing)?, max_id.min(MAX_ID)),
             sizing,
@@ -682,7 +702,7 @@ impl<T: Send + Sync> ScaledHash<T> {
 
     /// A table with a sizing that [`Sizing::kernel_buckets`] keeps in range.
     fn with_valid_sizing(sizing: Sizing) -> Self {
-        match Self::with_sizing(sizing) {
+        match Self::with_locks_and_sizing(sizing, MAX_ID) {
             Ok(table) => table,
             Err(error) => unreachable!("the kernel's sizing is in range: {error}"),
         }
@@ -719,7 +739,7 @@ mod tests {
 
     #[test]
     fn addressing_covers_every_bucket_once() {
-        let chains = ScaledChains::<()>::new(Sizing::Growing {
+        let chains = ScaledChains::<(), DefaultLocks>::new(Sizing::Growing {
             initial: 4,
             max_load: 1,
         })
@@ -744,7 +764,7 @@ mod tests {
     #[cfg(not(miri))]
     #[test]
     fn a_bucket_is_a_lock_and_a_head_as_in_the_kernel() {
-        assert_eq!(core::mem::size_of::<Bucket<u64>>(), 16);
+        assert_eq!(core::mem::size_of::<Bucket<u64, DefaultLocks>>(), 16);
     }
 
     #[test]
@@ -763,7 +783,7 @@ mod tests {
         }
         assert_eq!(chains.bucket_count(), 256 + GROWTH_SPAN);
         // One block of the new segment and its directory, not the whole segment.
-        let bucket = core::mem::size_of::<Bucket<u64>>();
+        let bucket = core::mem::size_of::<Bucket<u64, DefaultLocks>>();
         let nodes = id as usize * core::mem::size_of::<crate::table::node::Node<u64>>();
         let directory = chains.pieces(1) * core::mem::size_of::<usize>();
         assert_eq!(
@@ -774,7 +794,7 @@ mod tests {
 
     #[test]
     fn segments_tile_the_bucket_indices() {
-        let chains = ScaledChains::<()>::new(Sizing::Fixed { buckets: 8 }).unwrap();
+        let chains = ScaledChains::<(), DefaultLocks>::new(Sizing::Fixed { buckets: 8 }).unwrap();
         let mut expected = (0, 0);
         for index in 0..1000 {
             assert_eq!(chains.locate(index), expected, "bucket {index}");

@@ -12,6 +12,8 @@
 //! [`TO_BITMAP`] IDs and back into an array at [`TO_ARRAY`]: the gap keeps a count that hovers
 //! around one size from converting on every change.
 
+use crate::prelude::*;
+
 /// An ID, as the handle tables number them ([`crate::table::Id`]).
 type Id = u32;
 

@@ -11,6 +11,8 @@
 //! * Leaves hold values inline (the xarray's slots hold pointers; with a pointer-sized value the
 //!   node sizes match: 64 × 8 bytes plus bookkeeping).
 
+use crate::prelude::*;
+
 const SHIFT: u32 = 6;
 const SLOTS: usize = 1 << SHIFT;
 const ALL: u64 = u64::MAX;

@@ -38,12 +38,13 @@
 //! # Cost
 //!
 //! Each slot sits on its own cache line (padded by [`CachePadded`]) and a thread starts its
-//! search at a slot of its own (spread by a thread-local's address), so sections on different
-//! CPUs write no shared line; only grace periods read all of them. On x86 the compare-exchange
-//! that claims a slot is a locked instruction, itself a full barrier, so there the reader's
-//! fence is only a compiler fence (an `mfence` would cost about as much again as the rest of a
-//! lookup); loom and Miri, which check the language's memory model rather than the hardware's,
-//! and every other architecture get the fence itself.
+//! search at a slot of its own (spread by [`host::slot_hint`](crate::host::slot_hint)), so
+//! sections on different CPUs write no shared line; only grace periods read all of them. On
+//! x86 the compare-exchange that claims a slot is a locked instruction, itself a full barrier,
+//! so there the reader's fence is only a compiler fence (an `mfence` would cost about as much
+//! again as the rest of a lookup). That is correct by the hardware's memory model, not the
+//! language's, so loom and Miri, which check the language's, the sanitizer builds, and every
+//! other architecture get the fence itself.
 //!
 //! # Differences from the kernel's RCU
 //!
@@ -60,6 +61,7 @@
 //! * Grace periods are detected by polling ([`Readers::passed`]) or spinning
 //!   ([`Readers::synchronize`]); there are no callbacks and no grace-period thread.
 
+use crate::prelude::*;
 use crate::sync::{fence, spin_wait, AtomicU64, Ordering};
 #[cfg(not(loom))]
 use crate::util::hash::mix;
@@ -67,12 +69,6 @@ use crossbeam_utils::CachePadded;
 
 /// The most reader slots one structure may have (and the size of a [`Snapshot`]).
 pub(crate) const MAX_SLOTS: usize = 64;
-
-#[cfg(not(loom))]
-crate::sync::thread_local! {
-    /// Its address tells threads apart, to spread their first choice of slot.
-    static THREAD_KEY: u8 = const { 0 };
-}
 
 /// The reader slots of one structure.
 pub(crate) struct Readers {
@@ -211,9 +207,14 @@ impl Readers {
 fn claim(slot: &AtomicU64, value: u64) -> bool {
     // On x86 a locked compare-exchange is itself a full barrier, and a `SeqCst` fence would add
     // an `mfence`; the compiler fence keeps the compiler from moving the section's loads above
-    // it. crossbeam-epoch pins the same way. Loom and Miri model the fence, so they check the
-    // portable form.
-    #[cfg(all(any(target_arch = "x86", target_arch = "x86_64"), not(any(loom, miri))))]
+    // it. crossbeam-epoch pins the same way. This is correct by the hardware's memory model
+    // only: in the language's, a `SeqCst` read-modify-write does not order the plain loads
+    // after it against the writer's fence. Loom, Miri and the sanitizer builds (see the crate's
+    // build script) take the portable form, correct by the language's model.
+    #[cfg(all(
+        any(target_arch = "x86", target_arch = "x86_64"),
+        not(any(loom, miri, idspace_sanitized))
+    ))]
     {
         let claimed = slot
             .compare_exchange(value, value + 1, Ordering::SeqCst, Ordering::Relaxed)
@@ -221,12 +222,20 @@ fn claim(slot: &AtomicU64, value: u64) -> bool {
         core::sync::atomic::compiler_fence(Ordering::SeqCst);
         claimed
     }
-    #[cfg(not(all(any(target_arch = "x86", target_arch = "x86_64"), not(any(loom, miri)))))]
+    #[cfg(not(all(
+        any(target_arch = "x86", target_arch = "x86_64"),
+        not(any(loom, miri, idspace_sanitized))
+    )))]
     {
-        // Relaxed: the fence orders the claim before the section's loads, and pairs with the
-        // writer's fence in `Readers::snapshot` and `Readers::synchronize`.
+        // The fence orders the claim before the section's loads, and pairs with the writer's
+        // fence in `Readers::snapshot` and `Readers::synchronize`. Acquire pairs with the
+        // Release in `Section::drop` of the slot's previous section: a writer whose Acquire
+        // load reads the end of ours then also follows theirs, which a grace period that saw
+        // theirs running relies on (a later section's end replaces the earlier one's in the
+        // slot). The fence gives that in the language too, but ThreadSanitizer does not model
+        // fences and reported the earlier section's reads racing the writer's free.
         let claimed = slot
-            .compare_exchange(value, value + 1, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(value, value + 1, Ordering::Acquire, Ordering::Relaxed)
             .is_ok();
         if claimed {
             fence(Ordering::SeqCst);
@@ -235,11 +244,12 @@ fn claim(slot: &AtomicU64, value: u64) -> bool {
     }
 }
 
-/// The slot a thread tries first: spread by the address of a thread-local.
+/// The slot a thread tries first: spread by the host's slot hint (with `std`, the address of a
+/// thread-local; in a kernel, the CPU's index).
 #[cfg(not(loom))]
 #[inline]
 fn first_choice() -> usize {
-    let key = THREAD_KEY.with(|key| core::ptr::from_ref(key).addr());
+    let key = crate::host::slot_hint();
     mix(key as u64, 0) as usize
 }
 

@@ -4,9 +4,10 @@
 
 use super::pcpu::{is_lazy_put, is_valid, UNSET};
 use super::SpaceState;
-use crate::sync::{lock, spin_wait, Ordering};
+use crate::lock::Locks;
+use crate::sync::{spin_wait, Ordering};
 
-impl SpaceState {
+impl<L: Locks> SpaceState<L> {
     /// The CID of the task switching in on `cpu`, whose runqueue the caller holds
     /// (`mm_cid_get`). The common path: the CPU's word is valid, and it is reused as is.
     pub(super) fn mm_cid_get(&self, cpu: usize) -> u32 {
@@ -50,9 +51,9 @@ impl SpaceState {
                 self.snapshot_time(cpu);
                 return cid;
             }
-            lock(&self.cid_lock)
+            self.cid_lock.lock()
         } else {
-            let held = lock(&self.cid_lock);
+            let held = self.cid_lock.lock();
             if let Some(cid) = self.try_get(cpu) {
                 drop(held);
                 self.snapshot_time(cpu);

@@ -6,9 +6,10 @@
 use super::pcpu::{is_unset, is_valid};
 use super::SpaceState;
 use crate::cid::UNSET as NO_CID;
+use crate::lock::Locks;
 use crate::sync::Ordering;
 
-impl SpaceState {
+impl<L: Locks> SpaceState<L> {
     /// `task` switches in on `dst` (whose runqueue the caller holds) after it last ran on `src`.
     /// Keeps CIDs compact when few tasks move around many CPUs: the source CPU's CID moves to
     /// an unset destination, or goes back when the destination has one.

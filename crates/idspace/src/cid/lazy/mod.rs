@@ -12,6 +12,7 @@ mod migrate;
 mod pcpu;
 mod scan;
 
+use crate::prelude::*;
 use crossbeam_utils::CachePadded;
 
 use self::pcpu::Pcpu;
@@ -22,7 +23,8 @@ use super::mask::CidMask;
 use super::runqueue::{exit_task, leave, Claim, Rqs};
 use super::task::{Roster, SpaceId, Task};
 use super::{check_affinity, check_cpu_count, CidAllocator, CidError, CidState, Mode};
-use crate::sync::{lock, Arc, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering};
+use crate::lock::{DefaultLocks, Locks, Mutex};
+use crate::sync::{Arc, AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// The pre-rewrite design (Linux 6.4 to 6.18, from 223baf9d17f2 with 6.13's `recent_cid` and
 /// `max_nr_cid`): CPUs cache CIDs across context switches, other CPUs take them back without
@@ -103,23 +105,23 @@ use crate::sync::{lock, Arc, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering};
 ///   the CPUs allowed are the union of the tasks' affinities (6.13's `mm_cpus_allowed`).
 /// * Where the kernel relaxes the CPU while it waits for a CID that a remote side is freeing,
 ///   we yield: in user space that side may be preempted.
-pub struct LazyCids {
+pub struct LazyCids<L: Locks = DefaultLocks> {
     space: SpaceId,
-    shared: Arc<SpaceState>,
-    #[cfg(not(loom))]
+    shared: Arc<SpaceState<L>>,
+    #[cfg(all(feature = "std", not(loom)))]
     _worker: Option<scan::Worker>,
 }
 
 /// The space's state, shared with the scan's worker thread.
-struct SpaceState {
+struct SpaceState<L: Locks> {
     cpus: usize,
     cids: CidMask,
     pcpus: Box<[CachePadded<Pcpu>]>,
     rqs: Rqs,
     hot: CachePadded<Hot>,
     /// Serialises allocations while `use_cid_lock` is set.
-    cid_lock: Mutex<()>,
-    members: Mutex<Members>,
+    cid_lock: Mutex<L, ()>,
+    members: Mutex<L, Members>,
     scan: scan::ScanState,
 }
 
@@ -166,6 +168,17 @@ impl LazyCids {
     /// [`CidError::BadScanPeriod`] for a zero period or one above [`MAX_SCAN_PERIOD`]; [`CidError::ScanThread`] if the worker
     /// thread of [`ScanPlacement::Worker`] cannot start.
     pub fn with_scan(cpus: usize, placement: ScanPlacement) -> Result<LazyCids, CidError> {
+        LazyCids::with_locks(cpus, placement)
+    }
+}
+
+impl<L: Locks> LazyCids<L> {
+    /// A space whose scan runs where `placement` says, on the locks `L` (see
+    /// [`lock`](crate::lock)): [`LazyCids::with_scan`] on other locks.
+    ///
+    /// # Errors
+    /// As [`LazyCids::with_scan`].
+    pub fn with_locks(cpus: usize, placement: ScanPlacement) -> Result<Self, CidError> {
         let cpus = check_cpu_count(cpus)?;
         if placement
             .period()
@@ -185,15 +198,15 @@ impl LazyCids {
                 use_cid_lock: AtomicBool::new(false),
                 epoch: AtomicU64::new(0),
             }),
-            cid_lock: Mutex::new(()),
-            members: Mutex::new(Members {
+            cid_lock: crate::lock::mutex::<L, _>(()),
+            members: crate::lock::mutex::<L, _>(Members {
                 users: 0,
                 allowed: 0,
                 roster: Roster::new(),
             }),
             scan: scan::ScanState::new(placement),
         });
-        #[cfg(not(loom))]
+        #[cfg(all(feature = "std", not(loom)))]
         let worker = match placement {
             ScanPlacement::Worker { period } => Some(
                 scan::Worker::start(Arc::clone(&shared), period)
@@ -204,7 +217,7 @@ impl LazyCids {
         Ok(LazyCids {
             space: SpaceId::new(),
             shared,
-            #[cfg(not(loom))]
+            #[cfg(all(feature = "std", not(loom)))]
             _worker: worker,
         })
     }
@@ -234,7 +247,7 @@ impl LazyCids {
     }
 }
 
-impl SpaceState {
+impl<L: Locks> SpaceState<L> {
     /// Publishes the allocation bounds after fork, exit or an affinity change.
     fn publish(&self, members: &Members) {
         // Relaxed: bounds read by switch-ins as hints; the bitmap decides ownership.
@@ -245,7 +258,7 @@ impl SpaceState {
     }
 }
 
-impl CidAllocator for LazyCids {
+impl<L: Locks> CidAllocator for LazyCids<L> {
     fn name(&self) -> &'static str {
         "lazy"
     }
@@ -257,7 +270,7 @@ impl CidAllocator for LazyCids {
     fn fork(&self, affinity: u64) -> Result<Task, CidError> {
         let shared = &*self.shared;
         check_affinity(affinity, shared.cpus)?;
-        let mut members = lock(&shared.members);
+        let mut members = shared.members.lock();
         let task = members.roster.fork(&self.space, affinity);
         members.users += 1;
         members.allowed |= affinity;
@@ -268,7 +281,7 @@ impl CidAllocator for LazyCids {
     fn exit(&self, task: &Task) -> Result<(), CidError> {
         self.space.check(task)?;
         let shared = &*self.shared;
-        let mut members = lock(&shared.members);
+        let mut members = shared.members.lock();
         exit_task(&shared.rqs, task, |_, on_cpu| {
             if let Some(cpu) = on_cpu {
                 // The task exits on its CPU (`sched_mm_cid_exit_signals`): no task of the space
@@ -339,7 +352,7 @@ impl CidAllocator for LazyCids {
         self.space.check(task)?;
         let shared = &*self.shared;
         check_affinity(affinity, shared.cpus)?;
-        let mut members = lock(&shared.members);
+        let mut members = shared.members.lock();
         task.set_affinity(affinity)?;
         members.allowed |= affinity;
         shared.publish(&members);
@@ -357,7 +370,7 @@ impl CidAllocator for LazyCids {
 
     fn state(&self) -> CidState {
         let shared = &*self.shared;
-        let users = lock(&shared.members).users;
+        let users = shared.members.lock().users;
         let hot = &shared.hot;
         // Relaxed: a snapshot.
         let budget = hot

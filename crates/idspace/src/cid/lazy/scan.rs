@@ -1,9 +1,10 @@
 //! The periodic scan over CPUs that takes back CIDs no task uses (`task_mm_cid_work`), where it
 //! runs ([`ScanPlacement`]), and what it cost ([`ScanStats`]).
 
-use std::time::{Duration, Instant};
+use core::time::Duration;
 
 use super::SpaceState;
+use crate::lock::Locks;
 use crate::sync::{AtomicU64, Ordering};
 
 /// Where the periodic CID scan of a [`LazyCids`](super::LazyCids) space runs.
@@ -17,6 +18,7 @@ use crate::sync::{AtomicU64, Ordering};
 /// assert_eq!(kernel.period(), Some(Duration::from_millis(100)));
 /// let never = ScanPlacement::Tick { period: Duration::ZERO };
 /// assert_eq!(LazyCids::with_scan(2, never).err(), Some(CidError::BadScanPeriod));
+/// # #[cfg(feature = "std")] { // a worker thread needs `std`
 /// let absurd = ScanPlacement::Worker { period: Duration::MAX };
 /// assert_eq!(LazyCids::with_scan(2, absurd).err(), Some(CidError::BadScanPeriod));
 ///
@@ -28,6 +30,7 @@ use crate::sync::{AtomicU64, Ordering};
 /// while space.scan_stats().invocations < 2 {
 ///     std::thread::sleep(Duration::from_millis(1));
 /// }
+/// # }
 /// # Ok::<(), CidError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +51,7 @@ pub enum ScanPlacement {
     /// Gabriele Monaco's "sched: Move task_mm_cid_work to mm delayed work": a worker thread of
     /// the space runs the scan every period (the `delayed_work`), and returns at once when no
     /// CID is taken. Switches never run it.
-    #[cfg(not(loom))]
+    #[cfg(all(feature = "std", not(loom)))]
     Worker {
         /// Time between scans.
         period: Duration,
@@ -62,6 +65,19 @@ pub enum ScanPlacement {
 /// use std::time::Duration;
 /// use idspace::cid::{CidAllocator, CidError, LazyCids, ScanPlacement, TICK_SWITCHES};
 ///
+/// # #[cfg(not(feature = "std"))]
+/// # {
+/// #     // Without `std` the clock is the host's: here one that moves a microsecond a read.
+/// #     use core::sync::atomic::{AtomicU64, Ordering};
+/// #     struct Ticking(AtomicU64);
+/// #     impl idspace::host::Host for Ticking {
+/// #         fn cpus(&self) -> usize { 1 }
+/// #         fn slot_hint(&self) -> usize { 0 }
+/// #         fn now_ns(&self) -> u64 { self.0.fetch_add(1_000, Ordering::Relaxed) }
+/// #     }
+/// #     static CLOCK: Ticking = Ticking(AtomicU64::new(0));
+/// #     idspace::host::install(&CLOCK).expect("the first install");
+/// # }
 /// let due_at_every_tick = ScanPlacement::Tick { period: Duration::from_nanos(1) };
 /// let space = LazyCids::with_scan(1, due_at_every_tick)?;
 /// let (a, b) = (space.fork(0b1)?, space.fork(0b1)?);
@@ -88,7 +104,7 @@ impl ScanPlacement {
         match self {
             ScanPlacement::OnDemand => None,
             ScanPlacement::Tick { period } => Some(period),
-            #[cfg(not(loom))]
+            #[cfg(all(feature = "std", not(loom)))]
             ScanPlacement::Worker { period } => Some(period),
         }
     }
@@ -135,8 +151,9 @@ impl ScanStats {
 /// The scan's clock and probe.
 pub(super) struct ScanState {
     pub(super) placement: ScanPlacement,
-    /// When the space was made: the tick's clock counts from here.
-    started: Instant,
+    /// When the space was made, on the host's clock ([`host::now_ns`](crate::host::now_ns)):
+    /// the tick's clock counts from here.
+    started: u64,
     /// Nanoseconds since `started` at which the next scan is due (`mm_cid_next_scan`).
     next_scan: AtomicU64,
     invocations: AtomicU64,
@@ -149,7 +166,7 @@ impl ScanState {
         let period = placement.period().map_or(0, nanos);
         ScanState {
             placement,
-            started: Instant::now(),
+            started: crate::host::now_ns(),
             next_scan: AtomicU64::new(period),
             invocations: AtomicU64::new(0),
             total_ns: AtomicU64::new(0),
@@ -183,7 +200,7 @@ fn nanos(duration: Duration) -> u64 {
 /// period" (`SCHED_MM_CID_PERIOD_NS`), counted in scans, which are a period apart.
 const UNUSED_SCANS: u64 = 2;
 
-impl SpaceState {
+impl<L: Locks> SpaceState<L> {
     /// Counts a switch-in on `cpu` (its runqueue held); true if it is a tick that finds the
     /// scan due and wins it (`task_tick_mm_cid`, then the `task_work`'s check): the caller runs
     /// [`SpaceState::scan`] once it released the runqueue.
@@ -199,7 +216,7 @@ impl SpaceState {
             return false;
         }
         switches.store(0, Ordering::Relaxed);
-        let now = nanos(self.scan.started.elapsed());
+        let now = crate::host::now_ns().saturating_sub(self.scan.started);
         // Relaxed: the compare-and-swap below decides which tick wins a period.
         let due = self.scan.next_scan.load(Ordering::Relaxed);
         now >= due
@@ -220,7 +237,7 @@ impl SpaceState {
     /// down at their next switch-in. No runqueue lock is taken: each CPU's word goes through the
     /// lock-free remote transitions of [`pcpu`](super::pcpu).
     pub(super) fn scan(&self) {
-        let started = Instant::now();
+        let started = crate::host::now_ns();
         // Relaxed: the epoch is a clock for the "unused" heuristic.
         let now = self.hot.epoch.fetch_add(1, Ordering::Relaxed) + 1;
         for pcpu in self.pcpus.iter() {
@@ -243,11 +260,13 @@ impl SpaceState {
                 pcpu.remote_clear(&self.cids);
             }
         }
-        self.scan.record(started.elapsed());
+        self.scan.record(Duration::from_nanos(
+            crate::host::now_ns().saturating_sub(started),
+        ));
     }
 
     /// The worker's scan: none at all when no CID is taken (the delayed-work series, patch 2).
-    #[cfg(not(loom))]
+    #[cfg(all(feature = "std", not(loom)))]
     pub(super) fn worker_scan(&self) {
         if self.cids.count() == 0 {
             self.scan.record(Duration::ZERO);
@@ -257,16 +276,17 @@ impl SpaceState {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(all(feature = "std", not(loom)))]
 pub(super) use worker::Worker;
 
 /// The series' `delayed_work`: a thread of the space's own.
-#[cfg(not(loom))]
+#[cfg(all(feature = "std", not(loom)))]
 mod worker {
     use std::thread::{self, JoinHandle};
     use std::time::{Duration, Instant};
 
     use super::SpaceState;
+    use crate::lock::Locks;
     use crate::sync::{Arc, AtomicBool, Ordering};
 
     /// A thread that scans every period until dropped.
@@ -276,8 +296,8 @@ mod worker {
     }
 
     impl Worker {
-        pub(in crate::cid::lazy) fn start(
-            shared: Arc<SpaceState>,
+        pub(in crate::cid::lazy) fn start<L: Locks>(
+            shared: Arc<SpaceState<L>>,
             period: Duration,
         ) -> std::io::Result<Worker> {
             let stop = Arc::new(AtomicBool::new(false));
