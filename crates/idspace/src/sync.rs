@@ -113,6 +113,20 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Takes `mutex` if it is free (recovering the guard if another thread panicked while holding
+/// it), or `None` if another thread holds it.
+#[cfg(feature = "std")]
+#[inline]
+pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    // loom's `try_lock` reports with std's error type too.
+    use std::sync::TryLockError;
+    match mutex.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
+
 /// One step of a spin-wait: a CPU hint, and under loom a yield so that the model checker runs
 /// the thread that will end the wait.
 #[inline]
