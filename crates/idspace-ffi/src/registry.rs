@@ -264,16 +264,41 @@ fn published() {
 }
 
 /// A leaf call in flight on a slot (see `Record::leaf`): two stores to the thread's own
-/// record, where a nesting [`Section`] keeps a depth as well.
-struct Leaf {
-    record: &'static Record,
+/// record, where a nesting [`Section`] keeps a depth as well. If the leaf slot is taken (a
+/// signal handler calling in while the thread was inside a leaf call), the call nests.
+enum Leaf {
+    Slot(&'static Record),
+    /// Held for its drop, which ends the nested section.
+    Nested(#[allow(dead_code)] Section),
+}
+
+impl Leaf {
+    #[inline(always)]
+    fn enter(index: usize) -> Result<Leaf, Errno> {
+        let record = record();
+        // Relaxed: the thread's own slot.
+        if record.leaf.load(Ordering::Relaxed) != 0 {
+            return Leaf::nested(index);
+        }
+        record.leaf.store(index as u32 + 1, Ordering::Relaxed);
+        published();
+        Ok(Leaf::Slot(record))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn nested(index: usize) -> Result<Leaf, Errno> {
+        Section::enter(index).map(Leaf::Nested)
+    }
 }
 
 impl Drop for Leaf {
     #[inline]
     fn drop(&mut self) {
-        // Release: as in `Section::drop`.
-        self.record.leaf.store(0, Ordering::Release);
+        if let Leaf::Slot(record) = self {
+            // Release: as in `Section::drop`.
+            record.leaf.store(0, Ordering::Release);
+        }
     }
 }
 
@@ -298,15 +323,7 @@ pub(crate) fn with<R>(
 ) -> Result<R, Errno> {
     let (index, generation) = decode(handle).ok_or(libc::EBADF)?;
     let slot = slot(index).ok_or(libc::EBADF)?;
-    let record = record();
-    // Relaxed: the thread's own slot. Busy only if a leaf call ran code that called back in,
-    // which none does; the nesting path serves that case all the same.
-    if record.leaf.load(Ordering::Relaxed) != 0 {
-        return with_callbacks(handle, call);
-    }
-    record.leaf.store(index as u32 + 1, Ordering::Relaxed);
-    let _leaf = Leaf { record };
-    published();
+    let _leaf = Leaf::enter(index)?;
     // Acquire: pairs with the Release store in `insert`, so `object` is the one published.
     if slot.generation.load(Ordering::Acquire) != generation {
         return Err(libc::EBADF);

@@ -511,10 +511,10 @@ impl<T: Send + Sync, L: Locks, C: Chains<T, L>> IdTable<T> for ChainedTable<C, L
                 }
                 Err(Rejected {
                     error: TableError::Full,
-                    value: node.into_value(), // never linked, so ours alone
+                    value: Node::into_value(*node), // never linked, so ours alone
                 })
             },
-            |node| Err(no_memory(node.into_value())),
+            |node| Err(no_memory(Node::into_value(*node))),
         )?;
         // Growth runs with no lock held, so other creators of this owner do not wait for it.
         self.chains.inserted(inserted.hash, inserted.len);
@@ -542,7 +542,7 @@ impl<T: Send + Sync, L: Locks, C: Chains<T, L>> IdTable<T> for ChainedTable<C, L
                         }
                         Err(node) => Err(Rejected {
                             error: TableError::Busy,
-                            value: node.into_value(), // never linked, so ours alone
+                            value: Node::into_value(*node), // never linked, so ours alone
                         }),
                     }
                 },

@@ -108,7 +108,7 @@ impl<T> Node<T> {
 
     /// The value of a node that was never shared (a create that found its ID taken).
     #[inline]
-    pub(crate) fn into_value(self: Box<Self>) -> T {
+    pub(crate) fn into_value(self) -> T {
         ManuallyDrop::into_inner(self.value)
     }
 
