@@ -10,7 +10,11 @@
  *   idspace_strerror() describes a code.
  * - Handles are small structs passed by value: an index and a generation in a registry. A
  *   destroyed, zeroed or wrong-kind handle is refused with -EBADF; it is never a use after
- *   free. Destroying a handle waits for the calls in flight on it.
+ *   free. Destroying a handle waits for the calls in flight on it. The check costs each call
+ *   a load and two stores to its thread's own record, a load of the handle's generation and
+ *   one of its object (about 1-2 ns, no atomic read-modify-write, no shared cache line
+ *   written); the destroy pays a membarrier(2) system call instead (or, where the kernel
+ *   lacks it, each call adds one full fence).
  * - Every handle is thread-safe: any call may run on any thread concurrently with any other
  *   call on the same handle, unless its documentation says otherwise.
  * - Out-pointers must point to writable memory; a null one is refused with -EINVAL.

@@ -13,6 +13,7 @@ use crate::boundary;
 pub(crate) type Errno = c_int;
 
 /// What an exported function returns: 0 or a count on success, a negative errno on failure.
+#[inline]
 pub(crate) fn code(result: Result<(), Errno>) -> c_int {
     match result {
         Ok(()) => 0,

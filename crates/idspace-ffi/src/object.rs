@@ -45,14 +45,29 @@ pub(crate) enum Object {
 macro_rules! impl_handle {
     ($name:ident, $variant:ident, $field:ty) => {
         impl $name {
-            /// Runs `call` on the handle's live structure, or answers `EBADF` for a handle that
-            /// is not live or names another kind of structure.
+            /// Runs `call`, which calls none of the caller's code, on the handle's live
+            /// structure, or answers `EBADF` for a handle that is not live or names another
+            /// kind of structure.
             #[inline]
             pub(crate) fn with<R>(
                 self,
                 call: impl FnOnce(&$field) -> Result<R, Errno>,
             ) -> Result<R, Errno> {
                 registry::with(self.raw, |object| match object {
+                    Object::$variant(inner) => call(inner),
+                    #[allow(unreachable_patterns)]
+                    _ => Err(libc::EBADF),
+                })
+            }
+
+            /// [`with`](Self::with) for a call that may call back into the library.
+            #[allow(dead_code)]
+            #[inline]
+            pub(crate) fn with_callbacks<R>(
+                self,
+                call: impl FnOnce(&$field) -> Result<R, Errno>,
+            ) -> Result<R, Errno> {
+                registry::with_callbacks(self.raw, |object| match object {
                     Object::$variant(inner) => call(inner),
                     #[allow(unreachable_patterns)]
                     _ => Err(libc::EBADF),

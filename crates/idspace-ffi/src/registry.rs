@@ -11,7 +11,9 @@
 //!
 //! Every call enters a *read-side section* on the slot: it publishes the slot's index in its
 //! thread's hazard record, then checks the generation and reads the object pointer; on return
-//! it clears the record. A destroy bumps the generation (new calls are refused from then on),
+//! it clears the record. Calls that run no code of the caller's (all but those taking a
+//! callback) publish in the record's one *leaf* slot; a call with a callback, which may call
+//! back in, takes a slot of a small stack (with a depth). A destroy bumps the generation (new calls are refused from then on),
 //! then waits until no thread's record names the slot before it frees the object. So an object
 //! is never freed under a call that validated its handle, and nothing is shared-written on the
 //! call path: the hazard record is the calling thread's own cache line.
@@ -21,9 +23,9 @@
 //! The Dekker-style hand-off between the record's store and the generation's load needs a full
 //! barrier on one side. Where the kernel offers `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`
 //! (Linux 4.14), the destroyer pays it (an IPI to the CPUs running this process, microseconds),
-//! and a call pays only: a thread-local load, two stores to its own record, one load of the
-//! slot's generation and one of its object pointer (a few nanoseconds, no atomic
-//! read-modify-write, no shared cache line written). Without membarrier (valgrind, old
+//! and a call pays only: a thread-local load, a load and two stores of its own record's leaf
+//! slot, one load of the slot's generation and one of its object pointer (one to two
+//! nanoseconds, no atomic read-modify-write, no shared cache line written). Without membarrier (valgrind, old
 //! kernels), each call adds one `SeqCst` fence (about 20 cycles on x86-64).
 //!
 //! # Limits
@@ -75,7 +77,12 @@ static ALLOCATION: Mutex<Allocation> = Mutex::new(Allocation {
 /// two threads' records share a line.
 #[repr(align(128))]
 struct Record {
-    /// `index + 1` of each call in flight, 0 when unused; written by the owning thread only.
+    /// `index + 1` of the call in flight that runs none of the caller's code (a *leaf* call:
+    /// every call but those that take a callback), 0 when none; written by the owning thread
+    /// only. A leaf call cannot start another call, so one slot serves them all.
+    leaf: AtomicU32,
+    /// `index + 1` of each call in flight that may call back into the caller's code, 0 when
+    /// unused; written by the owning thread only.
     slots: [AtomicU32; MAX_NESTING],
     /// How many of `slots` are in use; touched by the owning thread only.
     depth: AtomicU32,
@@ -143,6 +150,7 @@ fn claim_record() -> &'static Record {
         Some(record) => *record,
         None => {
             let record: &'static Record = Box::leak(Box::new(Record {
+                leaf: AtomicU32::new(0),
                 slots: [const { AtomicU32::new(0) }; MAX_NESTING],
                 depth: AtomicU32::new(0),
                 claimed: AtomicBool::new(true),
@@ -237,15 +245,60 @@ impl Section {
         }
         record.depth.store(depth as u32 + 1, Ordering::Relaxed);
         record.slots[depth].store(index as u32 + 1, Ordering::Relaxed);
-        if MEMBARRIER.load(Ordering::Relaxed) {
-            // The destroyer's membarrier is a full barrier on this thread: the compiler must
-            // keep the store above the generation's load below.
-            compiler_fence(Ordering::SeqCst);
-        } else {
-            // SeqCst: pairs with the fence in `destroy` after the generation bump (Dekker).
-            fence(Ordering::SeqCst);
-        }
+        published();
         Ok(Section { record, depth })
+    }
+}
+
+/// Orders a call's publication of its slot before its load of the generation.
+#[inline(always)]
+fn published() {
+    if MEMBARRIER.load(Ordering::Relaxed) {
+        // The destroyer's membarrier is a full barrier on this thread: the compiler must
+        // keep the store above the generation's load below.
+        compiler_fence(Ordering::SeqCst);
+    } else {
+        // SeqCst: pairs with the fence in `destroy` after the generation bump (Dekker).
+        fence(Ordering::SeqCst);
+    }
+}
+
+/// A leaf call in flight on a slot (see `Record::leaf`): two stores to the thread's own
+/// record, where a nesting [`Section`] keeps a depth as well. If the leaf slot is taken (a
+/// signal handler calling in while the thread was inside a leaf call), the call nests.
+enum Leaf {
+    Slot(&'static Record),
+    /// Held for its drop, which ends the nested section.
+    Nested(#[allow(dead_code)] Section),
+}
+
+impl Leaf {
+    #[inline(always)]
+    fn enter(index: usize) -> Result<Leaf, Errno> {
+        let record = record();
+        // Relaxed: the thread's own slot.
+        if record.leaf.load(Ordering::Relaxed) != 0 {
+            return Leaf::nested(index);
+        }
+        record.leaf.store(index as u32 + 1, Ordering::Relaxed);
+        published();
+        Ok(Leaf::Slot(record))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn nested(index: usize) -> Result<Leaf, Errno> {
+        Section::enter(index).map(Leaf::Nested)
+    }
+}
+
+impl Drop for Leaf {
+    #[inline]
+    fn drop(&mut self) {
+        if let Leaf::Slot(record) = self {
+            // Release: as in `Section::drop`.
+            record.leaf.store(0, Ordering::Release);
+        }
     }
 }
 
@@ -261,9 +314,29 @@ impl Drop for Section {
     }
 }
 
-/// Runs `call` on the live object of `handle`, or answers `-EBADF`.
+/// Runs `call`, which runs none of the caller's code (no callback), on the live object of
+/// `handle`, or answers `-EBADF`.
 #[inline]
 pub(crate) fn with<R>(
+    handle: u64,
+    call: impl FnOnce(&Object) -> Result<R, Errno>,
+) -> Result<R, Errno> {
+    let (index, generation) = decode(handle).ok_or(libc::EBADF)?;
+    let slot = slot(index).ok_or(libc::EBADF)?;
+    let _leaf = Leaf::enter(index)?;
+    // Acquire: pairs with the Release store in `insert`, so `object` is the one published.
+    if slot.generation.load(Ordering::Acquire) != generation {
+        return Err(libc::EBADF);
+    }
+    // SAFETY: as in `with_callbacks`.
+    let object = unsafe { &*slot.object.load(Ordering::Relaxed) };
+    call(object)
+}
+
+/// Runs `call`, which may call back into the library (up to [`MAX_NESTING`] deep), on the
+/// live object of `handle`, or answers `-EBADF`.
+#[inline]
+pub(crate) fn with_callbacks<R>(
     handle: u64,
     call: impl FnOnce(&Object) -> Result<R, Errno>,
 ) -> Result<R, Errno> {
@@ -284,9 +357,8 @@ pub(crate) fn with<R>(
 /// Whether the calling thread has a call in flight on slot `index` (a callback's caller).
 fn held_here(index: usize) -> bool {
     RECORD.with(Cell::get).is_some_and(|record| {
-        record
-            .slots
-            .iter()
+        core::iter::once(&record.leaf)
+            .chain(&record.slots)
             .any(|slot| slot.load(Ordering::Relaxed) == index as u32 + 1)
     })
 }
@@ -348,9 +420,8 @@ fn wait_for_readers(index: usize) {
         .clone();
     for record in records {
         // Acquire: pairs with the Release clear in `Section::drop`.
-        while record
-            .slots
-            .iter()
+        while core::iter::once(&record.leaf)
+            .chain(&record.slots)
             .any(|slot| slot.load(Ordering::Acquire) == wanted)
         {
             std::thread::yield_now();

@@ -152,7 +152,7 @@ pub unsafe extern "C" fn idspace_table_lookup(
 ) -> c_int {
     boundary::query(|| {
         need(value)?;
-        let found = table.with(|t| t.get(owner, id).map(|entry| *entry).ok_or(libc::EINVAL))?;
+        let found = table.with(|t| t.get_copied(owner, id).ok_or(libc::EINVAL))?;
         write_out(value, found)
     })
 }
@@ -180,8 +180,9 @@ pub unsafe extern "C" fn idspace_table_lookup_with(
 ) -> c_int {
     boundary::query(|| {
         let visit = visit.ok_or(libc::EINVAL)?;
-        // The callback runs inside the call's section, so a destroy of the table waits for it.
-        table.with(|t| {
+        // The callback runs inside the call's section, so a destroy of the table waits for it;
+        // it may call back in, so the section nests.
+        table.with_callbacks(|t| {
             let entry = t.get(owner, id).ok_or(libc::EINVAL)?;
             VISITING.with(|v| v.borrow_mut().push((table.raw, owner, id)));
             // A C callback cannot unwind into Rust (an `extern "C"` fn pointer aborts

@@ -29,7 +29,8 @@ pub(crate) fn counter(threads: usize, ops: u64) -> Result<f64, String> {
     Ok(ns(threads, run))
 }
 
-/// `ScaledHash` create, get, remove, each thread its own owner.
+/// `ScaledHash` create, lookup (a copy of the value, as C's), remove, each thread its own
+/// owner.
 pub(crate) fn table(threads: usize, ops: u64) -> Result<f64, String> {
     let table = ScaledHash::<u64>::new();
     let owners = std::sync::atomic::AtomicU64::new(0);
@@ -38,8 +39,7 @@ pub(crate) fn table(threads: usize, ops: u64) -> Result<f64, String> {
         let owner = owners.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         for i in 0..n {
             let ok = table.create(owner, i).is_ok_and(|id| {
-                table.get(owner, id).is_some_and(|entry| *entry == i)
-                    && table.remove(owner, id).is_ok()
+                table.get_copied(owner, id) == Some(i) && table.remove(owner, id).is_ok()
             });
             if !ok {
                 failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

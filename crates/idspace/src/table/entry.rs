@@ -139,7 +139,7 @@ impl<T> Deref for Entry<T> {
     type Target = T;
     #[inline]
     fn deref(&self) -> &T {
-        &self.node().value
+        self.node().value()
     }
 }
 

@@ -39,9 +39,10 @@
 //! * In the hash designs an ID in an owner's list is in its chain: IDs enter the chain first
 //!   and leave the list first, so the remove that takes an ID out of the list is the only one
 //!   that takes it out of the chain, and a create never finds its fresh ID already listed.
-//! * In the hash designs a node a lock-free lookup can reach is allocated: a chain holds a
-//!   reference to each of its nodes, and a remove hands that reference on (to the [`Entry`] it
-//!   returns) only after every lookup in flight when it unlinked the node has ended.
+//! * In the hash designs a node a lock-free lookup can reach is allocated: the table pins each
+//!   node it links, and releases the pin of an unlinked node only after every lookup in flight
+//!   when it was unlinked has ended. A lookup takes a reference to a node only while a strong
+//!   one remains, so a value is never read after its last [`Entry`] let it go.
 //!
 //! # Where we differ from the kernel, and why
 //!
@@ -55,7 +56,9 @@
 //!   decides whether the ID is free). The kernel then records the timer in the process's list
 //!   under `siglock`; here the owner's list is split into stripes by ID, each with its own lock,
 //!   so that threads of one owner creating consecutive IDs record them under different locks.
-//!   No operation holds a bucket lock and a stripe lock together: an ID enters its bucket before
+//!   Locks nest in one order only: a remove holds its ID's stripe while it unhashes the ID
+//!   (and retires the node into the stripe's limbo, below), and nothing takes a stripe while
+//!   holding a bucket. An ID enters its bucket before
 //!   the list and leaves the list before its bucket (so a removed ID stays taken until it is
 //!   unhashed, as the kernel keeps it reserved). A concurrent `remove_owner` cannot miss an
 //!   entry: creates and removes hold the owner registry's shard for reading throughout, and
@@ -97,17 +100,32 @@
 //!   (64-ID groups to 64-bucket blocks, the blocks placed by a full mix), where the kernel's
 //!   `jhash2` scatters them. Owners allocate IDs in sequence, so a large table then costs
 //!   cache misses per block rather than per operation; sparse IDs still scatter.
-//! * **Read-side sections instead of RCU.** Lookups in the hash designs walk the chain without
-//!   its lock, as the kernel's walk under `rcu_read_lock`, and take a reference to the node
-//!   they find. User space has no grace periods, so each table keeps a few reader slots (two per
-//!   CPU, each on its own cache line): a lookup claims one for the walk (one compare-exchange on
-//!   a line no other CPU writes, and a fence), and a remove, after unlinking its node and
-//!   letting go of the chain's lock, waits until the lookups that were in flight then have
-//!   left their slots; only then does the chain's reference go to the caller, whose last
-//!   [`Entry`] frees the node. That is `synchronize_rcu` for one table, where the kernel
-//!   defers the free with `kfree_rcu`: a remove may wait a few nanoseconds for a lookup
-//!   (longer if that lookup's thread is preempted mid-walk), a lookup never waits for a
-//!   remove. If every slot is taken, a lookup locks the bucket instead. The growing table
+//! * **Read-side sections instead of RCU, and a limbo instead of `kfree_rcu`.** Lookups in the
+//!   hash designs walk the chain without its lock, as the kernel's walk under `rcu_read_lock`.
+//!   User space has no grace periods, so each table keeps a few reader slots (two per CPU, each
+//!   on its own cache line): a lookup claims one for the walk (one compare-exchange on a line
+//!   no other CPU writes, and a fence). The kernel's `timer_delete` unhashes the timer and
+//!   frees it with `kfree_rcu`: it never waits for a reader, and a reader that still finds the
+//!   timer checks under its lock that it is live. Ours has the same shape. A node's count word
+//!   holds its strong references, whether the value is still there, and the table's *pin* on
+//!   its memory (see `node`). A remove unlinks the node and hands the chain's strong reference
+//!   to the caller at once; the pin goes to the *limbo* of the ID's stripe (the remove holds
+//!   that stripe's lock anyway), which releases it once a later grace period is observed
+//!   passed: every few retirements it snapshots the reader slots, and a later retirement
+//!   that sees each snapshotted section ended releases that batch, one node per retirement
+//!   (see `limbo`). A lookup takes a reference only while a strong one remains (the kernel's
+//!   `kref_get_unless_zero`); the memory it walks over stays pinned until its section ends.
+//!   `get_copied` reads a `Copy` value in place and takes no reference at all.
+//!
+//!   Before, each remove waited for a grace period itself (`synchronize_rcu` per remove): a
+//!   `SeqCst` fence and a read of every reader slot, lines the other CPUs' lookups write, so
+//!   two threads each removing and looking up their own entries passed those lines back and
+//!   forth on every operation, and a remove spun while another thread's lookup ran. Now a
+//!   remove reads the slots once per batch and never waits. What it costs: an unlinked node's
+//!   memory (not its value, which goes with its last `Entry`) outlives the remove by a few
+//!   retirements of its stripe; `remove_owner`, dropping an idle owner's state, and the
+//!   table's drop release an owner's limbo after one grace period of their own (they may
+//!   wait). If every slot is taken, a lookup locks the bucket instead. The growing table
 //!   moves nodes between chains when it splits a bucket, which the kernel's fixed table never
 //!   does: a lookup reads the bucket's split count (a seqcount) before and after its walk and
 //!   walks again if a split ran meanwhile (the proofs are on `util::readers` and on
@@ -128,6 +146,7 @@ mod chain;
 mod entry;
 mod error;
 mod global;
+mod limbo;
 mod node;
 mod owners;
 mod radix;
@@ -196,6 +215,16 @@ pub trait IdTable<T>: Send + Sync {
     /// The [`Entry`] holds no lock of the table: it may be kept across any other call, of this
     /// thread or another, in every design (see [`Entry`]).
     fn get(&self, owner: Owner, id: Id) -> Option<Entry<T>>;
+
+    /// A copy of the entry's value, or `None` if there is no such entry: [`get`](Self::get)
+    /// for `Copy` values. The hash designs read it in place during the lookup, without taking
+    /// a reference to the entry (two atomic read-modify-writes fewer).
+    fn get_copied(&self, owner: Owner, id: Id) -> Option<T>
+    where
+        T: Copy,
+    {
+        self.get(owner, id).map(|entry| *entry)
+    }
 
     /// Removes the entry and returns its value (shared with any [`Entry`] still held from an
     /// earlier `get`; [`Entry::try_unwrap`] takes it out once they are gone).
