@@ -208,7 +208,7 @@ impl StartGate {
     }
 }
 
-/// Runs `work(worker, stop)` on `workers` threads that start together (a [`StartGate`]), lets them
+/// Runs `work(worker, stop)` on `workers` threads that start together (at a start gate), lets them
 /// run for `duration`, then raises `stop`; returns the elapsed time and the sum of what the
 /// workers return (their operation counts).
 pub fn timed(
