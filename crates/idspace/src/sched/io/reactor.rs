@@ -94,6 +94,8 @@ impl Reactor {
         interest: Interest,
     ) -> io::Result<Arc<IoState>> {
         let state = Arc::new(IoState::new());
+        // Before the kernel can report the source to any poller (see `IoState::publish`).
+        state.publish();
         // Exposed: `turn` turns the token back into the pointer.
         let token = Arc::as_ptr(&state).expose_provenance();
         // Under the lock, so that a shutdown's close sees every registration or refuses it.

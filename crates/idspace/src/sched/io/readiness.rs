@@ -125,14 +125,29 @@ impl IoState {
         }
     }
 
+    /// Publishes a new state to the thread that will poll its events: the registering thread
+    /// calls it once the state is made, before the source reaches the poller.
+    ///
+    /// The poller finds the state through the token the kernel hands back from `epoll_wait`,
+    /// and the kernel's own ordering (the registration's `epoll_ctl` before the wait that
+    /// reports it) is invisible to the language's memory model and to ThreadSanitizer. With
+    /// the shared poller the thread that polls is often not the one that registered; this
+    /// store and the Acquire load that starts [`set_readiness`](Self::set_readiness) order the
+    /// state's construction before the poller's first access in the language itself.
+    pub(crate) fn publish(&self) {
+        // Release pairs with the Acquire load at the start of `set_readiness`.
+        self.word.store(READABLE | WRITABLE, Ordering::Release);
+    }
+
     /// The poller delivers `ready` (some of the readiness bits): ors them in, bumps the tick,
     /// then wakes the waiters they concern. Returns how many wakers it woke.
     pub(crate) fn set_readiness(&self, ready: usize) -> usize {
         let ready = ready & READY_MASK;
-        // Release pairs with the Acquire loads of `poll_ready`; the lock below is what rules
-        // out a lost wakeup (see the module docs). A read-modify-write, so that concurrent
-        // clears and sets form one chain.
-        let mut current = self.word.load(Ordering::Relaxed);
+        // Acquire pairs with the Release store of `publish` (the state's construction, on the
+        // registering thread). The Release of the exchange below pairs with the Acquire loads
+        // of `poll_ready`; the lock below is what rules out a lost wakeup (see the module
+        // docs). A read-modify-write, so that concurrent clears and sets form one chain.
+        let mut current = self.word.load(Ordering::Acquire);
         loop {
             let tick = ((current >> TICK_SHIFT) + 1) & TICK_MASK;
             let new = (current & !(TICK_MASK << TICK_SHIFT)) | ready | (tick << TICK_SHIFT);
