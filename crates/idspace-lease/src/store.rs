@@ -100,8 +100,24 @@ fn connect_error(error: postgres::Error) -> LeaseError {
 fn describe(error: &postgres::Error) -> String {
     match error.as_db_error() {
         Some(db) => format!("{} ({}): {}", db.severity(), db.code().code(), db.message()),
-        None => error.to_string(),
+        None => with_causes(error),
     }
+}
+
+/// `error`'s message followed by its causes' (the driver's "error connecting to server" says
+/// nothing of why; its cause says "Connection refused"), each once.
+fn with_causes(error: &postgres::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = std::error::Error::source(error);
+    while let Some(why) = cause {
+        let why_text = why.to_string();
+        if !text.contains(&why_text) {
+            text.push_str(": ");
+            text.push_str(&why_text);
+        }
+        cause = why.source();
+    }
+    text
 }
 
 fn to_id(value: i64, what: &str) -> Result<u64, LeaseError> {
