@@ -85,7 +85,8 @@ impl<T> PerIndex<T> {
         PerIndex::build(crate::host::cpus(), init)
     }
 
-    fn build(len: usize, mut init: impl FnMut(usize) -> T) -> PerIndex<T> {
+    /// `len` slots (at least 1, which the caller guarantees), slot `i` made by `init(i)`.
+    pub(super) fn build(len: usize, mut init: impl FnMut(usize) -> T) -> PerIndex<T> {
         PerIndex {
             slots: (0..len).map(|i| CachePadded::new(init(i))).collect(),
         }

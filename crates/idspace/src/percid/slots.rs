@@ -1,9 +1,7 @@
 //! General data with one cache-padded slot per possible index.
 
-use crossbeam_utils::CachePadded;
-
 use super::task::Binding;
-use super::{fast, index, IndexSource, PerCidError};
+use super::{fast, index, IndexSource, PerCidError, PerIndex};
 
 /// One cache-padded `T` for every index the source can give (as many as the possible CPUs,
 /// never one per thread).
@@ -25,7 +23,8 @@ pub struct PerCid<T> {
     source: IndexSource,
     /// The process whose running tasks' CIDs index the slots, under the task CID.
     binding: Option<Binding>,
-    slots: Box<[CachePadded<T>]>,
+    /// The slots themselves: a [`PerIndex`] that this type reaches by the caller's own index.
+    slots: PerIndex<T>,
 }
 
 impl<T> PerCid<T> {
@@ -67,12 +66,12 @@ impl<T> PerCid<T> {
         source: IndexSource,
         binding: Option<Binding>,
         slots: usize,
-        mut init: impl FnMut(usize) -> T,
+        init: impl FnMut(usize) -> T,
     ) -> PerCid<T> {
         PerCid {
             source,
             binding,
-            slots: (0..slots).map(|i| CachePadded::new(init(i))).collect(),
+            slots: PerIndex::build(slots, init),
         }
     }
 
@@ -107,12 +106,12 @@ impl<T> PerCid<T> {
 
     /// The calling thread's slot.
     pub fn current(&self) -> &T {
-        &self.slots[self.current_index()]
+        self.slots.folded(self.current_index())
     }
 
     /// The slot of `index`, if there is one.
     pub fn get(&self, index: usize) -> Option<&T> {
-        self.slots.get(index).map(|slot| &**slot)
+        self.slots.get(index)
     }
 
     /// The number of slots.
@@ -127,7 +126,7 @@ impl<T> PerCid<T> {
 
     /// Every slot, in index order.
     pub fn iter(&self) -> impl Iterator<Item = &T> {
-        self.slots.iter().map(|slot| &**slot)
+        self.slots.iter()
     }
 }
 
