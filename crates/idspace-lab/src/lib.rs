@@ -24,6 +24,7 @@ mod compare;
 mod context;
 pub mod cputime;
 mod declare;
+mod goals;
 mod io;
 mod lease;
 mod machine;

@@ -6,8 +6,8 @@
 use crate::declare::{Measurement, Sweep};
 use crate::model::Row;
 
-use super::goals::Goal;
 use super::{inverse, subjects, Kind, Rig, OURS, TOKIO};
+use crate::goals::Goal;
 
 /// The fraction of the peak the rate holds.
 const SHARE: f64 = 0.5;

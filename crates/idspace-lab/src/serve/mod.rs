@@ -9,7 +9,6 @@
 //! service's figure therefore leaves out the CPU PostgreSQL spends on its statements).
 
 mod fixed;
-mod goals;
 mod naive;
 mod wrk;
 
@@ -27,8 +26,8 @@ use crate::declare::{self, Declared, Measurement, Sweep};
 use crate::measure::{Medians, Values};
 use crate::model::{Row, Section};
 
+use crate::goals::{self, Goal};
 use crate::{Context, Experiment, Scale};
-use goals::Goal;
 
 /// The experiment.
 pub struct Serve;
@@ -313,7 +312,7 @@ impl Experiment for Serve {
                 steady(&rig),
                 fixed::fixed(&rig),
                 restart(&rig, &server),
-                declare::custom(0, |_| rig.goals.table().into()),
+                declare::custom(0, |_| rig.goals.table("x / µs / errors", 0).into()),
             ],
             notes: vec![NOTE.into()],
         };

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::declare::{self, custom, Declared, Measurement, Produced, Sweep};
+use crate::goals::Goal;
 use crate::measure::Values;
 use crate::model::{Row, Section, Table};
 use crate::stats::ratio;
@@ -163,7 +164,7 @@ impl Experiment for Time {
             churn(&plan, churn_points, &goals),
             lateness(&plan, cx.cpus(), &goals),
             posix::measurement(|flat| {
-                let label = "POSIX timers' cost per timer, 100k ÷ 20k, ours".into();
+                let label = "POSIX timers' cost per timer, 100k ÷ 20k, ours";
                 goals
                     .borrow_mut()
                     .push(Goal::at_most(label, flat, 1.3, "x"));
@@ -310,14 +311,14 @@ fn lateness<'a>(
         rows.push(Row::ratios(format!("p99 ÷ {TOKIO}"), p99.over(TOKIO)));
         let mut goals = goals.borrow_mut();
         goals.push(Goal::at_most(
-            "lateness p99, ours".into(),
+            "lateness p99, ours",
             p99.get(OURS),
             1_000.0,
             "µs",
         ));
         let speedup = ratio(p99.get(OURS), p99.get(TOKIO));
         goals.push(Goal::at_most(
-            "lateness p99: ours ÷ tokio".into(),
+            "lateness p99: ours ÷ tokio",
             speedup,
             1.0,
             "x",
@@ -430,88 +431,9 @@ impl Sleeper {
     }
 }
 
-/// One of the clock's goals and the figure measured for it.
-struct Goal {
-    label: String,
-    value: Option<f64>,
-    bound: f64,
-    /// Whether the value must stay at or below the bound (else at or above).
-    at_most: bool,
-    unit: &'static str,
-}
-
-impl Goal {
-    fn at_least(label: String, value: Option<f64>, bound: f64, unit: &'static str) -> Goal {
-        Goal {
-            label,
-            value,
-            bound,
-            at_most: false,
-            unit,
-        }
-    }
-
-    fn at_most(label: String, value: Option<f64>, bound: f64, unit: &'static str) -> Goal {
-        Goal {
-            label,
-            value,
-            bound,
-            at_most: true,
-            unit,
-        }
-    }
-
-    fn met(&self) -> Option<bool> {
-        self.value.map(|v| {
-            if self.at_most {
-                v <= self.bound
-            } else {
-                v >= self.bound
-            }
-        })
-    }
-}
-
 /// The clock's goals, each with its figure and whether it was met.
 fn goals_table(goals: Vec<Goal>) -> Table {
-    let show = |v: f64, unit: &str| {
-        if unit == "x" {
-            format!("{v:.2}x")
-        } else {
-            format!("{v:.1} {unit}")
-        }
-    };
-    let rows = goals
-        .into_iter()
-        .map(|goal| {
-            let met = goal.met();
-            Row {
-                label: goal.label.clone(),
-                values: vec![goal.value, Some(goal.bound), met.map(f64::from)],
-                text: vec![
-                    goal.value
-                        .map_or_else(|| "n/a".into(), |v| show(v, goal.unit)),
-                    format!(
-                        "{} {}",
-                        if goal.at_most { "≤" } else { "≥" },
-                        show(goal.bound, goal.unit)
-                    ),
-                    match met {
-                        Some(true) => "yes".into(),
-                        Some(false) => "no".into(),
-                        None => "n/a".into(),
-                    },
-                ],
-            }
-        })
-        .collect();
-    Table {
-        id: "goals".into(),
-        title: "Goals: measured, goal, met".into(),
-        unit: "x / µs".into(),
-        columns: vec!["measured".into(), "goal".into(), "met".into()],
-        rows,
-    }
+    crate::goals::table(goals, "x / µs", 1)
 }
 
 fn intro(cx: &Context, plan: &Plan) -> Vec<String> {
@@ -544,9 +466,9 @@ mod tests {
     #[test]
     fn goals_say_whether_they_were_met() {
         let table = goals_table(vec![
-            Goal::at_least("a".into(), Some(1.2), 1.0, "x"),
-            Goal::at_most("b".into(), Some(1_500.0), 1_000.0, "µs"),
-            Goal::at_most("c".into(), None, 1.0, "x"),
+            Goal::at_least("a", Some(1.2), 1.0, "x"),
+            Goal::at_most("b", Some(1_500.0), 1_000.0, "µs"),
+            Goal::at_most("c", None, 1.0, "x"),
         ]);
         let met: Vec<&str> = table.rows.iter().map(|r| r.text[2].as_str()).collect();
         assert_eq!(met, ["yes", "no", "n/a"]);

@@ -1,12 +1,12 @@
-//! The service's goals, each with the figure measured for it and whether it was met: the
-//! section's summary table, filled in by the measurements as their medians come in.
+//! An experiment's goals, each with the figure measured for it and whether it was met: the
+//! summary table that ends a section, filled in by the measurements as their medians come in.
 
 use std::cell::RefCell;
 
 use crate::model::{Row, Table};
 
 /// One goal and the figure measured for it.
-pub(super) struct Goal {
+pub(crate) struct Goal {
     label: String,
     value: Option<f64>,
     bound: f64,
@@ -18,7 +18,7 @@ pub(super) struct Goal {
 
 impl Goal {
     /// `value` must be at least `bound`.
-    pub(super) fn at_least(
+    pub(crate) fn at_least(
         label: impl Into<String>,
         value: Option<f64>,
         bound: f64,
@@ -34,7 +34,7 @@ impl Goal {
     }
 
     /// `value` must be at most `bound`.
-    pub(super) fn at_most(
+    pub(crate) fn at_most(
         label: impl Into<String>,
         value: Option<f64>,
         bound: f64,
@@ -59,20 +59,22 @@ impl Goal {
         })
     }
 
-    fn show(&self, value: f64) -> String {
+    /// `value` as a ratio (two decimals), or with `decimals` decimals and the goal's unit.
+    fn show(&self, value: f64, decimals: usize) -> String {
         match self.unit {
             "x" => format!("{value:.2}x"),
-            unit => format!("{value:.0} {unit}"),
+            unit => format!("{value:.decimals$} {unit}"),
         }
     }
 
-    fn row(self) -> Row {
+    fn row(self, decimals: usize) -> Row {
         let met = self.met();
         let sign = if self.at_most { "≤" } else { "≥" };
         Row {
             text: vec![
-                self.value.map_or_else(|| "n/a".into(), |v| self.show(v)),
-                format!("{sign} {}", self.show(self.bound)),
+                self.value
+                    .map_or_else(|| "n/a".into(), |v| self.show(v, decimals)),
+                format!("{sign} {}", self.show(self.bound, decimals)),
                 match met {
                     Some(true) => "yes".into(),
                     Some(false) => "no".into(),
@@ -87,22 +89,28 @@ impl Goal {
 
 /// The goals gathered so far.
 #[derive(Default)]
-pub(super) struct Goals(RefCell<Vec<Goal>>);
+pub(crate) struct Goals(RefCell<Vec<Goal>>);
 
 impl Goals {
     /// Adds `goal` to the summary.
-    pub(super) fn push(&self, goal: Goal) {
+    pub(crate) fn push(&self, goal: Goal) {
         self.0.borrow_mut().push(goal);
     }
 
-    /// The summary table: each goal, its figure, its bound and whether it was met.
-    pub(super) fn table(&self) -> Table {
-        Table {
-            id: "goals".into(),
-            title: "Goals: measured, goal, met".into(),
-            unit: "x / µs / errors".into(),
-            columns: vec!["measured".into(), "goal".into(), "met".into()],
-            rows: self.0.take().into_iter().map(Goal::row).collect(),
-        }
+    /// The summary table of the goals gathered ([`table`]).
+    pub(crate) fn table(&self, unit: &str, decimals: usize) -> Table {
+        table(self.0.take(), unit, decimals)
+    }
+}
+
+/// The summary table: each goal, its figure, its bound and whether it was met; figures other
+/// than ratios with `decimals` decimals, `unit` naming the units the table holds.
+pub(crate) fn table(goals: Vec<Goal>, unit: &str, decimals: usize) -> Table {
+    Table {
+        id: "goals".into(),
+        title: "Goals: measured, goal, met".into(),
+        unit: unit.into(),
+        columns: vec!["measured".into(), "goal".into(), "met".into()],
+        rows: goals.into_iter().map(|goal| goal.row(decimals)).collect(),
     }
 }
