@@ -24,6 +24,22 @@ impl<T> TreeState<T> {
     fn is_initial(&self) -> bool {
         self.cursor == 0 && !self.restoring && self.tree.len() == 0
     }
+
+    /// Places `value` at `id` if that ID is free (checked here, under the owner's write lock
+    /// the caller holds), and moves the cursor past it, as `idr_alloc_cyclic` does.
+    fn place(&mut self, owner: Owner, id: Id, value: T, max_id: Id) -> Result<Id, Rejected<T>> {
+        if self.tree.get(u64::from(id)).is_some() {
+            return Err(Rejected {
+                error: TableError::Busy,
+                value,
+            });
+        }
+        let _ = self
+            .tree
+            .insert(u64::from(id), Entry::new(owner, id, value));
+        self.cursor = next_id(id, max_id);
+        Ok(id)
+    }
 }
 
 pub(crate) struct RadixOwner<T, L: Locks> {
@@ -140,20 +156,9 @@ impl<T: Send + Sync, L: Locks> IdTable<T> for Radix<T, L> {
                     });
                 };
                 let id = id as Id; // at most max_id
-                if state.tree.get(u64::from(id)).is_some() {
-                    // first_free said the index is free, and we hold the lock: unreachable, but
-                    // handing the value back beats a panic.
-                    return Err(Rejected {
-                        error: TableError::Busy,
-                        value,
-                    });
-                }
-                // Free, checked under the write lock just above.
-                let _ = state
-                    .tree
-                    .insert(u64::from(id), Entry::new(owner, id, value));
-                state.cursor = next_id(id, self.max_id);
-                Ok(id)
+                                   // first_free said the index is free, and we hold the lock: `place` refusing it
+                                   // is unreachable, but handing the value back beats a panic.
+                state.place(owner, id, value, self.max_id)
             },
             no_memory,
         )
@@ -169,18 +174,7 @@ impl<T: Send + Sync, L: Locks> IdTable<T> for Radix<T, L> {
                 if let Some(error) = exact_id_refusal(state.restoring, id, max_id) {
                     return Err(Rejected { error, value });
                 }
-                if state.tree.get(u64::from(id)).is_some() {
-                    return Err(Rejected {
-                        error: TableError::Busy,
-                        value,
-                    });
-                }
-                // Free, checked under the write lock just above.
-                let _ = state
-                    .tree
-                    .insert(u64::from(id), Entry::new(owner, id, value));
-                state.cursor = next_id(id, max_id);
-                Ok(id)
+                state.place(owner, id, value, max_id)
             },
             // An owner without state has restore mode off.
             |value| {
