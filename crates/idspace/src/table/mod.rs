@@ -307,7 +307,8 @@ pub trait IdTable<T>: Send + Sync {
     /// is dropped at once by the call that made it so, since forgetting it loses nothing.
     fn forget_idle(&self) -> usize;
 
-    /// Whether the owner has an entry with `id`.
+    /// Whether the owner has an entry with `id`. The hash designs answer from the lock-free
+    /// walk without taking a reference to the entry (no write to its count word).
     fn contains(&self, owner: Owner, id: Id) -> bool {
         self.get(owner, id).is_some()
     }
