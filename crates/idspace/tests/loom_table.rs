@@ -215,6 +215,35 @@ fn a_read_walks_past_a_node_removed_and_freed() {
     }
 }
 
+/// `contains` answers without taking a reference: it races a remove of the node it asks about,
+/// whose value goes with the remove's entry at once, and a node behind it in the same chain.
+/// It answers either way for the removed key, never reads freed memory (as above, loom reports
+/// a free not ordered after a walk that reached the node), and finds the key that stays.
+#[test]
+fn contains_races_a_remove_that_drops_the_value() {
+    let designs: [fn() -> Shared; 2] = [
+        || std::sync::Arc::new(GlobalHash::new()),
+        || std::sync::Arc::new(ScaledHash::with_sizing(Sizing::Fixed { buckets: 1 }).unwrap()),
+    ];
+    for (index, make) in designs.into_iter().enumerate() {
+        run_model(
+            &format!("contains_races_a_remove_that_drops_the_value, design {index}"),
+            move || {
+                let table = make();
+                table.create(33, 330).unwrap();
+                table.create(232, 2320).unwrap(); // linked first, in front of 33's
+                let reader = table.clone();
+                let read = thread::spawn(move || (reader.contains(232, 0), reader.contains(33, 0)));
+                drop(table.remove(232, 0).unwrap()); // the last reference: value dropped here
+                let (_either, stays) = read.join().unwrap();
+                assert!(stays, "{}", table.name());
+                assert!(!table.contains(232, 0));
+                assert!(table.contains(33, 0));
+            },
+        );
+    }
+}
+
 /// A remove races a restore-mode create of the same ID. The hash designs record an ID in the
 /// owner's list after its chain and forget it from the list before the chain, each under a
 /// different lock: the create is refused while the removed entry is still in its chain, and

@@ -143,6 +143,8 @@ fn check(max_id: Id, ops: &[Op]) {
                         .and_then(|s| s.entries.get(&id))
                         .copied();
                     assert_eq!(got, want, "{at}");
+                    // The lookup that takes no reference agrees with the one that does.
+                    assert_eq!(table.contains(owner, id), want.is_some(), "{at}");
                 }
                 Op::Remove(owner, id) => {
                     let got = table.remove(owner, id).map(|e| *e);

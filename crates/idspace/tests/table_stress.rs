@@ -62,6 +62,7 @@ fn hammer(table: &dyn IdTable<u64>, name: &str) {
                         if let Some(&(id, value)) = shared.get(round as usize % shared.len().max(1))
                         {
                             assert_eq!(table.get(SHARED, id).map(|e| *e), Some(value), "{name}");
+                            assert!(table.contains(SHARED, id), "{name}");
                         }
                         if round % 5_000 == 4_999 {
                             assert_eq!(table.remove_owner(own), mine.len(), "{name}");
@@ -270,6 +271,7 @@ fn lookups_walk_chains_that_splits_move() {
                         step = step.wrapping_add(1);
                         // An absent key: the lookup walks its whole chain.
                         assert!(table.get(3 + round, step % 1024).is_none());
+                        assert!(!table.contains(3 + round, step % 1024));
                         // Acquire pairs with the Release increment below: the ID was created.
                         let known = created.load(Ordering::Acquire);
                         if known > 0 {

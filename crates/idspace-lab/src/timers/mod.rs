@@ -132,7 +132,9 @@ const NOTES: [&str; 2] = [
      crate our designs hash with), each owner's cursor an atomic counter (like the kernel's \
      `next_posix_timer_id`), and uniqueness decided by the map's insert. They keep no per-owner \
      ID list, so they cannot list or drop an owner's IDs without a full scan: they do less work \
-     per create than our designs.",
+     per create than our designs. A lookup asks whether the entry is there: our designs' and \
+     scc's `contains` (no reference to the entry is taken), dashmap's `get` (its cheapest \
+     lookup: a read lock of the key's shard either way).",
 ];
 
 impl Plan {

@@ -114,7 +114,9 @@ impl<D: IdTable<Handle>> Subject for Ours<D> {
     }
     #[inline]
     fn lookup(&self, owner: u64, id: u32) -> bool {
-        self.0.get(owner, id).is_some()
+        // `contains`, as the scc column's lookup: whether the entry is there, without taking
+        // a reference to it.
+        self.0.contains(owner, id)
     }
     #[inline]
     fn delete(&self, owner: u64, id: u32) -> bool {

@@ -75,6 +75,13 @@ impl<'a, T, L: Locks> ChainGuard<'a, T, L> {
         Some(unsafe { Entry::retained(node) })
     }
 
+    /// Whether the chain holds (owner, id): a linked node is alive (the chain holds a strong
+    /// reference), so no reference is taken.
+    #[inline]
+    pub(crate) fn holds(&self, owner: Owner, id: Id) -> bool {
+        self.nodes().any(|node| self.node(node).is(owner, id))
+    }
+
     /// Links `node` first unless the chain already holds its key (the node comes back then);
     /// the chain's length afterwards. The node is pinned for the table's lookups (see the
     /// `node` module) until its unlink's grace period has passed.
@@ -615,6 +622,19 @@ impl<T: Send + Sync, L: Locks, C: Chains<T, L>> IdTable<T> for ChainedTable<C, L
         value
     }
 
+    fn contains(&self, owner: Owner, id: Id) -> bool {
+        let hash = mix(owner, id);
+        let Some(section) = self.readers.try_enter() else {
+            return self.chains.lock(hash).holds(owner, id);
+        };
+        // No reference is taken: the section keeps the node allocated while its count word is
+        // read (as in `get`), and a node whose value is gone was removed meanwhile.
+        self.chains
+            .find(&section, hash, owner, id)
+            // SAFETY: the section keeps the node allocated, as in `get`.
+            .is_some_and(|node| unsafe { node.as_ref() }.is_alive())
+    }
+
     fn remove(&self, owner: Owner, id: Id) -> Result<Entry<T>, TableError> {
         self.owners
             .with_existing(owner, |slot| {
@@ -789,6 +809,10 @@ macro_rules! delegate_chained_table {
                 T: Copy,
             {
                 self.table.get_copied(owner, id)
+            }
+            #[inline]
+            fn contains(&self, owner: Owner, id: Id) -> bool {
+                self.table.contains(owner, id)
             }
             #[inline]
             fn remove(&self, owner: Owner, id: Id) -> Result<Entry<T>, TableError> {

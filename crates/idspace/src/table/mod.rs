@@ -115,7 +115,11 @@
 //!   that sees each snapshotted section ended releases that batch, one node per retirement
 //!   (see `limbo`). A lookup takes a reference only while a strong one remains (the kernel's
 //!   `kref_get_unless_zero`); the memory it walks over stays pinned until its section ends.
-//!   `get_copied` reads a `Copy` value in place and takes no reference at all.
+//!   `get_copied` reads a `Copy` value in place and takes no reference at all, and `contains`
+//!   reads only whether the value is still there: neither writes the entry's count word, so
+//!   lookups of one entry from several CPUs share its line read-only, as RCU readers do.
+//!   (A borrowing lookup of a value that is not `Copy` still takes a reference: the value goes
+//!   with its last [`Entry`], which a remove hands out at once, not a grace period later.)
 //!
 //!   Before, each remove waited for a grace period itself (`synchronize_rcu` per remove): a
 //!   `SeqCst` fence and a read of every reader slot, lines the other CPUs' lookups write, so
@@ -307,7 +311,8 @@ pub trait IdTable<T>: Send + Sync {
     /// is dropped at once by the call that made it so, since forgetting it loses nothing.
     fn forget_idle(&self) -> usize;
 
-    /// Whether the owner has an entry with `id`.
+    /// Whether the owner has an entry with `id`. The hash designs answer from the lock-free
+    /// walk without taking a reference to the entry (no write to its count word).
     fn contains(&self, owner: Owner, id: Id) -> bool {
         self.get(owner, id).is_some()
     }

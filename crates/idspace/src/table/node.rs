@@ -166,6 +166,16 @@ impl<T> Node<T> {
         }
     }
 
+    /// Whether the value is still there, for a lookup in a read-side section of a table that
+    /// pins the node: what [`Node::try_retain`] would succeed on, answered without writing the
+    /// count word (a node found linked and alive is an entry `get` would return).
+    #[inline]
+    pub(crate) fn is_alive(&self) -> bool {
+        // Relaxed: nothing is read after the check; a removal racing it may be seen or not,
+        // as it may be by `try_retain`.
+        self.refs.load(Ordering::Relaxed) & ALIVE != 0
+    }
+
     /// A copy of the value if it is still there, for a lookup in a read-side section of a
     /// table that pins the node: the memory stays until the section ends, and a `Copy` value
     /// has no drop that could change it (taking it is a read too).
