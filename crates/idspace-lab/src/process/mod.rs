@@ -225,8 +225,10 @@ impl Experiment for Process {
 
     fn run(&self, cx: &mut Context) -> Result<Section, String> {
         let (pairs, rounds) = match cx.scale {
-            Scale::Quick => (2, 20_000u64),
-            Scale::Full => (4, 100_000u64),
+            // Cells of 0.1 s or more: the figure is the difference of two medians near 100 ns,
+            // and shorter cells moved it by half between runs on a shared machine.
+            Scale::Quick => (2, 250_000u64),
+            Scale::Full => (4, 1_000_000u64),
         };
         let measurements = vec![
             pool_table(pool_runs(cx)),
@@ -335,6 +337,10 @@ fn pool_table(runs: Vec<(pool::Shape, usize, String)>) -> Box<dyn Measurement> {
     })
 }
 
+/// The switch table's ratio columns: (heading, the baseline whose added cost is divided by the
+/// rework's).
+const SWITCH_RATIOS: [(&str, &str); 2] = [("bitmap ÷ rework", "bitmap"), ("lazy ÷ rework", "lazy")];
+
 /// The IDs' cost per switch: ping-pong with each kind of hooks.
 fn switch_cost(pairs: usize, rounds: u64) -> Box<dyn Measurement> {
     let switches = vec![
@@ -374,15 +380,45 @@ fn switch_cost(pairs: usize, rounds: u64) -> Box<dyn Measurement> {
             .iter()
             .map(|cell| cell.zip(base).map(|(v, b)| v - b))
             .collect();
+        let of = |name: &str| {
+            ns.names()
+                .iter()
+                .position(|n| n == name)
+                .and_then(|i| added[i])
+        };
+        let rework = of("rework");
+        // Only a positive added cost makes a ratio: on a noisy machine the difference of two
+        // medians can come out at or below zero, which no ratio describes.
+        let ratios: Vec<Option<f64>> = SWITCH_RATIOS
+            .iter()
+            .map(|&(_, baseline)| {
+                of(baseline)
+                    .zip(rework)
+                    .filter(|&(b, r)| b > 0.0 && r > 0.0)
+                    .map(|(b, r)| b / r)
+            })
+            .collect();
         let rows = vec![
-            Row::numbers("per switch", ns, 0),
-            Row::numbers("added over no hooks", added, 0),
+            Row::numbers("per switch", ns, 1),
+            Row::numbers("added over no hooks", added, 1),
         ];
         let title = format!(
             "The IDs' cost per switch: {label} (median of {})",
             cx.repetitions()
         );
-        swept.table("switch", title, "ns", rows).into()
+        let ratio_table = Table {
+            id: "switch_ratios".into(),
+            title: "The IDs' added cost per switch, each baseline's over the rework's (from the \
+                    medians above; above 1 the rework adds less)"
+                .into(),
+            unit: "ratio".into(),
+            columns: SWITCH_RATIOS
+                .iter()
+                .map(|&(name, _)| name.to_string())
+                .collect(),
+            rows: vec![Row::ratios("added over no hooks", ratios)],
+        };
+        vec![swept.table("switch", title, "ns", rows), ratio_table].into()
     })
 }
 
