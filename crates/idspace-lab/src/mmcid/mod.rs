@@ -109,9 +109,11 @@ fn note(cx: &Context, allowed: usize) -> String {
          all, tells them to die and waits until they are gone); the 32 × 32 shape crosses the \
          rewrite's ownership-mode change both ways. Compaction follows the kernel's \
          `mm_cid_compaction_test`: one pinned thread per allowed CPU runs, all but one exit, and \
-         the survivor (the lab's own thread, so that no other thread keeps a CID) polls until \
-         its mm_cid reads 0; a survivor that held CID 0 all along measures nothing, which its \
-         first row shows. Compare kernels with `idspace bench --compare A/results.json \
+         the survivor polls until its mm_cid reads 0. It runs in a child process whose only \
+         thread is the survivor (so that no other thread keeps a CID), made to hold a CID above 0 \
+         while CID 0 is free, which the child checks before timing (a fresh child is tried if \
+         not; the row is refused, with what the survivor read, if none gets there), so that \
+         every run measures a compaction. Compare kernels with `idspace bench --compare A/results.json \
          B/results.json`.",
         cx.machine.kernel,
         workloads::glibc_version(),
