@@ -74,13 +74,31 @@ impl crate::measure::Candidate for Switch {
     }
 }
 
+/// The CPU time this process has used so far, all threads together.
+fn process_cpu_time() -> Result<Duration, String> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a live timespec that the call only writes.
+    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) } != 0 {
+        return Err(format!(
+            "clock_gettime(CLOCK_PROCESS_CPUTIME_ID): {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(Duration::new(now.tv_sec as u64, now.tv_nsec as u32))
+}
+
 /// Runs `tasks` (pairs) on a runtime built by `builder`, spawning each with `spawn`; returns
-/// the wall time.
+/// the CPU time the process used meanwhile. With one worker, every switch runs on it and the
+/// spawning thread sleeps in the joins, so that is the switches' own cost: on a shared machine
+/// the worker is descheduled for long stretches, which wall time would count.
 fn timed(
     tasks: Vec<BoxedTask>,
     spawn: impl Fn(BoxedTask, bool) -> Result<Box<dyn FnOnce() -> Result<(), String>>, String>,
 ) -> Result<Duration, String> {
-    let start = Instant::now();
+    let start = process_cpu_time()?;
     let joins: Vec<_> = tasks
         .into_iter()
         .enumerate()
@@ -89,7 +107,7 @@ fn timed(
     for join in joins {
         join()?;
     }
-    Ok(start.elapsed())
+    Ok(process_cpu_time()?.saturating_sub(start))
 }
 
 /// Ping-pong with each pair a process (its leader and one thread), CIDs from design `C`.
@@ -250,8 +268,10 @@ impl Experiment for Process {
     }
 }
 
-const NOTE: &str = "Per switch: wall time over switch-ins on one worker (every wakeup local, \
-    no parking), so it is the runtime's own path plus the hooks. \"data only\" carries a word per \
+const NOTE: &str = "Per switch: the process's CPU time over switch-ins on one worker (every \
+    wakeup local, no parking), so it is the runtime's own path plus the hooks; CPU time rather \
+    than wall time, since on a shared machine the worker is descheduled for stretches that wall \
+    time would count. \"data only\" carries a word per \
     task and stores it at every switch (the per-task data path without IDs); the CID columns \
     make each pair one process (leader and a thread, PIDs from percpu) taking its CID at every \
     switch-in. Pool: threads created and torn down per second, each CID design through the \
