@@ -229,3 +229,60 @@ fn two_claims_race() {
         assert_eq!(space.state().running, vec![(a.id(), 0)]);
     });
 }
+
+/// The rework's switch-out clears the CPU's current task without the runqueue lock, while a
+/// fork walks the tasks towards per-CPU mode: whether the walk sees the task still running
+/// (its CID moves to the CPU) or gone (its CID is dropped), afterwards the tasks switched in
+/// see distinct CIDs and at most one CID per CPU stays taken.
+#[test]
+fn switch_out_races_the_walk_to_per_cpu() {
+    run_model("switch_out_races_the_walk_to_per_cpu", || {
+        let space = Arc::new(Rework::new(2).unwrap());
+        let a = space.fork(0b11).unwrap();
+        let b = space.fork(0b11).unwrap();
+        space.switch(0, Some(&a)).unwrap();
+        let leaving = {
+            let space = space.clone();
+            thread::spawn(move || space.switch(0, None).unwrap())
+        };
+        let c = space.fork(0b11).unwrap();
+        assert_eq!(leaving.join().unwrap(), None);
+        assert_eq!(space.state().mode, Mode::Cpu);
+        assert!(space.state().running.is_empty(), "CPU 0 is idle");
+        let b_cid = space.switch(1, Some(&b)).unwrap().unwrap();
+        let c_cid = space.switch(0, Some(&c)).unwrap().unwrap();
+        distinct(&[b_cid, c_cid], 2);
+        assert!(space.cids_in_use() <= 2);
+    });
+}
+
+/// The same switch-out racing an exit that walks the CPUs back to per-task mode: the leaving
+/// task ends up owning the CPU's CID or the CPU drops it, never both, so that when it runs
+/// again one CID is taken in all.
+#[test]
+fn switch_out_races_the_walk_back_to_per_task() {
+    run_model("switch_out_races_the_walk_back_to_per_task", || {
+        let space = Arc::new(Rework::new(4).unwrap());
+        let all = space.all_cpus();
+        let tasks: Vec<_> = (0..5).map(|_| space.fork(all).unwrap()).collect();
+        assert_eq!(space.state().mode, Mode::Cpu);
+        space.switch(0, Some(&tasks[0])).unwrap();
+        for task in &tasks[1..4] {
+            space.exit(task).unwrap();
+        }
+        let leaving = {
+            let space = space.clone();
+            thread::spawn(move || space.switch(0, None).unwrap())
+        };
+        space.exit(&tasks[4]).unwrap();
+        assert_eq!(leaving.join().unwrap(), None);
+        assert_eq!(space.state().mode, Mode::Task, "1 user < pcpu_thrs");
+        let cid = space.switch(1, Some(&tasks[0])).unwrap().unwrap();
+        assert!(cid < 4);
+        assert_eq!(
+            space.cids_in_use(),
+            1,
+            "the survivor owns one CID, no CPU keeps one"
+        );
+    });
+}

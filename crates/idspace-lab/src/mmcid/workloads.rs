@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use idspace::cid::rseq;
 
 use crate::measure::timed;
+use crate::sys::forked::run_forked;
 use crate::sys::thread::{self as raw, CpuSet};
 
 pub(crate) use crate::sys::thread::glibc_version;
@@ -130,16 +131,32 @@ pub fn churn(width: usize, waves: usize) -> Result<Footprint, String> {
     })
 }
 
-/// Compaction, after the kernel selftest's shape: one thread on each allowed CPU, each pinned,
-/// runs a while; then all exit but one, and that survivor polls until its mm_cid reads 0. The
-/// survivor is the calling thread (pinned to the first CPU meanwhile, its affinity restored
-/// after), so that no other thread of the process holds on to a CID: with the caller kept
-/// waiting beside the others, 2 users would stay on a 2-CPU machine and a CID of 1 would be
-/// within the optimum. Between polls the survivor sleeps, as in the selftest, or (`running`)
-/// spins, so that the kernel's tick finds it on the CPU (before the rewrite, compaction ran from
-/// the tick). Returns the survivor's mm_cid right after the others exit and the time until it
-/// read 0 (zero if it was 0 already; `None` if not within `limit`), or an error if the test
-/// cannot run here.
+/// How many fresh child processes the compaction set-up may try before the row is refused.
+const SETUP_ATTEMPTS: usize = 5;
+
+/// What a compaction child reports, through shared memory (plain data).
+#[derive(Clone, Copy)]
+struct ChildOutcome {
+    /// The survivor's mm_cid once it is alone, before timing.
+    first: u32,
+    /// Nanoseconds until its mm_cid read 0; `u64::MAX` if not within the limit, or if the
+    /// set-up failed (`first` is then 0 or unreadable).
+    took_ns: u64,
+}
+
+/// Compaction, after the kernel selftest's shape, in a child process of its own so that the
+/// survivor is the process's only thread (the lab's other threads would keep CIDs of the same
+/// mm). In the child, its one thread pins itself to the first CPU and keeps running while one
+/// pinned thread per other allowed CPU runs and exits: the first thread created takes CID 0
+/// (it starts on the survivor's CPU and takes that CPU's CID with it), so the survivor runs on
+/// with a higher CID, and once the others are gone CID 0 is free. The child checks that before
+/// timing: a survivor that reads 0 would measure nothing, so that child is discarded and a
+/// fresh one tried, [`SETUP_ATTEMPTS`] times; then the test is refused with what it read.
+///
+/// Between polls the survivor sleeps, as in the selftest, or (`running`) spins, so that the
+/// kernel's tick finds it on the CPU (before the rewrite, compaction ran from the tick).
+/// Returns the survivor's mm_cid when it was left alone (never 0) and the time until it read 0
+/// (`None` if not within `limit`), or an error if the test cannot run here.
 pub fn compaction(
     cpus: &[usize],
     limit: Duration,
@@ -151,28 +168,64 @@ pub fn compaction(
     if cpus.len() < 2 {
         return Err("compaction needs at least 2 allowed CPUs".into());
     }
-    let saved = CpuSet::current().ok_or("cannot read this thread's affinity")?;
+    let mut seen = Vec::with_capacity(SETUP_ATTEMPTS);
+    for _ in 0..SETUP_ATTEMPTS {
+        let outcome = run_forked(1, &mut (), &|_, _| {
+            Some(compaction_child(cpus, limit, running))
+        })?
+        .into_iter()
+        .next()
+        .flatten()
+        .ok_or("the compaction child returned nothing")?;
+        if outcome.first != 0 && outcome.first != u32::MAX {
+            let took = (outcome.took_ns != u64::MAX).then(|| Duration::from_nanos(outcome.took_ns));
+            return Ok((outcome.first, took));
+        }
+        seen.push(outcome.first);
+    }
+    Err(format!(
+        "refused: in {SETUP_ATTEMPTS} fresh processes the survivor never held a CID above 0 once \
+         alone (it read {seen:?}; {} means unreadable), so there was nothing to compact",
+        u32::MAX
+    ))
+}
+
+/// The child's side of [`compaction`]: the set-up, its check, then the timing.
+fn compaction_child(cpus: &[usize], limit: Duration, running: bool) -> ChildOutcome {
     pin(cpus[0]);
+    let others_done = AtomicU32::new(0);
     thread::scope(|scope| {
         for &cpu in &cpus[1..] {
+            let others_done = &others_done;
             scope.spawn(move || {
                 pin(cpu);
                 let spin = Instant::now();
                 while spin.elapsed() < Duration::from_millis(50) {
                     std::hint::black_box(rseq::current_mm_cid());
                 }
+                others_done.fetch_add(1, Ordering::Relaxed);
             });
         }
-        thread::sleep(Duration::from_millis(50));
+        // The survivor keeps its CPU (and its CID) while the others run: sleeping, it could
+        // give its CID up and take CID 0 back when it wakes alone.
+        while (others_done.load(Ordering::Relaxed) as usize) < cpus.len() - 1 {
+            std::hint::black_box(rseq::current_mm_cid());
+        }
     });
+    let first = rseq::current_mm_cid().unwrap_or(u32::MAX);
+    if first == 0 || first == u32::MAX {
+        return ChildOutcome {
+            first,
+            took_ns: u64::MAX,
+        };
+    }
     let start = Instant::now();
-    let first = rseq::current_mm_cid().unwrap_or(0);
-    let outcome = loop {
+    let took = loop {
         if rseq::current_mm_cid() == Some(0) {
-            break Some(start.elapsed());
+            break start.elapsed().as_nanos() as u64;
         }
         if start.elapsed() > limit {
-            break None;
+            break u64::MAX;
         }
         if running {
             let spin = Instant::now();
@@ -183,8 +236,10 @@ pub fn compaction(
             thread::sleep(Duration::from_millis(5));
         }
     };
-    saved.apply();
-    Ok((first, outcome))
+    ChildOutcome {
+        first,
+        took_ns: took,
+    }
 }
 
 /// Pins the calling thread to `cpu`.
@@ -210,5 +265,17 @@ mod tests {
             assert!((footprint.max_cid as usize) < rseq::possible_cpus().unwrap());
         }
         assert!(!glibc_version().is_empty());
+    }
+
+    #[test]
+    fn the_compaction_survivor_starts_above_cid_0_or_is_refused() {
+        let cpus = allowed_cpus();
+        if !rseq::available() || cpus.len() < 2 {
+            return;
+        }
+        match compaction(&cpus[..2], Duration::from_millis(50), true) {
+            Ok((first, _)) => assert!(first >= 1 && first < cpus.len() as u32, "{first}"),
+            Err(error) => assert!(error.starts_with("refused"), "{error}"),
+        }
     }
 }

@@ -119,8 +119,12 @@ struct Constraints {
 /// current task. So a switch on a CPU of a task of that CPU's runqueue takes the runqueue lock
 /// (the scheduler's, which the kernel's switch holds too: one compare-and-swap, and a store to
 /// unlock), reads the task's word, the mode and the budget, stores the task's CID into the CPU's
-/// slot and makes it the current task. Switch-out writes nothing. No task lock, no reference
-/// count, no shared cache line beyond the space's read-mostly mode and budget.
+/// slot and makes it the current task. Switch-out only leaves the CPU: one Release store that
+/// clears the runqueue's current task, without its lock (in the kernel the switch-out is part
+/// of the switch-in of the next task, under the lock the scheduler holds anyway; here a CPU
+/// may go idle between the two, and taking the lock only to say so cost a compare-and-swap per
+/// switch that the kernel's CID code does not pay). No task lock, no reference count, no shared
+/// cache line beyond the space's read-mostly mode and budget.
 ///
 /// How the slow paths meet the fast path (the Acquire/Release pairs):
 ///
@@ -130,6 +134,10 @@ struct Constraints {
 ///   the CPU. The mode word's Release stores pair with the switch-in's Acquire load.
 /// * **Exit** takes the task's runqueue lock and marks the word exited; a switch-in under that
 ///   lock refuses it.
+/// * **Switch-out** clears the runqueue's current task with a Release store, paired with the
+///   Acquire load of every lock holder's read of it: a walk, exit or migration that reads the
+///   CPU idle also sees what the task did with its CID, before it drops the CID or hands it
+///   on; one that still reads the task there acts as if the switch-out came just after it.
 /// * **Migration** (a task switched in on another CPU than its runqueue's) moves the word to the
 ///   new runqueue with both locks held (taken in CPU order). Readers outside any lock find a
 ///   task's runqueue with an Acquire load of the word (pairing with the Release stores), lock
@@ -348,8 +356,10 @@ impl<L: Locks> Rework<L> {
     /// The common path (per-task mode, the task owns a CID below the budget, the CPU owns
     /// none) reads the mode, the budget and the CPU's slot, and stores the task's CID into the
     /// slot: no atomic read-modify-write and no store outside the CPU's runqueue (the kernel's
-    /// `mm_cid_from_task` fast path). In per-CPU mode the common path copies the CPU's CID
-    /// into the task's word, which it stores only when it changes.
+    /// `mm_cid_from_task` fast path). In per-CPU mode the common path (the CPU owns a CID below
+    /// the budget, the task none) copies the CPU's CID into the task's word, which it stores
+    /// only when it changes (`mm_cid_from_cpu`): kept out of the cold slow path, as an
+    /// oversubscribed space switches this way every time.
     #[inline]
     fn schedin(&self, rq: &RqGuard<'_>, next: &Task, tcid: u32) -> Option<u32> {
         // Acquire pairs with the Release stores in `set_mode`.
@@ -361,6 +371,15 @@ impl<L: Locks> Rework<L> {
                 rq.set_cid(tcid);
             }
             return Some(tcid);
+        }
+        // The per-CPU mode's common path (`mm_cid_from_cpu`): the CPU owns a CID within the
+        // budget and the task owns none; it borrows the CPU's. Oversubscribed spaces (more
+        // tasks than CPUs) switch this way every time.
+        if mode == MODE_CPU && cpu_owned(cpu_cid) && !task_owned(tcid) && user_cid(cpu_cid) < max {
+            if tcid != cpu_cid {
+                next.0.set_cid_locked(cpu_cid);
+            }
+            return Some(cpu_cid);
         }
         self.schedin_slow(rq, next, tcid, mode, max)
     }
@@ -471,6 +490,12 @@ impl<L: Locks> CidAllocator for Rework<L> {
         self.space.check_next(next)?;
         if cpu >= self.cpus {
             return Err(CidError::BadCpu);
+        }
+        if next.is_none() {
+            // Switch-out does nothing but leave the CPU: the previous task keeps (or drops, at
+            // its next switch-in) what it has. One store, without the runqueue's lock.
+            self.rqs.vacate(cpu);
+            return Ok(None);
         }
         loop {
             let (rq, claim) = self.rqs.lock_switch(cpu, next)?;

@@ -36,7 +36,8 @@ use crate::sync::{cpu_relax, spin_wait, Arc, AtomicBool, AtomicPtr, AtomicU32, O
 const SPINS_BEFORE_YIELD: u32 = 64;
 
 /// A CPU's runqueue, as far as CIDs go. The fields are atomics only so that the lock needs no
-/// cell: every access is Relaxed, under the lock.
+/// cell: every access is under the lock, but for one: a design whose switch-out does nothing
+/// but leave the CPU ([`Rqs::vacate`]) clears `curr` without the lock.
 pub(crate) struct Rq {
     locked: AtomicBool,
     /// The current task, or null (see [`RqGuard::curr`] for why the pointer is valid).
@@ -80,6 +81,24 @@ impl Rqs {
         }
     }
 
+    /// The CPU's current task leaves it, and nothing else changes: a switch-out without the
+    /// lock, for a design whose switch-out writes nothing else (the rework's). One store
+    /// instead of a compare-and-swap and a store.
+    ///
+    /// Why no lock is needed: `curr` is the only thing written, and a holder of the lock reads
+    /// it once per decision, so the store lands either before that read (the holder sees an
+    /// idle CPU: the task had left) or after it (the holder sees the task still there: the
+    /// task left just after). Either order is one a locked switch-out could have taken. A
+    /// switch-in on this CPU replaces `curr` whatever it holds, so a store racing it is ordered
+    /// before or after it just the same.
+    #[inline]
+    pub(crate) fn vacate(&self, cpu: usize) {
+        // Release pairs with the Acquire load in `RqGuard::curr`: whoever sees the CPU idle
+        // (a walk or an exit that then drops or hands on the CID the task ran with) also sees
+        // everything the task did while it ran with that CID.
+        self.0[cpu].curr.store(ptr::null_mut(), Ordering::Release);
+    }
+
     /// Locks `cpu`'s runqueue unless another thread holds it.
     pub(crate) fn try_lock(&self, cpu: usize) -> Option<RqGuard<'_>> {
         let rq = &*self.0[cpu];
@@ -99,8 +118,9 @@ impl RqGuard<'_> {
     /// The current task.
     #[inline]
     pub(crate) fn curr(&self) -> Option<&TaskInner> {
-        // Relaxed: under the lock.
-        let curr = self.0.curr.load(Ordering::Relaxed);
+        // Acquire pairs with the Release store in `Rqs::vacate`, the one write of `curr` made
+        // without the lock (the locked writes are ordered by the lock itself).
+        let curr = self.0.curr.load(Ordering::Acquire);
         // SAFETY: a non-null `curr` was stored by `set_curr` from a live task of this
         // runqueue's space, which the space's roster keeps alive until its exit; exit clears
         // `curr` under this lock before the task leaves the roster, and the space (which owns

@@ -1,7 +1,14 @@
 //! Processes in the task runtime: every task of a process carries its [`Thread`] as its
 //! per-task data, gets a CID from its process's space at each switch-in (with the worker as the
-//! CPU) and gives it back at switch-out; its exit (completed, panicked, cancelled or killed)
-//! is the thread's exit in the model. Its future runs inside a `Killable` (`kill.rs`), which
+//! CPU) and leaves the CPU at switch-out; its exit (completed, panicked, cancelled or killed)
+//! is the thread's exit in the model.
+//!
+//! The switch hooks do only what the kernel's switch does for these IDs plus two thread-local
+//! stores (the running task's IDs and CID, which [`current`] and per-CID structures read): the
+//! IDs are copied from the task's data, made once at spawn, and the switch-out is the CID
+//! design's own (for the rework one store that leaves the CPU, without its runqueue lock, as
+//! the kernel's switch-out writes nothing; the baselines give their CID back there, as their
+//! kernels did). Its future runs inside a `Killable` (`kill.rs`), which
 //! stops it at its next poll once its thread is killed.
 
 use std::cell::Cell;
@@ -59,7 +66,8 @@ pub struct Current {
 }
 
 /// The IDs of the running task of a process, per worker thread (its CID is in the
-/// [`cid::current`] cell, which per-CID structures read).
+/// [`cid::current`] cell, which per-CID structures read). Each task keeps its own copy, made at
+/// spawn.
 #[derive(Debug, Clone, Copy)]
 struct Ids {
     tid: u32,
@@ -137,15 +145,37 @@ pub fn current() -> Option<Current> {
 /// ```
 pub struct TaskIds<C> {
     thread: Option<Arc<Thread<C>>>,
+    /// The thread's IDs, read once at spawn (they never change): the switch-in copies them into
+    /// the running cell instead of walking the thread's and the process's ID lists each time.
+    ids: Option<Ids>,
     /// Written by the switch hooks only, which never overlap for one task: Relaxed.
     cid: AtomicU32,
 }
 
-impl<C> TaskIds<C> {
+impl<C: cid::CidAllocator> TaskIds<C> {
     /// A task of `thread`.
     fn of(thread: Arc<Thread<C>>) -> TaskIds<C> {
+        let process = thread.process();
+        let ids = Ids {
+            tid: thread.tid_in_own_ns(),
+            pid: process.pid_in_own_ns(),
+            root_tid: thread.tid(),
+            root_pid: process.pid(),
+        };
         TaskIds {
             thread: Some(thread),
+            ids: Some(ids),
+            cid: AtomicU32::new(NO_CID),
+        }
+    }
+}
+
+impl<C> TaskIds<C> {
+    /// A task of no process.
+    fn plain() -> TaskIds<C> {
+        TaskIds {
+            thread: None,
+            ids: None,
             cid: AtomicU32::new(NO_CID),
         }
     }
@@ -224,10 +254,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Hooks for ProcessHooks<P, C, T>
 
     /// A plain spawn belongs to no process.
     fn created(&self, _task: TaskId, _worker: Option<usize>) -> TaskIds<C> {
-        TaskIds {
-            thread: None,
-            cid: AtomicU32::new(NO_CID),
-        }
+        TaskIds::plain()
     }
 
     fn switched_in(&self, _task: TaskId, data: &TaskIds<C>, worker: usize) {
@@ -237,14 +264,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Hooks for ProcessHooks<P, C, T>
         let cid = thread.switch_in(worker);
         data.cid.store(cid.unwrap_or(NO_CID), Ordering::Relaxed);
         let process = thread.process();
-        RUNNING.with(|running| {
-            running.set(Some(Ids {
-                tid: thread.tid_in_own_ns(),
-                pid: process.pid_in_own_ns(),
-                root_tid: thread.tid(),
-                root_pid: process.pid(),
-            }))
-        });
+        RUNNING.with(|running| running.set(data.ids));
         cid::current::set(Some(cid::current::Running {
             space: Arc::as_ptr(process).addr(),
             cpus: process.cids().cpus(),
@@ -381,11 +401,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Handle<ProcessHooks<P, C, T>> {
             let killable = Killable::new(Some(Arc::clone(&thread)), future);
             self.spawn_with(TaskIds::of(thread), killable)
         } else {
-            let plain = TaskIds {
-                thread: None,
-                cid: AtomicU32::new(NO_CID),
-            };
-            self.spawn_with(plain, Killable::<C, F>::new(None, future))
+            self.spawn_with(TaskIds::plain(), Killable::<C, F>::new(None, future))
         }
     }
 }
