@@ -1,11 +1,16 @@
-/* The C side of the lab's `capi` experiment: `capi BENCH THREADS OPS` runs OPS operations of
- * BENCH shared by THREADS threads that start together, checks the result, and prints the
- * nanoseconds per operation per thread (elapsed x threads / operations). Built by the lab at
+/* The C side of the lab's `capi` experiment: `capi BENCH THREADS MILLIS` runs BENCH on THREADS
+ * threads that start together, in chunks of CHUNK operations, until MILLIS milliseconds have
+ * passed; checks the result, and prints the nanoseconds per operation per thread (elapsed x
+ * threads / operations, elapsed from the first thread's start to the last one's end). A run
+ * whose threads did not all run at once (one made no chunk, or one started after another had
+ * stopped, or they had less than half the CPUs they could use because other work kept them
+ * off) measured something else: it exits with status 2 and says so. Built by the lab at
  * run time against libidspace's static library (and glib's GHashTable when its development
  * files are installed). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,9 +36,18 @@
 
 typedef void (*work_fn)(int me, uint64_t ops);
 
+#define CHUNK 1024
+#define MAX_THREADS 1024
+
 static pthread_barrier_t start_line;
-static uint64_t per_thread;
+static int stop;
 static work_fn work;
+
+/* What each thread did: its first and last moment, its CPU time and its operations. */
+static struct {
+  double start, end, cpu;
+  uint64_t ops;
+} spans[MAX_THREADS];
 
 /* --- idspace through the C ABI --- */
 static idspace_counter counter;
@@ -217,26 +231,37 @@ static void count_release(void *object, void *ctx) {
   pool_released++;
 }
 
-static void *thread_main(void *arg) {
-  pthread_barrier_wait(&start_line);
-  work((int)(intptr_t)arg, per_thread);
-  return NULL;
-}
-
-static double now(void) {
+static double clock_ns(clockid_t clock) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock, &ts);
   return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
+static double now(void) { return clock_ns(CLOCK_MONOTONIC); }
+
+static void *thread_main(void *arg) {
+  int me = (int)(intptr_t)arg;
+  pthread_barrier_wait(&start_line);
+  spans[me].start = now();
+  double cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  uint64_t ops = 0;
+  /* Relaxed: the flag only ends the loop; the spans are read after the joins. */
+  while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+    work(me, CHUNK);
+    ops += CHUNK;
+  }
+  spans[me].cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu;
+  spans[me].end = now();
+  spans[me].ops = ops;
+  return NULL;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 4) FAIL("usage: capi BENCH THREADS OPS");
+  if (argc != 4) FAIL("usage: capi BENCH THREADS MILLIS");
   const char *bench = argv[1];
   int threads = atoi(argv[2]);
-  uint64_t ops = strtoull(argv[3], NULL, 10);
-  if (threads < 1 || threads > 1024 || ops == 0) FAIL("bad arguments");
-  per_thread = ops / (uint64_t)threads;
-  if (per_thread == 0) per_thread = 1;
+  long millis = atol(argv[3]);
+  if (threads < 1 || threads > MAX_THREADS || millis <= 0) FAIL("bad arguments");
 
   if (strcmp(bench, "counter-idspace") == 0) {
     OK(idspace_counter_new(&counter));
@@ -274,15 +299,50 @@ int main(int argc, char **argv) {
   }
 
   pthread_barrier_init(&start_line, NULL, (unsigned)threads + 1);
-  pthread_t handles[1024];
+  pthread_t handles[MAX_THREADS];
   for (int t = 0; t < threads; t++) {
     if (pthread_create(&handles[t], NULL, thread_main, (void *)(intptr_t)t) != 0) FAIL("pthread_create");
   }
   pthread_barrier_wait(&start_line);
-  double started = now();
+  struct timespec window = {millis / 1000, (millis % 1000) * 1000000L};
+  while (nanosleep(&window, &window) != 0 && errno == EINTR) {
+  }
+  __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
   for (int t = 0; t < threads; t++) pthread_join(handles[t], NULL);
-  double elapsed = now() - started;
-  uint64_t done = per_thread * (uint64_t)threads;
+
+  /* Every thread ran at once, or the run measured something else. */
+  double first_start = spans[0].start, last_start = spans[0].start;
+  double first_end = spans[0].end, last_end = spans[0].end;
+  uint64_t done = 0;
+  double cpu = 0;
+  for (int t = 0; t < threads; t++) {
+    cpu += spans[t].cpu;
+    if (spans[t].ops == 0) {
+      fprintf(stderr, "thread %d of %d made no operation in the window: the threads did not all run at once\n", t, threads);
+      exit(2);
+    }
+    if (spans[t].start < first_start) first_start = spans[t].start;
+    if (spans[t].start > last_start) last_start = spans[t].start;
+    if (spans[t].end < first_end) first_end = spans[t].end;
+    if (spans[t].end > last_end) last_end = spans[t].end;
+    done += spans[t].ops;
+  }
+  if (last_start > first_end) {
+    fprintf(stderr, "a thread started %.0f ns after another had stopped: the threads did not all run at once\n",
+            last_start - first_end);
+    exit(2);
+  }
+  double elapsed = last_end - first_start;
+  /* The work is CPU-bound: threads that had less than half the CPUs they could use were kept
+   * off them by other work, and their figure is of time slices taken in turn. */
+  cpu_set_t allowed;
+  int cpus = sched_getaffinity(0, sizeof allowed, &allowed) == 0 ? CPU_COUNT(&allowed) : 1;
+  double usable = (threads < cpus ? threads : cpus) * elapsed;
+  if (cpu < 0.5 * usable) {
+    fprintf(stderr, "the %d threads had %.0f%% of the CPUs they could use: other work kept them off the CPUs\n",
+            threads, 100.0 * cpu / usable);
+    exit(2);
+  }
 
   /* Exact counts: a benchmark of a wrong result measures nothing. */
   if (work == counter_idspace) {

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
 
 /// The C program's source, and the header it includes.
 const SOURCE: &str = include_str!("capi.c");
@@ -99,11 +100,20 @@ pub(crate) fn build() -> Result<Program, String> {
 }
 
 impl Program {
-    /// Runs `bench` with `threads` threads sharing `ops` operations; ns per operation per
-    /// thread, as the program measured it.
-    pub(crate) fn run(&self, bench: &str, threads: usize, ops: u64) -> Result<f64, String> {
+    /// Runs `bench` on `threads` threads at once for `window`; ns per operation per thread, as
+    /// the program measured it. A run whose threads did not all run at once is made again
+    /// once with a window four times as long (as [`window_or_longer`] does), then refused.
+    ///
+    /// [`window_or_longer`]: crate::measure::window_or_longer
+    pub(crate) fn run(&self, bench: &str, threads: usize, window: Duration) -> Result<f64, String> {
+        self.run_once(bench, threads, window)
+            .or_else(|_| self.run_once(bench, threads, window * 4))
+    }
+
+    fn run_once(&self, bench: &str, threads: usize, window: Duration) -> Result<f64, String> {
+        let millis = window.as_millis().max(1).to_string();
         let output = Command::new(&self.binary)
-            .args([bench, &threads.to_string(), &ops.to_string()])
+            .args([bench, &threads.to_string(), &millis])
             .output()
             .map_err(|e| format!("cannot run the C program: {e}"))?;
         if !output.status.success() {

@@ -392,10 +392,9 @@ mod tests {
             );
         }
         for (name, space) in designs(4) {
-            assert!(
-                workloads::pools(space.as_ref(), 2, 3, Duration::from_millis(5)).unwrap() > 0.0,
-                "{name}"
-            );
+            let rate = workloads::pools(space.as_ref(), 2, 3, Duration::from_millis(5));
+            let rate = crate::measure::unless_not_at_once(rate);
+            assert!(rate.is_none_or(|rate| rate > 0.0), "{name}");
         }
         for (name, space) in designs(4) {
             let trace = workloads::footprint(space.as_ref());
@@ -406,8 +405,9 @@ mod tests {
         }
         let space = Rework::new(2).unwrap();
         for shards in [Shards::Shared, Shards::PerThread, Shards::Rework(&space)] {
-            let (ns, bytes) = workloads::counter(shards, 3, Duration::from_millis(5)).unwrap();
-            assert!(ns > 0.0 && bytes > 0);
+            let run = workloads::counter(shards, 3, Duration::from_millis(5));
+            let run = crate::measure::unless_not_at_once(run);
+            assert!(run.is_none_or(|(ns, bytes)| ns > 0.0 && bytes > 0));
         }
     }
 }

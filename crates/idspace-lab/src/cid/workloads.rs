@@ -101,7 +101,7 @@ pub fn pools(
             created += threads as u64;
         }
         created
-    });
+    })?;
     if failed.load(Ordering::Relaxed) {
         return Err(format!("{}: a fork, switch or exit failed", space.name()));
     }
@@ -126,7 +126,7 @@ pub fn kernel_pools(pools: usize, threads: usize, duration: Duration) -> Result<
             created += threads as u64;
         }
         created
-    });
+    })?;
     if failed.load(Ordering::Relaxed) {
         return Err("pthread_create failed".into());
     }
@@ -278,7 +278,7 @@ pub fn counter(
         ),
         Shards::Rework(space) => increment_by_rework_cid(space, worker, &array, stop),
         Shards::Kernel => increment_by_mm_cid(&array, stop),
-    });
+    })?;
     let counted: u64 = match shards {
         Shards::Shared => shared.load(Ordering::Relaxed),
         Shards::PerThread => per_thread.iter().map(|s| s.load(Ordering::Relaxed)).sum(),

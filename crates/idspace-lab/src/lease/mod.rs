@@ -133,7 +133,7 @@ fn run(
             sessions,
             duration,
         ),
-        Kind::Snowflake => Ok(workloads::snowflake(sessions, duration)),
+        Kind::Snowflake => workloads::snowflake(sessions, duration),
     }
 }
 

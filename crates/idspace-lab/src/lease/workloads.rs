@@ -53,10 +53,12 @@ fn run_timed(
     threads: usize,
     duration: Duration,
     allocate: &(dyn Fn(usize) -> bool + Sync),
-) -> Outcome {
+) -> Result<Outcome, String> {
     let latencies = Mutex::new(Vec::<u32>::new());
     let failures = AtomicU64::new(0);
-    let (elapsed, ids) = timed(threads, duration, &|worker, stop: &AtomicBool| {
+    let ids = AtomicU64::new(0);
+    // A worker's attempts, failed ones included, show that it ran (the store may be down).
+    let (elapsed, _attempts) = timed(threads, duration, &|worker, stop: &AtomicBool| {
         let mut mine = Vec::with_capacity(1 << 16);
         let mut failed = 0;
         // Relaxed: the flag only ends the loop.
@@ -70,20 +72,21 @@ fn run_timed(
         }
         let count = mine.len() as u64;
         failures.fetch_add(failed, Ordering::Relaxed);
+        ids.fetch_add(count, Ordering::Relaxed);
         latencies
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .extend(mine);
-        count
-    });
+        count + failed
+    })?;
     let mut all = latencies.into_inner().unwrap_or_else(|p| p.into_inner());
-    Outcome {
-        ids,
+    Ok(Outcome {
+        ids: ids.into_inner(),
         elapsed,
         p99_ns: p99(&mut all),
         round_trips: 0,
         failures: failures.into_inner(),
-    }
+    })
 }
 
 /// One node in this process, `threads` threads allocating through it.
@@ -106,7 +109,7 @@ pub fn lease_node(
             *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
             false
         }
-    });
+    })?;
     outcome.round_trips = node.stats().round_trips - before;
     match error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         Some(e) if outcome.ids == 0 => Err(e.to_string()),
@@ -147,7 +150,7 @@ pub fn per_statement(
                 false
             }
         }
-    });
+    })?;
     outcome.round_trips = outcome.ids + outcome.failures + reconnects.into_inner();
     Ok(outcome)
 }
@@ -221,7 +224,7 @@ impl Snowflake {
 }
 
 /// `threads` threads taking IDs from one Snowflake generator.
-pub fn snowflake(threads: usize, duration: Duration) -> Outcome {
+pub fn snowflake(threads: usize, duration: Duration) -> Result<Outcome, String> {
     let generator = Snowflake::new(1);
     run_timed(threads, duration, &|_| {
         std::hint::black_box(generator.next());

@@ -271,15 +271,19 @@ mod tests {
                 let d = make();
                 let targets = workloads::spaces(d.as_ref(), depth, own, 3).unwrap();
                 assert_eq!(targets.len(), 3);
-                let rate =
-                    workloads::alloc_free(d.as_ref(), &targets, Duration::from_millis(5)).unwrap();
-                assert!(rate > 0.0, "{}", candidate.name);
+                let rate = workloads::alloc_free(d.as_ref(), &targets, Duration::from_millis(5));
+                let rate = crate::measure::unless_not_at_once(rate);
+                assert!(rate.is_none_or(|rate| rate > 0.0), "{}", candidate.name);
             }
             let d = make();
-            let (lookups, _) =
-                workloads::lookups_during_allocs(d.as_ref(), 1, 1, Duration::from_millis(5))
-                    .unwrap();
-            assert!(lookups > 0.0, "{}", candidate.name);
+            let rates =
+                workloads::lookups_during_allocs(d.as_ref(), 1, 1, Duration::from_millis(5));
+            let rates = crate::measure::unless_not_at_once(rates);
+            assert!(
+                rates.is_none_or(|(lookups, _)| lookups > 0.0),
+                "{}",
+                candidate.name
+            );
             let (full, after) = workloads::memory(make().as_ref(), 2000).unwrap();
             assert!(full > after, "{}", candidate.name);
         }

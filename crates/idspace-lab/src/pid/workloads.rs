@@ -48,7 +48,7 @@ pub fn alloc_free(
     duration: Duration,
 ) -> Result<f64, String> {
     let failed = AtomicBool::new(false);
-    let (elapsed, ops) = timed(targets.len(), duration, &|worker, stop| {
+    let run = timed(targets.len(), duration, &|worker, stop| {
         let target = targets[worker];
         let mut ops = 0;
         while !stop.load(Ordering::Relaxed) {
@@ -71,6 +71,8 @@ pub fn alloc_free(
     if failed.load(Ordering::Relaxed) {
         return Err(format!("{}: an allocation or free failed", d.name()));
     }
+    // A failure is the reason to give, before any about the threads' overlap.
+    let (elapsed, ops) = run?;
     Ok(ops as f64 / elapsed.as_secs_f64())
 }
 
@@ -120,7 +122,7 @@ pub fn lookups_during_allocs(
             allocs.fetch_add(ops, Ordering::Relaxed);
         }
         ops
-    });
+    })?;
     if missing.load(Ordering::Relaxed) {
         return Err(format!("{}: a live object was not found", d.name()));
     }
@@ -152,7 +154,7 @@ pub fn memory(d: &dyn PidAllocator, live: usize) -> Result<(usize, usize), Strin
 /// will-it-scale's thread create/teardown test. Returns create+join pairs per second.
 pub fn kernel_threads(workers: usize, duration: Duration) -> Result<f64, String> {
     let failed = AtomicBool::new(false);
-    let (elapsed, created) = timed(workers, duration, &|_, stop| {
+    let run = timed(workers, duration, &|_, stop| {
         let mut ops = 0;
         while !stop.load(Ordering::Relaxed) {
             let Some(thread) = EmptyThread::spawn() else {
@@ -167,5 +169,7 @@ pub fn kernel_threads(workers: usize, duration: Duration) -> Result<f64, String>
     if failed.load(Ordering::Relaxed) {
         return Err("pthread_create failed".into());
     }
+    // A failure is the reason to give, before any about the threads' overlap.
+    let (elapsed, created) = run?;
     Ok(created as f64 / elapsed.as_secs_f64())
 }

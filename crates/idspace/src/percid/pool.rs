@@ -136,6 +136,7 @@ impl<T> PerCidPool<T> {
 
     /// An object from the pool, if it has one at hand: from the current slot's list, else a
     /// batch from the shared list (the rest of which goes onto the slot's list).
+    #[inline(always)]
     pub fn take(&self) -> Option<Box<T>> {
         let object = match self.pop_local() {
             Popped::Item(object) => Some(object),
@@ -148,12 +149,14 @@ impl<T> PerCidPool<T> {
     }
 
     /// An object from the pool, or `make()` if it has none at hand.
+    #[inline]
     pub fn take_or_else(&self, make: impl FnOnce() -> T) -> Box<T> {
         self.take().unwrap_or_else(|| Box::new(make()))
     }
 
     /// Puts `object` into the pool: onto the current slot's list, spilling half of a full list
     /// to the shared list.
+    #[inline(always)]
     pub fn give(&self, object: Box<T>) {
         let object = Box::into_raw(object).cast::<()>();
         match self.push_local(object) {
@@ -177,6 +180,7 @@ impl<T> PerCidPool<T> {
 
     /// Moves up to half a list from the shared list: one object for the caller, the rest
     /// onto the current slot's list (back to the shared list if that fills meanwhile).
+    #[cold]
     fn refill(&self) -> Option<*mut ()> {
         let batch: Vec<*mut ()> = {
             let mut shared = lock(&self.shared);
@@ -198,6 +202,7 @@ impl<T> PerCidPool<T> {
     }
 
     /// Moves half of the current slot's full list, and `object`, to the shared list.
+    #[cold]
     fn spill(&self, object: *mut ()) {
         let mut moving = vec![object];
         for _ in 0..self.capacity().div_ceil(2) {
@@ -209,7 +214,22 @@ impl<T> PerCidPool<T> {
         lock(&self.shared).extend(moving);
     }
 
+    /// Pushes onto the current slot's list. The rseq sources' path comes first and is all that
+    /// is inlined into `give`; the locked and task-CID paths sit in `push_other`.
+    #[inline(always)]
     fn push_local(&self, object: *mut ()) -> Pushed {
+        if self.binding.is_some() || self.source == IndexSource::ThreadIds {
+            return self.push_other(object);
+        }
+        match fast::current(self.source) {
+            Some(fast) => fast.push(&self.lists, object),
+            None => Pushed::NoSlot,
+        }
+    }
+
+    /// `push_local` under thread IDs (a slot lock) or the task CID (plain accesses).
+    #[inline(never)]
+    fn push_other(&self, object: *mut ()) -> Pushed {
         if self.source == IndexSource::ThreadIds {
             let list = &self.lists[index::thread_id() % self.lists.len()];
             let _held = lock(&list.lock);
@@ -237,13 +257,24 @@ impl<T> PerCidPool<T> {
             list.len.store(len + 1, Ordering::Relaxed);
             return Pushed::Done;
         }
+        Pushed::NoSlot
+    }
+
+    /// Pops from the current slot's list; split as `push_local` is.
+    #[inline(always)]
+    fn pop_local(&self) -> Popped {
+        if self.binding.is_some() || self.source == IndexSource::ThreadIds {
+            return self.pop_other();
+        }
         match fast::current(self.source) {
-            Some(fast) => fast.push(&self.lists, object),
-            None => Pushed::NoSlot,
+            Some(fast) => fast.pop(&self.lists),
+            None => Popped::NoSlot,
         }
     }
 
-    fn pop_local(&self) -> Popped {
+    /// `pop_local` under thread IDs or the task CID.
+    #[inline(never)]
+    fn pop_other(&self) -> Popped {
         if self.source == IndexSource::ThreadIds {
             let list = &self.lists[index::thread_id() % self.lists.len()];
             let _held = lock(&list.lock);
@@ -267,10 +298,7 @@ impl<T> PerCidPool<T> {
             list.len.store(len - 1, Ordering::Relaxed);
             return Popped::Item(list.items[len - 1].load(Ordering::Relaxed));
         }
-        match fast::current(self.source) {
-            Some(fast) => fast.pop(&self.lists),
-            None => Popped::NoSlot,
-        }
+        Popped::NoSlot
     }
 }
 
