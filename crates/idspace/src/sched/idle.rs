@@ -50,7 +50,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::sync::{fence, AtomicBool, AtomicU32, Ordering};
+use crate::sync::unmodeled::AtomicBool;
+use crate::sync::{fence, AtomicU32, Ordering};
 #[cfg(not(loom))]
 use crate::sys::futex;
 
@@ -79,7 +80,10 @@ pub(crate) struct Idle {
     state: AtomicU32,
     /// Whether the worker has a task in hand: from taking a task until it finds nothing left
     /// to run (the `curr` that `rq->nr_running` counts). Written only on those transitions, so
-    /// it shares the word's line, which wakers read anyway. A hint, like [`is_busy`](Self::is_busy).
+    /// it shares the word's line, which wakers read anyway. A hint, like [`is_busy`](Self::is_busy):
+    /// it only picks between two paths that each deliver the wakeup (the handshake never reads
+    /// it), so loom need not explore its orderings, and a std atomic keeps it out of the
+    /// models' state space; the models of each path (locked, wakelist) check the delivery.
     current: AtomicBool,
     #[cfg(loom)]
     sleep: (crate::sync::Mutex<()>, crate::sync::Condvar),
