@@ -179,12 +179,15 @@ pub(crate) fn exclusive_load<T>(atomic: &mut AtomicPtr<T>) -> *mut T {
 ///   coerces to a trait object (`Arc<dyn Driver>`, `Arc<dyn Any>`) nor holds a slice built from
 ///   a `Vec`, nor has a `Weak`;
 /// - **the kernel's words**: a futex word lives at an address the kernel reads and sleeps on,
-///   which loom's atomics do not have (the module does not exist under loom).
+///   which loom's atomics do not have (the module does not exist under loom);
+/// - **hints outside a protocol**: a flag that only chooses between paths that each keep the
+///   protocol (the runtime's "task in hand" flag beside a worker's idle word); modelling it
+///   would multiply a model's interleavings without checking anything new.
 #[cfg(feature = "std")]
 pub(crate) mod unmodeled {
     #[allow(unused_imports)] // Each build uses a different subset.
     pub(crate) use std::sync::{
-        atomic::{AtomicU32, AtomicU64},
+        atomic::{AtomicBool, AtomicU32, AtomicU64},
         Arc, Barrier, Mutex, MutexGuard, OnceLock, Weak,
     };
 }

@@ -34,12 +34,23 @@
 //!   that lasted longer could not have been: the poll halves, down to none. A period that ended
 //!   while polling changes nothing.
 //!
+//! * **Poll only on a CPU nobody else wants** ([`PollGovernor::contended`]): before a poll,
+//!   the worker reads its thread's count of involuntary context switches (`getrusage`, one
+//!   system call per poll, none when no poll would follow). If it moved, the kernel took the
+//!   CPU from the worker for a thread that waited for it (a client on the same machine, another
+//!   process, the runtime's other worker on an oversubscribed machine): the worker skips the
+//!   poll and the limit halves. An idle CPU in the kernel polls only with nothing else runnable
+//!   on its run queue, which a user-space worker cannot see; being pushed off the CPU is how it
+//!   learns. Without this rule a worker of a server sharing 2 CPUs with its load generator
+//!   polled in the generator's time slices.
+//!
 //! Where we differ: the kernel polls whenever the governor says so, whatever other CPUs do
 //! (guest halt polling has no view of the host's other work); we look at the other workers,
 //! which a user-space runtime sees for free.
 
 use std::time::{Duration, Instant};
 
+use crate::sync::unmodeled::AtomicBool;
 use crate::sync::{fence, AtomicU32, Ordering};
 #[cfg(not(loom))]
 use crate::sys::futex;
@@ -67,6 +78,13 @@ pub(crate) enum Notice {
 /// futex.
 pub(crate) struct Idle {
     state: AtomicU32,
+    /// Whether the worker has a task in hand: from taking a task until it finds nothing left
+    /// to run (the `curr` that `rq->nr_running` counts). Written only on those transitions, so
+    /// it shares the word's line, which wakers read anyway. A hint, like [`is_busy`](Self::is_busy):
+    /// it only picks between two paths that each deliver the wakeup (the handshake never reads
+    /// it), so loom need not explore its orderings, and a std atomic keeps it out of the
+    /// models' state space; the models of each path (locked, wakelist) check the delivery.
+    current: AtomicBool,
     #[cfg(loom)]
     sleep: (crate::sync::Mutex<()>, crate::sync::Condvar),
 }
@@ -75,6 +93,7 @@ impl Idle {
     pub(crate) fn new() -> Self {
         Idle {
             state: AtomicU32::new(RUNNING),
+            current: AtomicBool::new(false),
             #[cfg(loom)]
             sleep: (crate::sync::Mutex::new(()), crate::sync::Condvar::new()),
         }
@@ -84,6 +103,17 @@ impl Idle {
     /// A hint for choosing targets; correctness never rests on it.
     pub(crate) fn is_busy(&self) -> bool {
         matches!(self.state.load(Ordering::Relaxed), RUNNING | NOTIFIED)
+    }
+
+    /// The worker took a task after having none (`true`), or found nothing left to run
+    /// (`false`). Relaxed: a hint for wakers choosing how to queue, never part of the handshake.
+    pub(crate) fn set_current(&self, current: bool) {
+        self.current.store(current, Ordering::Relaxed);
+    }
+
+    /// Whether the worker has a task in hand (see [`set_current`](Self::set_current)).
+    pub(crate) fn has_current(&self) -> bool {
+        self.current.load(Ordering::Relaxed)
     }
 
     /// The worker announces that it is idle and polling, then fences: the store is ordered
@@ -263,6 +293,9 @@ pub(crate) struct PollGovernor {
     max: Duration,
     /// How long the next idle period polls before parking.
     limit: Duration,
+    /// The thread's involuntary context switches when [`contended`](Self::contended) last
+    /// looked.
+    preempted: u64,
 }
 
 impl PollGovernor {
@@ -280,12 +313,40 @@ impl PollGovernor {
 
     /// A governor that starts at the full `max`.
     pub(crate) fn new(max: Duration) -> PollGovernor {
-        PollGovernor { max, limit: max }
+        PollGovernor {
+            max,
+            limit: max,
+            preempted: 0,
+        }
     }
 
     /// How long to poll now.
     pub(crate) fn limit(&self) -> Duration {
         self.limit
+    }
+
+    /// Whether the CPU this worker would poll on is wanted by another thread: `preempted`, the
+    /// worker thread's count of involuntary context switches, moved since the last look (the
+    /// kernel took the CPU from it while it could run, which it does only for a thread that
+    /// waits for one). Then the worker skips this poll and the limit halves, as after a long
+    /// idle period: a poll burns a CPU that some thread waits for. An idle CPU in the kernel
+    /// polls only with nothing else runnable on it; a user-space worker cannot see the run
+    /// queue, but it sees that it was pushed off the CPU. Short idle periods grow the limit
+    /// back ([`parked`](Self::parked)) once the preemptions stop.
+    pub(crate) fn contended(&mut self, preempted: u64) -> bool {
+        if preempted == self.preempted {
+            return false;
+        }
+        self.preempted = preempted;
+        self.halve();
+        true
+    }
+
+    fn halve(&mut self) {
+        self.limit /= 2;
+        if self.limit < self.max / Self::FLOOR_DIVISOR {
+            self.limit = Duration::ZERO;
+        }
     }
 
     /// An idle period of `idle_for` (from announcing idleness to getting up) ended after the
@@ -295,16 +356,13 @@ impl PollGovernor {
         if timer {
             return;
         }
-        let floor = self.max / Self::FLOOR_DIVISOR;
         if idle_for <= self.max * Self::REACH {
             // A longer poll would have caught this wakeup without a futex wake.
+            let floor = self.max / Self::FLOOR_DIVISOR;
             self.limit = (self.limit * 2).max(floor).min(self.max);
         } else {
             // No poll within the maximum would have: stop paying for it.
-            self.limit /= 2;
-            if self.limit < floor {
-                self.limit = Duration::ZERO;
-            }
+            self.halve();
         }
     }
 }
@@ -340,6 +398,24 @@ mod tests {
             governor.parked(Duration::from_micros(10), false);
         }
         assert_eq!(governor.limit(), max);
+    }
+
+    #[test]
+    fn a_preempted_worker_skips_its_poll_and_halves_it() {
+        let max = Duration::from_micros(64);
+        let mut governor = PollGovernor::new(max);
+        assert!(!governor.contended(0), "no preemption yet");
+        assert!(governor.contended(3));
+        assert_eq!(governor.limit(), max / 2);
+        assert!(!governor.contended(3), "only a moved count says contended");
+        assert_eq!(governor.limit(), max / 2);
+        for count in 4..8 {
+            assert!(governor.contended(count));
+        }
+        assert_eq!(governor.limit(), Duration::ZERO);
+        // Once the preemptions stop, short idle periods bring the poll back.
+        governor.parked(Duration::from_micros(10), false);
+        assert_eq!(governor.limit(), max / 16);
     }
 
     #[test]

@@ -53,7 +53,9 @@
 //! Once a remote target is chosen, the [`Policy`] decides how the wakeup gets there:
 //!
 //! * [`Policy::Locked`]: lock the target's queue, enqueue, notify it if it idles;
-//! * [`Policy::Wakelist`]: the kernel's rule, the wakelist if the target is idle, else locked;
+//! * [`Policy::Wakelist`]: the kernel's rule, the wakelist if nothing runs or waits on the
+//!   target's run queue (`!cpu_rq(cpu)->nr_running`: idle, or about to be, its last task's poll
+//!   returned), else locked;
 //! * [`Policy::WakelistAlways`]: the wakelist even onto busy workers (the upstream experiment
 //!   that regressed), so that the lab can show why the idle rule matters.
 //!
@@ -80,7 +82,10 @@
 //! * Tasks are futures, polled to their next `Pending`; there is no preemption and no time
 //!   slice, so a woken task waits for the current poll on its target to return.
 //! * There are no cache domains: every worker "shares the LLC" with every other, so the
-//!   wakelist is used only for idle targets (or always, under `wakelist-always`).
+//!   wakelist is used only for targets with nothing running (or always, under
+//!   `wakelist-always`). *Running* is a flag the worker sets when it takes a task after having
+//!   none and clears when it finds nothing left, where the kernel counts `curr` in
+//!   `nr_running`: writing it per poll would put a store on the switch path for a hint.
 //! * `ttwu_pending` is a count of entries rather than a flag, and it drops only after the batch
 //!   is enqueued, so a target never looks idle while it has wakeups in flight.
 //! * An idle worker polls for a bounded time ([`Builder::poll`], 50 µs by default, roughly the
@@ -88,6 +93,8 @@
 //!   polls only while another worker runs (and no more polling workers than running ones), for
 //!   as long as its recent idle periods say a poll pays (the kernel's `haltpoll` governor): a
 //!   polling worker burns a CPU the machine may need, which an idle CPU in the kernel does not.
+//!   For the same reason a worker that was preempted since its last look (its involuntary
+//!   context switches moved) skips its poll: another thread wants its CPU.
 //! * The sync wakeup is not a hint the waker passes: every wakeup made inside a poll counts as
 //!   one (a future cannot say whether it will return `Pending`), and the wakee does not go to an
 //!   idle worker first, as `select_idle_sibling` would send it, but runs next on the waker's:

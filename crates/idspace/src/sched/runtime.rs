@@ -245,7 +245,7 @@ impl<H: Hooks> RuntimeState<H> {
         }
         let use_wakelist = match self.policy {
             Policy::Locked => false,
-            Policy::Wakelist => worker.is_idle(),
+            Policy::Wakelist => worker.nothing_running(),
             Policy::WakelistAlways => true,
         };
         if use_wakelist {
@@ -1043,26 +1043,46 @@ mod tests {
     }
 
     #[test]
-    fn the_wakelist_policy_queues_only_onto_idle_workers() {
+    fn the_wakelist_policy_queues_only_where_nothing_runs() {
         for (policy, expect_wakelist) in [
-            (Policy::Locked, [false, false]),
-            (Policy::Wakelist, [true, false]),
-            (Policy::WakelistAlways, [true, true]),
+            (Policy::Locked, [false, false, false, false]),
+            (Policy::Wakelist, [true, true, false, false]),
+            (Policy::WakelistAlways, [true, true, true, true]),
         ] {
             let shared = Builder::new().workers(2).policy(policy).shared();
             shared.workers[1].idle.start_polling();
             // Worker 1 idles: the first wakeup onto it.
             shared.queue(idle_task(&shared, 1, 1), 1, None);
-            // Now it has a wakeup pending (or queued): the second finds it busy.
+            // A wakeup pending on its wakelist is not running there (`nr_running` does not
+            // count `ttwu_pending`): the second joins the first's batch, with no notification.
+            shared.queue(idle_task(&shared, 1, 1), 1, None);
+            // A task on its run queue is: the third is queued under the lock.
+            assert!(shared.workers[1].enqueue(idle_task(&shared, 1, 1)).is_ok());
             shared.queue(idle_task(&shared, 1, 1), 1, None);
             let stats = shared.stats();
-            let via_wakelist = expect_wakelist.iter().filter(|&&w| w).count() as u64;
+            let via_wakelist = expect_wakelist[..3].iter().filter(|&&w| w).count() as u64;
             assert_eq!(stats.wakelist, via_wakelist, "{policy}: {stats:?}");
-            assert_eq!(stats.locked, 2 - via_wakelist, "{policy}: {stats:?}");
-            // Only the push that found the wakelist empty notified the polling worker.
+            assert_eq!(stats.locked, 3 - via_wakelist, "{policy}: {stats:?}");
+            // Only the first notification found the worker polling; it is notified since.
             assert_eq!(stats.notify_polling, 1, "{policy}: {stats:?}");
             for worker in shared.workers.iter() {
                 drop(worker.close());
+            }
+            // Both workers below are `RUNNING`, queues empty. One polling a task is busy; one
+            // whose last task's poll returned, looking for more, is about to be idle: the
+            // wakelist again (under `wakelist`).
+            for (current, expect) in [(true, expect_wakelist[3]), (false, expect_wakelist[0])] {
+                let shared = Builder::new().workers(2).policy(policy).shared();
+                shared.workers[1].idle.set_current(current);
+                shared.queue(idle_task(&shared, 1, 1), 1, None);
+                let stats = shared.stats();
+                assert_eq!(
+                    stats.wakelist,
+                    u64::from(expect),
+                    "{policy}, {current}: {stats:?}"
+                );
+                assert_eq!(stats.notify_polling + stats.notify_futex, 0, "{policy}");
+                drop(shared.workers[1].close());
             }
         }
     }

@@ -55,6 +55,40 @@ pub struct Stats {
     pub cancelled: u64,
 }
 
+/// Field by field: the counts of two runs (or two runtimes) together.
+///
+/// ```
+/// use idspace::sched::Stats;
+///
+/// let one = Stats { spawned: 2, wakelist: 5, ..Stats::default() };
+/// let two = Stats { spawned: 3, locked: 1, ..Stats::default() };
+/// let both = one + two;
+/// assert_eq!((both.spawned, both.wakelist, both.locked), (5, 5, 1));
+/// ```
+impl std::ops::Add for Stats {
+    type Output = Stats;
+
+    fn add(self, other: Stats) -> Stats {
+        Stats {
+            spawned: self.spawned + other.spawned,
+            affine: self.affine + other.affine,
+            local: self.local + other.local,
+            locked: self.locked + other.locked,
+            wakelist: self.wakelist + other.wakelist,
+            notify_polling: self.notify_polling + other.notify_polling,
+            notify_futex: self.notify_futex + other.notify_futex,
+            notify_poller: self.notify_poller + other.notify_poller,
+            io_events: self.io_events + other.io_events,
+            parks: self.parks + other.parks,
+            batches: self.batches + other.batches,
+            capped: self.capped + other.capped,
+            stolen: self.stolen + other.stolen,
+            kicks: self.kicks + other.kicks,
+            cancelled: self.cancelled + other.cancelled,
+        }
+    }
+}
+
 /// One slot of counters, written Relaxed: they are statistics, read after the fact.
 #[derive(Default)]
 pub(crate) struct Counters {

@@ -92,6 +92,17 @@ impl<H: Hooks> Worker<H> {
             && self.inbox.pending.load(Ordering::Relaxed) == 0
     }
 
+    /// Whether nothing runs or waits on this worker's run queue: the kernel's
+    /// `!cpu_rq(cpu)->nr_running`, the test by which `ttwu_queue_cond` sends a wakeup through
+    /// the wakelist. It holds for an idle worker and for one that is *about to be* idle: its
+    /// last task's poll returned and it is looking for more (newidle balance, the recheck),
+    /// where [`is_idle`](Self::is_idle) still sees it running. Wakeups pending on the wakelist
+    /// do not count, as `nr_running` does not count `ttwu_pending`: a second waker may batch
+    /// onto the same list (choosing the *target* is where pending entries count as load).
+    pub(crate) fn nothing_running(&self) -> bool {
+        !self.idle.has_current() && self.queued.load(Ordering::Relaxed) == 0
+    }
+
     /// Tasks waiting on this worker, queued or still on its wakelist (a hint, read without the
     /// lock).
     pub(crate) fn load(&self) -> usize {
@@ -319,16 +330,21 @@ pub(crate) fn run<H: Hooks>(shared: Arc<RuntimeState<H>>, index: usize) {
         if balancing && passes % balance::BALANCE_PASSES == 0 {
             balance::kick_idle(shared.workers(), index);
         }
-        if let Some(task) = worker.next_task(&mut next_polls) {
+        let task = worker.next_task(&mut next_polls).or_else(|| {
+            // Nothing left here: the worker is about to be idle (`nr_running == 0`), and says
+            // so before it looks further, as the kernel's count drops before newidle balance.
+            worker.idle.set_current(false);
+            // First pull work from the busiest worker (newidle balance).
+            let stolen = balancing.then(|| balance::newidle(&shared, index, &mut stolen));
+            stolen.flatten()
+        });
+        if let Some(task) = task {
+            // A store only when the worker had none: back-to-back tasks write nothing.
+            if !worker.idle.has_current() {
+                worker.idle.set_current(true);
+            }
             run_task(&shared, worker, index, task);
             continue;
-        }
-        // About to go idle: first pull work from the busiest worker (newidle balance).
-        if balancing {
-            if let Some(task) = balance::newidle(&shared, index, &mut stolen) {
-                run_task(&shared, worker, index, task);
-                continue;
-            }
         }
         idle(&shared, worker, index, &mut expired, &mut governor);
     }
@@ -409,7 +425,13 @@ fn idle<H: Hooks>(
     let timer = shared.timers().next_deadline(index);
     let since = Instant::now();
     if timer.is_none_or(|timer| timer > since)
-        && !poll(shared, worker, index, PollBudget(governor.limit()), timer)
+        && !poll(
+            shared,
+            worker,
+            index,
+            spin_budget(shared, index, governor, timer),
+            timer,
+        )
         && park(worker, timer)
     {
         worker.counters.parks.add(1);
@@ -467,6 +489,40 @@ fn worth_spinning<H: Hooks>(shared: &RuntimeState<H>, index: usize) -> bool {
     idle::worth_spinning(
         (1..n.min(LOOK_AT + 1)).map(|step| &*shared.worker((index + step) % n).idle),
     )
+}
+
+/// How long this idle period may poll: the governor's limit, or nothing when polling cannot
+/// pay ([`worth_spinning`]) or the worker's CPU is wanted by another thread
+/// ([`PollGovernor::contended`]: one `getrusage` call, made only when a poll would follow).
+/// A `timer` due within the limit is polled for regardless, as [`poll`] does.
+#[cfg(not(loom))]
+fn spin_budget<H: Hooks>(
+    shared: &RuntimeState<H>,
+    index: usize,
+    governor: &mut PollGovernor,
+    timer: Option<Instant>,
+) -> PollBudget {
+    let limit = governor.limit();
+    if limit.is_zero() || timer.is_some_and(|timer| timer <= Instant::now() + limit) {
+        return PollBudget(limit);
+    }
+    if !worth_spinning(shared, index)
+        || governor.contended(crate::sys::rusage::involuntary_switches())
+    {
+        return PollBudget(Duration::ZERO);
+    }
+    PollBudget(limit)
+}
+
+/// Under loom no thread is ever preempted: the governor's limit.
+#[cfg(loom)]
+fn spin_budget<H: Hooks>(
+    _shared: &RuntimeState<H>,
+    _index: usize,
+    governor: &mut PollGovernor,
+    _timer: Option<Instant>,
+) -> PollBudget {
+    PollBudget(governor.limit())
 }
 
 /// Spins until work or a notification arrives, the next timer is due or the budget runs out,

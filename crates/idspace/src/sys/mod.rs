@@ -14,3 +14,5 @@ pub(crate) mod rseq;
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 pub(crate) mod rseq_cs;
+#[cfg(not(loom))]
+pub(crate) mod rusage;
