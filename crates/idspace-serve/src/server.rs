@@ -169,7 +169,14 @@ where
         .timer(timer)
         .header_read_timeout(HEAD_TIMEOUT)
         .max_buf_size(MAX_HEAD)
-        .keep_alive(true);
+        .keep_alive(true)
+        // Without half-close, hyper polls the socket for a read once more between a request's
+        // head and its answer, to notice a client gone meanwhile, and drops the answer of a
+        // client that shut its sending side down after its request. The handlers answer
+        // without waiting (but a space's first request, which starts its node), so nothing is
+        // saved by noticing; with half-close that poll is skipped, and such a client gets its
+        // answer, as HTTP/1.1 allows.
+        .half_close(true);
     let mut conn = pin!(builder.serve_connection(io, handler));
     let stopped = matches!(first(conn.as_mut(), stop).await, First::Right(_));
     if stopped {

@@ -1,6 +1,7 @@
 //! The HTTP API against real `idspace-serve` processes on loopback and a throwaway
-//! PostgreSQL, on both runtimes: the routes, the named errors, malformed requests, a slow
-//! reader, many idle connections, and a graceful stop that parks the lease's tail.
+//! PostgreSQL, on both runtimes: the routes, the named errors, malformed requests, a
+//! half-closing client, a slow reader, many idle connections, and a graceful stop that parks
+//! the lease's tail.
 
 mod common;
 
@@ -143,6 +144,38 @@ fn routes_on_our_runtime() {
 #[test]
 fn routes_on_tokio() {
     within(Duration::from_secs(60), || routes("tokio"));
+}
+
+/// A client that shuts its sending side down right after its request (an HTTP/1.1 half-close)
+/// still reads the answer, on both runtimes: the first request of a space (which waits for its
+/// node to start) and a later one.
+#[test]
+fn a_half_closed_client_reads_its_answer() {
+    within(Duration::from_secs(60), || {
+        let url = shared_url();
+        for runtime in ["idspace", "tokio"] {
+            let space = format!("half-{runtime}");
+            space_at(&url, &space, 1_000_000);
+            let node = serve(&url, &["--runtime", runtime]);
+            for _ in 0..2 {
+                let mut stream = TcpStream::connect(node.address).unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(10)))
+                    .unwrap();
+                let request = format!("GET /v1/spaces/{space}/ids HTTP/1.1\r\nHost: t\r\n\r\n");
+                stream.write_all(request.as_bytes()).unwrap();
+                stream.shutdown(std::net::Shutdown::Write).unwrap();
+                let mut answer = String::new();
+                stream.read_to_string(&mut answer).unwrap();
+                assert!(answer.starts_with("HTTP/1.1 200"), "{runtime}: {answer:?}");
+                let id = answer.rsplit("\r\n\r\n").next().unwrap_or_default();
+                assert!(
+                    id.trim_end().parse::<u64>().is_ok(),
+                    "{runtime}: {answer:?}"
+                );
+            }
+        }
+    });
 }
 
 /// Bad paths, huge counts, invalid UTF-8 in the path and a header flood get errors, never a

@@ -74,7 +74,13 @@ fn two_nodes_one_killed_and_restarted() {
                 std::thread::sleep(Duration::from_millis(700));
             },
         );
-        assert!(a.logged("a crashed process of node \"a\" left leases of"));
+        // The restarted node reclaims the crashed one's leases when its first request starts
+        // the space's node, against PostgreSQL: on a loaded machine that may end after the
+        // fault's pause.
+        assert!(a.logged_within(
+            "a crashed process of node \"a\" left leases of",
+            Duration::from_secs(10)
+        ));
         assert_eq!(a.stop(), Some(0));
         let mut b = b;
         assert_eq!(b.stop(), Some(0));

@@ -8,7 +8,10 @@
 //! (hyper itself links only tokio's `sync` primitives):
 //!
 //! * [`HyperIo`] wraps a [`TcpStream`] or a [`UnixStream`]; reads go straight into hyper's
-//!   uninitialised buffers (no zeroing), writes are vectored.
+//!   uninitialised buffers (no zeroing), writes are vectored. A read that returns fewer bytes
+//!   than hyper's buffer holds clears the stream's readiness, as `EAGAIN` would: hyper reads
+//!   again after every answer, and without it that read would be a system call failing with
+//!   `EAGAIN` on every request of a keep-alive connection (tokio's streams do the same).
 //! * [`HyperExecutor`] spawns onto a runtime.
 //! * [`HyperTimer`] sleeps on the runtime's timer wheels. Give it to the builders
 //!   (`.timer(..)`): without a timer hyper skips its header-read timeout, and a timeout set

@@ -70,6 +70,49 @@ fn a_hyper_client_and_server_round_trip_on_keep_alive() {
     assert_eq!(runtime.handle().io_sources(), 0);
 }
 
+/// One read of `io` into a buffer of 64 bytes, as hyper makes it: the bytes read.
+async fn read_some(io: &mut HyperIo<TcpStream>) -> std::io::Result<Vec<u8>> {
+    let mut storage = [std::mem::MaybeUninit::<u8>::uninit(); 64];
+    let mut buf = hyper::rt::ReadBuf::uninit(&mut storage);
+    std::future::poll_fn(|cx| {
+        hyper::rt::Read::poll_read(std::pin::Pin::new(&mut *io), cx, buf.unfilled())
+    })
+    .await?;
+    Ok(buf.filled().to_vec())
+}
+
+/// A read that returns fewer bytes than asked clears the stream's readiness; bytes that come
+/// later still wake the reader, and an end of stream that comes with bytes is still seen.
+#[test]
+fn after_a_short_read_later_bytes_and_the_end_of_stream_still_arrive() {
+    let runtime = runtime(2);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = std::thread::spawn(move || {
+        let (mut peer, _) = listener.accept().unwrap();
+        peer.write_all(b"abc").unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        peer.write_all(b"def").unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        peer.write_all(b"gh").unwrap();
+        peer.shutdown(std::net::Shutdown::Write).unwrap();
+    });
+    let reads = run(&runtime, "short reads", async move {
+        let mut io = HyperIo::new(TcpStream::connect(addr).await?);
+        let mut reads = Vec::new();
+        loop {
+            let read = read_some(&mut io).await?;
+            if read.is_empty() {
+                return Ok::<_, BoxError>(reads);
+            }
+            reads.push(read);
+        }
+    })
+    .expect("every read completed");
+    peer.join().unwrap();
+    assert_eq!(reads.concat(), b"abcdefgh");
+}
+
 /// The example's binary: built by `cargo test` with the other examples, or built here when
 /// this test runs alone.
 fn example_binary() -> PathBuf {

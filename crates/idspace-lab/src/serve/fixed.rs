@@ -23,7 +23,12 @@ const P99_GOAL_US: f64 = 1000.0;
 pub(super) fn fixed<'a>(rig: &'a Rig<'a>) -> Box<dyn Measurement + 'a> {
     let paced = subjects()
         .into_iter()
-        .filter(|s| matches!(s.kind, Kind::Ours | Kind::Tokio | Kind::Hello))
+        .filter(|s| {
+            matches!(
+                s.kind,
+                Kind::Ours | Kind::Tokio | Kind::Hello | Kind::HelloOurs
+            )
+        })
         .collect();
     Sweep::new(
         paced,

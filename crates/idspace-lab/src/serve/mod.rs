@@ -1,8 +1,10 @@
 //! Experiment `serve`: the ID service over HTTP under `wrk`. `idspace serve` on our runtime,
 //! the same service code on tokio, the naive service calling `nextval` once per ID (and a
 //! better naive one calling it for a whole batch in one statement), and a hyper hello-world on
-//! tokio (the ceiling of any HTTP service here), at 64 and 256 keep-alive connections, for one
-//! ID per request and for batches of 100; then errors and p99 while PostgreSQL restarts.
+//! tokio and on our runtime (the ceiling of any HTTP service on each), at 64 and 256 keep-alive
+//! connections, for one ID per request and for batches of 100; then errors and p99 while
+//! PostgreSQL restarts. The service's CPU per request is set against the hello-world on the
+//! same runtime (what the service adds to hyper), as well as against tokio's.
 //!
 //! Every server runs inside the lab's process, so `getrusage` around a wrk run is the server's
 //! CPU (wrk is a child process, PostgreSQL a server of its own: neither is counted; the naive
@@ -39,6 +41,14 @@ enum Kind {
     Naive,
     NaiveSeries,
     Hello,
+    HelloOurs,
+}
+
+impl Kind {
+    /// A hello-world: no IDs, no batches.
+    fn is_hello(self) -> bool {
+        matches!(self, Kind::Hello | Kind::HelloOurs)
+    }
 }
 
 struct Subject {
@@ -57,6 +67,7 @@ const TOKIO: &str = "idspace serve on tokio";
 const NAIVE: &str = "nextval per ID";
 const NAIVE_SERIES: &str = "nextval, 1 statement";
 const HELLO: &str = "hyper hello (tokio)";
+const HELLO_OURS: &str = "hyper hello (ours)";
 
 /// The space every ID service serves.
 const SPACE: &str = "lab";
@@ -96,6 +107,9 @@ struct Servers {
     naive: naive::Naive,
     series: naive::Naive,
     hello: crate::io::http::servers::Running,
+    /// The hello-world on our runtime as the service builds it (wakelist, the kernel's
+    /// placement, the default poller), without the service's process hooks.
+    hello_ours: crate::io::http::servers::Running,
 }
 
 impl Servers {
@@ -116,6 +130,11 @@ impl Servers {
             naive: naive::Naive::start(url, workers, naive::Statement::PerId)?,
             series: naive::Naive::start(url, workers, naive::Statement::Series)?,
             hello: crate::io::http::servers::Server::Tokio.start(workers)?,
+            hello_ours: crate::io::http::servers::Server::Ours(
+                idspace::sched::Policy::Wakelist,
+                idspace::sched::DEFAULT_POLLER,
+            )
+            .start(workers)?,
         };
         // The first request of a space starts its lease node: not part of any measurement.
         for addr in [
@@ -136,6 +155,7 @@ impl Servers {
             Kind::Naive => self.naive.addr,
             Kind::NaiveSeries => self.series.addr,
             Kind::Hello => self.hello.addr,
+            Kind::HelloOurs => self.hello_ours.addr,
         }
     }
 
@@ -144,6 +164,7 @@ impl Servers {
         self.tokio.stop()?;
         drop(self.naive);
         drop(self.series);
+        self.hello_ours.stop()?;
         self.hello.stop().map(|_| ())
     }
 }
@@ -174,7 +195,7 @@ fn warm(addr: SocketAddr) -> Result<(), String> {
 /// The path a subject is driven on, for `batch` IDs a request.
 fn path(kind: Kind, batch: usize) -> String {
     match kind {
-        Kind::Hello => "/".to_string(),
+        Kind::Hello | Kind::HelloOurs => "/".to_string(),
         _ => format!("/v1/spaces/{SPACE}/ids?count={batch}"),
     }
 }
@@ -211,7 +232,7 @@ impl Rig<'_> {
         load: wrk::Load,
         batch: usize,
     ) -> Result<Vec<f64>, String> {
-        if subject.kind == Kind::Hello && batch > 1 {
+        if subject.kind.is_hello() && batch > 1 {
             return Ok(vec![f64::NAN; 8]);
         }
         let addr = self.servers.address(subject.kind);
@@ -226,7 +247,7 @@ impl Rig<'_> {
         let cpu = cpu.elapsed()?;
         let per_second = run.requests as f64 / run.duration.as_secs_f64();
         let ids = |value: f64| {
-            if subject.kind == Kind::Hello {
+            if subject.kind.is_hello() {
                 f64::NAN
             } else {
                 value
@@ -304,7 +325,7 @@ impl Experiment for Serve {
                  `SELECT nextval(..)` once per ID (one statement after the other), a better \
                  naive one that runs `SELECT nextval(..) FROM generate_series(1, N)` once per \
                  request (both on a pool of PostgreSQL connections, statements prepared once), \
-                 and hyper's hello-world on tokio. One throwaway \
+                 and hyper's hello-world on tokio and on our runtime. One throwaway \
                  PostgreSQL (fsync on) on a Unix socket. Runs of {} s; at a fixed rate, {} s.",
                 plan.wrk_threads, plan.workers, plan.seconds, plan.paced_seconds
             )],
@@ -328,7 +349,7 @@ const NOTE: &str = "Ratios read ≥ 1 when ours is better: requests/s and IDs/s 
     around each wrk run (wrk and PostgreSQL excluded). On 2 cores wrk shares the machine with \
     the server, so requests/s is bounded by wrk as much as by the server: CPU per request is the \
     figure that ranks. Goals: ≥ 1.0x tokio in requests/s and p99; ≥ 0.8x the hello-world in \
-    CPU per request and in requests/s; ≥ 50x nextval per ID in IDs/s at batches of 100; p99 ≤ 1 ms at a fixed \
+    CPU per request (against tokio's, and against ours' on the same runtime) and in requests/s; ≥ 50x nextval per ID in IDs/s at batches of 100; p99 ≤ 1 ms at a fixed \
     rate of half the peak; 0 errors while PostgreSQL restarts (the summary table shows each).";
 
 fn subjects() -> Vec<Subject> {
@@ -352,6 +373,10 @@ fn subjects() -> Vec<Subject> {
         Subject {
             name: HELLO,
             kind: Kind::Hello,
+        },
+        Subject {
+            name: HELLO_OURS,
+            kind: Kind::HelloOurs,
         },
     ]
 }
@@ -391,6 +416,10 @@ fn steady<'a>(rig: &'a Rig<'a>) -> Box<dyn Measurement + 'a> {
                     "CPU per request vs hello",
                     inverse(&result.metric(5), HELLO),
                 ),
+                Row::ratios(
+                    "CPU per request vs hello on the same runtime",
+                    same_runtime_hello(&result.metric(5)),
+                ),
                 Row::numbers("server CPU per million IDs (s)", result.metric(6), 2),
                 Row::numbers("errors", result.metric(7), 0),
             ];
@@ -407,6 +436,29 @@ fn steady<'a>(rig: &'a Rig<'a>) -> Box<dyn Measurement + 'a> {
         }
         tables.into()
     })
+}
+
+/// Each service's CPU per request against the hello-world on its own runtime (the hello's ÷
+/// the service's: ≥ 1 where the service costs less): ours and the hello-worlds against ours'
+/// hello, the service on tokio against tokio's; the naive services (on tokio) against tokio's.
+fn same_runtime_hello(values: &Values) -> Vec<Option<f64>> {
+    let (tokio, ours) = (values.get(HELLO), values.get(HELLO_OURS));
+    values
+        .names()
+        .iter()
+        .zip(values.cells())
+        .map(|(name, cell)| {
+            let hello = if name == OURS || name == HELLO_OURS {
+                ours
+            } else {
+                tokio
+            };
+            match (cell, hello) {
+                (Some(v), Some(h)) if *v > 0.0 => Some(h / v),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 /// `a ÷ b`, where both were measured.
@@ -441,6 +493,11 @@ fn steady_goals(rig: &Rig, (c, b): (usize, usize), result: &Medians) {
         (
             "CPU per request vs hello",
             ratio(ours(5, HELLO)).map(f64::recip),
+            0.8,
+        ),
+        (
+            "CPU per request vs hello on the same runtime",
+            ratio(ours(5, HELLO_OURS)).map(f64::recip),
             0.8,
         ),
     ];
@@ -484,7 +541,7 @@ fn restart<'a>(rig: &'a Rig<'a>, server: &'a Throwaway) -> Box<dyn Measurement +
     let faulty: Vec<Subject> = subjects()
         .into_iter()
         .filter(|s| {
-            s.kind != Kind::Hello && s.kind != Kind::NaiveSeries && (full || s.kind != Kind::Tokio)
+            !s.kind.is_hello() && s.kind != Kind::NaiveSeries && (full || s.kind != Kind::Tokio)
         })
         .collect();
     Sweep::new(

@@ -149,6 +149,20 @@ impl Serve {
             .any(|line| line.contains(text))
     }
 
+    /// Whether a log line contains `text` within `limit` (a line the process writes after work
+    /// of its own, such as starting a space's node, may come after the request that caused
+    /// it was answered).
+    pub fn logged_within(&self, text: &str, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while !self.logged(text) {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
+
     /// A client of this process.
     pub fn client(&self) -> Client {
         Client::connect(self.address)

@@ -46,7 +46,10 @@ pub(crate) fn poll_read_uninit<S>(
 where
     S: Source + std::os::fd::AsRawFd,
 {
-    io.poll_io(cx, Direction::Read, |source| {
+    // A short read clears the readiness (see `poll_read_stream`): hyper reads again after
+    // every answer, and that read would otherwise fail with `EAGAIN` while the client has not
+    // sent its next request yet.
+    io.poll_read_stream(cx, buf.len(), |source| {
         // SAFETY: `read(2)` writes at most `buf.len()` bytes at `buf`, which is valid, writable
         // memory of that length owned by the caller for the call; `MaybeUninit` bytes need no
         // initialisation before being written, and the caller counts only the `n` written.

@@ -289,4 +289,25 @@ impl Readiness {
             }
         }
     }
+
+    /// The task's read of a stream into a buffer larger than what is queued, as
+    /// `IoSource::poll_read_stream` does it: every byte queued is taken at once (a short
+    /// read), which clears the readiness acted on as `WouldBlock` does. Ready with the number
+    /// of bytes taken, or `Pending` with `waker` stored.
+    pub fn poll_read_short(&self, waker: &Waker) -> Poll<usize> {
+        let mut cx = Context::from_waker(waker);
+        loop {
+            let event = match self.state.poll_ready(&mut cx, Direction::Read) {
+                Poll::Ready(Ok(event)) => event,
+                Poll::Ready(Err(_)) => unreachable!("the model never shuts down"),
+                Poll::Pending => return Poll::Pending,
+            };
+            // Acquire pairs with `deliver`'s Release, as above.
+            let taken = self.buffered.swap(0, Ordering::Acquire);
+            self.state.clear_readiness(event);
+            if taken > 0 {
+                return Poll::Ready(taken);
+            }
+        }
+    }
 }

@@ -90,6 +90,35 @@ impl<S: Source> IoSource<S> {
         }
     }
 
+    /// [`poll_io`](Self::poll_io) for a read of a stream socket into `len` bytes: a read that
+    /// returns some bytes but fewer than `len` emptied the socket's receive queue, so it also
+    /// clears the readiness it acted on (unless a newer event came), as a `WouldBlock` would.
+    /// The next read then waits for the poller instead of failing with `EAGAIN` first (one
+    /// system call less per request of a request-response protocol). Bytes that arrive after
+    /// the read are a new edge of the edge-triggered poller, which sets readiness again; the
+    /// closed bits are never cleared, so an end of stream behind the bytes is still seen.
+    #[cfg(feature = "hyper")]
+    pub(crate) fn poll_read_stream(
+        &self,
+        cx: &mut Context<'_>,
+        len: usize,
+        mut op: impl FnMut(&S) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            let event = ready!(self.state.poll_ready(cx, Direction::Read))?;
+            match op(self.get_ref()) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    self.state.clear_readiness(event);
+                }
+                Ok(n) if n > 0 && n < len => {
+                    self.state.clear_readiness(event);
+                    return Poll::Ready(Ok(n));
+                }
+                result => return Poll::Ready(result),
+            }
+        }
+    }
+
     /// [`poll_io`](Self::poll_io) as a future.
     pub(crate) async fn io<R>(
         &self,
