@@ -112,10 +112,12 @@ fn note(cx: &Context, allowed: usize) -> String {
          rewrite's ownership-mode change both ways. Compaction follows the kernel's \
          `mm_cid_compaction_test`: one pinned thread per allowed CPU runs, all but one exit, and \
          the survivor polls until its mm_cid reads 0. It runs in a child process whose only \
-         thread is the survivor (so that no other thread keeps a CID), made to hold a CID above 0 \
-         while CID 0 is free, which the child checks before timing (a fresh child is tried if \
-         not; the row is refused, with what the survivor read, if none gets there), so that \
-         every run measures a compaction. Compare kernels with `idspace bench --compare A/results.json \
+         thread is the survivor (so that no other thread keeps a CID), made to hold CID 1 while \
+         CID 0 is free: a holder thread takes CID 0 on the survivor's CPU while the survivor \
+         sleeps, moves the survivor to another CPU, where it wakes and takes CID 1, and exits. \
+         The child checks this before timing (a fresh child is tried if not; the row is refused, \
+         with what the survivor read, if none gets there), so that every run measures a \
+         compaction. Compare kernels with `idspace bench --compare A/results.json \
          B/results.json`.",
         cx.machine.kernel,
         workloads::glibc_version(),

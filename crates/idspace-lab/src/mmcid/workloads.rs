@@ -146,12 +146,14 @@ struct ChildOutcome {
 
 /// Compaction, after the kernel selftest's shape, in a child process of its own so that the
 /// survivor is the process's only thread (the lab's other threads would keep CIDs of the same
-/// mm). In the child, its one thread pins itself to the first CPU and keeps running while one
-/// pinned thread per other allowed CPU runs and exits: the first thread created takes CID 0
-/// (it starts on the survivor's CPU and takes that CPU's CID with it), so the survivor runs on
-/// with a higher CID, and once the others are gone CID 0 is free. The child checks that before
-/// timing: a survivor that reads 0 would measure nothing, so that child is discarded and a
-/// fresh one tried, [`SETUP_ATTEMPTS`] times; then the test is refused with what it read.
+/// mm). In the child, the survivor starts on the first CPU with CID 0 and makes a holder thread
+/// on the same CPU, then sleeps; the holder runs there, so it takes that CPU's CID 0, moves the
+/// sleeping survivor to the second CPU and wakes it. The survivor wakes on a CPU with no CID
+/// while the holder still runs with CID 0, so it takes CID 1; then the holder exits and CID 0
+/// is free. (Set up from the survivor's side instead, by spinning while other threads start,
+/// the survivor kept CID 0 on a quiet machine.) The child checks the survivor's CID before
+/// timing: one that reads 0 would measure nothing, so that child is discarded and a fresh one
+/// tried, [`SETUP_ATTEMPTS`] times; then the test is refused with what it read.
 ///
 /// Between polls the survivor sleeps, as in the selftest, or (`running`) spins, so that the
 /// kernel's tick finds it on the CPU (before the rewrite, compaction ran from the tick).
@@ -193,24 +195,37 @@ pub fn compaction(
 /// The child's side of [`compaction`]: the set-up, its check, then the timing.
 fn compaction_child(cpus: &[usize], limit: Duration, running: bool) -> ChildOutcome {
     pin(cpus[0]);
-    let others_done = AtomicU32::new(0);
+    // SAFETY: gettid has no preconditions.
+    let survivor = unsafe { libc::gettid() };
+    // 0: the holder is starting; 1: the survivor may run on (it was moved); 2: the holder may exit.
+    let stage = Mutex::new(0u8);
+    let changed = Condvar::new();
     thread::scope(|scope| {
-        for &cpu in &cpus[1..] {
-            let others_done = &others_done;
-            scope.spawn(move || {
-                pin(cpu);
-                let spin = Instant::now();
-                while spin.elapsed() < Duration::from_millis(50) {
-                    std::hint::black_box(rseq::current_mm_cid());
-                }
-                others_done.fetch_add(1, Ordering::Relaxed);
-            });
+        scope.spawn(|| {
+            // Switched in on the survivor's CPU while the survivor sleeps, this thread takes
+            // the CPU's CID (0), and keeps it while it stays on the CPU.
+            pin(cpus[0]);
+            CpuSet::only(cpus[1]).apply_to(survivor);
+            *lock_stage(&stage) = 1;
+            changed.notify_all();
+            let mut at = lock_stage(&stage);
+            while *at < 2 {
+                // Stay on the CPU (a spin, not a sleep) so that CID 0 stays in use.
+                drop(at);
+                std::hint::spin_loop();
+                at = lock_stage(&stage);
+            }
+        });
+        let mut at = lock_stage(&stage);
+        while *at < 1 {
+            at = changed
+                .wait(at)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
         }
-        // The survivor keeps its CPU (and its CID) while the others run: sleeping, it could
-        // give its CID up and take CID 0 back when it wakes alone.
-        while (others_done.load(Ordering::Relaxed) as usize) < cpus.len() - 1 {
-            std::hint::black_box(rseq::current_mm_cid());
-        }
+        drop(at);
+        // Switched in on the second CPU while the holder runs with CID 0, the survivor took
+        // CID 1 there; the holder may go.
+        *lock_stage(&stage) = 2;
     });
     let first = rseq::current_mm_cid().unwrap_or(u32::MAX);
     if first == 0 || first == u32::MAX {
@@ -240,6 +255,12 @@ fn compaction_child(cpus: &[usize], limit: Duration, running: bool) -> ChildOutc
         first,
         took_ns: took,
     }
+}
+
+fn lock_stage(stage: &Mutex<u8>) -> std::sync::MutexGuard<'_, u8> {
+    stage
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Pins the calling thread to `cpu`.

@@ -104,8 +104,14 @@ impl CpuSet {
     /// Makes this the calling thread's affinity. A refusal leaves the affinity as it was,
     /// which the callers survive (they measure CIDs, not placement).
     pub(crate) fn apply(&self) {
-        // SAFETY: a valid set of the size passed, for the calling thread.
-        unsafe { libc::sched_setaffinity(0, core::mem::size_of_val(&self.0), &self.0) };
+        self.apply_to(0);
+    }
+
+    /// Makes this the affinity of thread `tid` of this process (0: the calling thread), as
+    /// [`apply`](Self::apply) does. A sleeping thread wakes up on a CPU of the set.
+    pub(crate) fn apply_to(&self, tid: libc::pid_t) {
+        // SAFETY: a valid set of the size passed; an unknown `tid` is refused with ESRCH.
+        unsafe { libc::sched_setaffinity(tid, core::mem::size_of_val(&self.0), &self.0) };
     }
 }
 
