@@ -116,6 +116,7 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Takes `mutex` if it is free (recovering the guard if another thread panicked while holding
 /// it), or `None` if another thread holds it.
 #[cfg(feature = "std")]
+#[cfg_attr(loom, allow(dead_code))] // Its one caller, the shared poller, is not built under loom.
 #[inline]
 pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
     // loom's `try_lock` reports with std's error type too.

@@ -30,13 +30,6 @@ fn runtime(workers: usize, policy: Policy) -> Runtime {
     placed_runtime(workers, policy, Placement::Remote, Duration::ZERO)
 }
 
-/// A runtime with the kernel's placement (next slot, stealing) whose idle workers poll (one
-/// look, in a model) before parking, so that wakers also find them polling and only set their
-/// flag.
-fn polling_runtime(workers: usize, policy: Policy, poll: Duration) -> Runtime {
-    placed_runtime(workers, policy, Placement::Kernel, poll)
-}
-
 fn placed_runtime(workers: usize, policy: Policy, placement: Placement, poll: Duration) -> Runtime {
     Builder::new()
         .workers(workers)

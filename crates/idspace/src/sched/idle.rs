@@ -273,6 +273,7 @@ impl Idle {
 /// polling as running, one more poller would only race the others for the same wakeups.
 /// Relaxed reads of hints: a wrong guess costs a needless futex wake or a short poll, never a
 /// lost wakeup (the handshake does not depend on it).
+#[cfg_attr(loom, allow(dead_code))] // Under loom a poll lasts the governor's limit alone.
 pub(crate) fn worth_spinning<'a>(others: impl IntoIterator<Item = &'a Idle>) -> bool {
     let (mut running, mut polling) = (0usize, 0usize);
     for other in others {
@@ -295,6 +296,7 @@ pub(crate) struct PollGovernor {
     limit: Duration,
     /// The thread's involuntary context switches when [`contended`](Self::contended) last
     /// looked.
+    #[cfg_attr(loom, allow(dead_code))] // Under loom no worker is preempted.
     preempted: u64,
 }
 
@@ -333,6 +335,7 @@ impl PollGovernor {
     /// polls only with nothing else runnable on it; a user-space worker cannot see the run
     /// queue, but it sees that it was pushed off the CPU. Short idle periods grow the limit
     /// back ([`parked`](Self::parked)) once the preemptions stop.
+    #[cfg_attr(loom, allow(dead_code))] // Under loom no worker is preempted.
     pub(crate) fn contended(&mut self, preempted: u64) -> bool {
         if preempted == self.preempted {
             return false;

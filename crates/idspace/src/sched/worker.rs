@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use super::balance;
 use super::hooks::{Exit, Hooks};
-use super::idle::{self, Idle, Notice, PollGovernor};
+#[cfg(not(loom))]
+use super::idle;
+use super::idle::{Idle, Notice, PollGovernor};
 #[cfg(not(loom))]
 use super::io::{Reactor, IO_PASSES};
 use super::join::JoinError;

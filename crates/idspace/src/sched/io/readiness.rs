@@ -134,6 +134,7 @@ impl IoState {
     /// the shared poller the thread that polls is often not the one that registered; this
     /// store and the Acquire load that starts [`set_readiness`](Self::set_readiness) order the
     /// state's construction before the poller's first access in the language itself.
+    #[cfg_attr(loom, allow(dead_code))] // Its one caller, the reactor, is not built under loom.
     pub(crate) fn publish(&self) {
         // Release pairs with the Acquire load at the start of `set_readiness`.
         self.word.store(READABLE | WRITABLE, Ordering::Release);
