@@ -278,7 +278,8 @@ fn create_delete_loop(plan: &Plan, workers: usize) -> Box<dyn Measurement + '_> 
         }
         let title = format!(
             "Create+delete loop: {workers} workers each create and delete one entry {iterations} \
-             times (average per worker; {workers} workers on {} CPUs{})",
+             times (per worker, at the rate the workers sustained together over a time window; \
+             {workers} workers on {} CPUs{})",
             cx.cpus(),
             cx.oversubscribed(workers)
         );
@@ -453,8 +454,10 @@ mod tests {
         for candidate in candidates().iter().filter(|c| c.kind == Kind::InProcess) {
             let phases = workloads::single(candidate, 100).unwrap();
             assert!(phases.create > Duration::ZERO, "{}", candidate.name);
-            let time = workloads::create_delete_loop(candidate, 2, 50, false).unwrap();
-            assert!(time > Duration::ZERO, "{}", candidate.name);
+            let time = workloads::create_delete_loop(candidate, 2, 50, false);
+            if let Some(time) = crate::measure::unless_not_at_once(time) {
+                assert!(time > Duration::ZERO, "{}", candidate.name);
+            }
             let (_, allocated, _) = workloads::sparse(candidate, 16, 512).unwrap();
             assert!(allocated.unwrap() > 0, "{}", candidate.name);
         }

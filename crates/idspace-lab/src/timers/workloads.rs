@@ -5,12 +5,14 @@
 //! subject's own.
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::kernel::{self, KernelTimers};
 use super::subjects::{Candidate, Kind, Subject};
+use crate::measure::{cell_window, timed};
 use crate::sys::forked::run_forked;
 
 /// Two timed phases.
@@ -170,6 +172,14 @@ pub fn kernel_fits(candidate: &Candidate, live: usize, limit: u64) -> Result<(),
 
 /// The create+delete loop: `workers` threads (or kernel processes) each create and delete one
 /// entry `iterations` times. Returns the average time per worker.
+///
+/// The threads run together for a time window rather than for a fixed count: a fast subject's
+/// `iterations` fit in one scheduler time slice, so with more workers than CPUs fixed counts
+/// ran the workers one after another and measured no contention. Every worker loops from a
+/// start gate until the window closes (each must have made an iteration, and all must have
+/// run at once, or the cell is refused); the result is the time `iterations` take at the rate
+/// the workers sustained together (window × workers × `iterations` ÷ iterations made). Kernel
+/// processes (an owner each) still make a fixed count each.
 pub fn create_delete_loop(
     candidate: &Candidate,
     workers: usize,
@@ -186,27 +196,31 @@ pub fn create_delete_loop(
     }
     let subject = (candidate.make)();
     let subject = subject.as_ref();
-    let start = Barrier::new(workers);
-    let times: Vec<Option<Duration>> = thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|worker| {
-                let start = &start;
-                scope.spawn(move || {
-                    let owner = if shared_owner { 0 } else { worker as u64 };
-                    start.wait();
-                    create_delete(subject, owner, iterations)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().ok().flatten())
-            .collect()
-    });
-    let times: Option<Vec<Duration>> = times.into_iter().collect();
-    let times = times.ok_or_else(failed)?;
-    Ok(times.iter().sum::<Duration>() / workers.max(1) as u32)
+    let broken = AtomicBool::new(false);
+    let window = cell_window(LOOP_WINDOW, workers);
+    let (elapsed, made) = timed(workers, window, &|worker, stop| {
+        let owner = if shared_owner { 0 } else { worker as u64 };
+        let mut made = 0;
+        while !stop.load(Ordering::Relaxed) {
+            if create_delete(subject, owner, LOOP_CHUNK).is_none() {
+                broken.store(true, Ordering::Relaxed);
+                break;
+            }
+            made += LOOP_CHUNK as u64;
+        }
+        made
+    })?;
+    if broken.load(Ordering::Relaxed) {
+        return Err(failed());
+    }
+    let per_worker = made as f64 / workers.max(1) as f64;
+    Ok(elapsed.mul_f64(iterations as f64 / per_worker))
 }
+
+/// The create+delete loop's window at one worker ([`cell_window`] adds to it per worker).
+const LOOP_WINDOW: Duration = Duration::from_millis(100);
+/// Iterations a loop worker makes between two looks at the window's end.
+const LOOP_CHUNK: usize = 64;
 
 /// The sparse-ID memory test: `count` entries with IDs `spacing` apart, created in restore
 /// mode. Returns (self-reported bytes, allocator-measured bytes, creation time); the kernel
