@@ -71,6 +71,27 @@ struct Signal {
     wakeup: Condvar,
 }
 
+impl Signal {
+    /// A signal and the waker that raises it.
+    fn with_waker() -> (std::sync::Arc<Signal>, Waker) {
+        let signal = std::sync::Arc::new(Signal {
+            woken: Mutex::new(false),
+            wakeup: Condvar::new(),
+        });
+        let waker = Waker::from(std::sync::Arc::clone(&signal));
+        (signal, waker)
+    }
+
+    /// Waits until the waker has been woken, and lowers the flag for the next wait.
+    fn wait(&self) {
+        let mut woken = self.woken.lock().unwrap();
+        while !*woken {
+            woken = self.wakeup.wait(woken).unwrap();
+        }
+        *woken = false;
+    }
+}
+
 // `Wake` takes std's `Arc`; what the threads race on is loom's.
 impl Wake for Signal {
     fn wake(self: std::sync::Arc<Self>) {
@@ -92,17 +113,9 @@ fn a_readiness_edge_racing_wouldblock_and_registration_is_never_lost() {
             let socket = Arc::clone(&socket);
             thread::spawn(move || socket.deliver())
         };
-        let signal = std::sync::Arc::new(Signal {
-            woken: Mutex::new(false),
-            wakeup: Condvar::new(),
-        });
-        let waker = Waker::from(std::sync::Arc::clone(&signal));
+        let (signal, waker) = Signal::with_waker();
         while socket.poll_read(&waker) == Poll::Pending {
-            let mut woken = signal.woken.lock().unwrap();
-            while !*woken {
-                woken = signal.wakeup.wait(woken).unwrap();
-            }
-            *woken = false;
+            signal.wait();
         }
         poller.join().unwrap();
     });
@@ -121,22 +134,12 @@ fn a_short_read_clearing_readiness_never_loses_a_later_edge() {
             let socket = Arc::clone(&socket);
             thread::spawn(move || socket.deliver())
         };
-        let signal = std::sync::Arc::new(Signal {
-            woken: Mutex::new(false),
-            wakeup: Condvar::new(),
-        });
-        let waker = Waker::from(std::sync::Arc::clone(&signal));
+        let (signal, waker) = Signal::with_waker();
         let mut got = 0;
         while got < 2 {
             match socket.poll_read_short(&waker) {
                 Poll::Ready(taken) => got += taken,
-                Poll::Pending => {
-                    let mut woken = signal.woken.lock().unwrap();
-                    while !*woken {
-                        woken = signal.wakeup.wait(woken).unwrap();
-                    }
-                    *woken = false;
-                }
+                Poll::Pending => signal.wait(),
             }
         }
         assert_eq!(got, 2);
