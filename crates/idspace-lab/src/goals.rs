@@ -24,13 +24,7 @@ impl Goal {
         bound: f64,
         unit: &'static str,
     ) -> Goal {
-        Goal {
-            label: label.into(),
-            value,
-            bound,
-            at_most: false,
-            unit,
-        }
+        Goal::new(label.into(), value, bound, false, unit)
     }
 
     /// `value` must be at most `bound`.
@@ -40,11 +34,21 @@ impl Goal {
         bound: f64,
         unit: &'static str,
     ) -> Goal {
+        Goal::new(label.into(), value, bound, true, unit)
+    }
+
+    fn new(
+        label: String,
+        value: Option<f64>,
+        bound: f64,
+        at_most: bool,
+        unit: &'static str,
+    ) -> Goal {
         Goal {
-            label: label.into(),
+            label,
             value,
             bound,
-            at_most: true,
+            at_most,
             unit,
         }
     }
