@@ -8,7 +8,7 @@
 
 use std::task::{Context, Poll, Waker};
 
-use super::readiness::{Direction, IoState, READABLE};
+use super::readiness::{Direction, IoState, ReadyEvent, READABLE};
 use crate::sched::idle::{Idle, Notice};
 use crate::sync::{self, AtomicBool, AtomicUsize, Condvar, Mutex, Ordering};
 
@@ -269,16 +269,24 @@ impl Readiness {
         self.state.set_readiness(READABLE);
     }
 
+    /// The socket's read readiness, or `Pending` with the context's waker stored (the model
+    /// never shuts down, so readiness never fails).
+    fn read_ready(&self, cx: &mut Context<'_>) -> Poll<ReadyEvent> {
+        match self.state.poll_ready(cx, Direction::Read) {
+            Poll::Ready(Ok(event)) => Poll::Ready(event),
+            Poll::Ready(Err(_)) => unreachable!("the model never shuts down"),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
     /// The task's read, as `IoSource::poll_io` does it: wait for readiness, try, and on
     /// `WouldBlock` clear what was acted on and look again. Ready with the byte, or `Pending`
     /// with `waker` stored.
     pub fn poll_read(&self, waker: &Waker) -> Poll<()> {
         let mut cx = Context::from_waker(waker);
         loop {
-            let event = match self.state.poll_ready(&mut cx, Direction::Read) {
-                Poll::Ready(Ok(event)) => event,
-                Poll::Ready(Err(_)) => unreachable!("the model never shuts down"),
-                Poll::Pending => return Poll::Pending,
+            let Poll::Ready(event) = self.read_ready(&mut cx) else {
+                return Poll::Pending;
             };
             let taken = self
                 .buffered
@@ -297,10 +305,8 @@ impl Readiness {
     pub fn poll_read_short(&self, waker: &Waker) -> Poll<usize> {
         let mut cx = Context::from_waker(waker);
         loop {
-            let event = match self.state.poll_ready(&mut cx, Direction::Read) {
-                Poll::Ready(Ok(event)) => event,
-                Poll::Ready(Err(_)) => unreachable!("the model never shuts down"),
-                Poll::Pending => return Poll::Pending,
+            let Poll::Ready(event) = self.read_ready(&mut cx) else {
+                return Poll::Pending;
             };
             // Acquire pairs with `deliver`'s Release, as above.
             let taken = self.buffered.swap(0, Ordering::Acquire);
