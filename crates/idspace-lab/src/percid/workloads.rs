@@ -347,9 +347,19 @@ mod tests {
                 run => run.unwrap_or_else(|e| panic!("{shape}: {e}")),
             };
             assert!(run.ns > 0.0, "{shape}");
+            // A per-CID cache makes an object when its own list and the shared one are empty,
+            // even with objects waiting in the list of a CID the thread held a moment ago (it
+            // migrated mid-burst): at most every list's capacity more than the threads ever
+            // held at once. The other caches have one list per thread, or one in all.
+            let stranded = if shape == "PerCidPool" {
+                PerCidPool::<Object>::with_source(IndexSource::best(), CACHE)
+                    .map_or(0, |pool| pool.slots() * CACHE)
+            } else {
+                0
+            };
             assert!(
-                run.held <= 3 * BURST,
-                "{shape}: more objects held than ever taken at once"
+                run.held <= 3 * BURST + stranded,
+                "{shape}: more objects held than ever taken at once (and stranded in other CIDs' lists)"
             );
         }
     }
