@@ -6,13 +6,12 @@
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Barrier;
-use std::thread;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::kernel::{self, KernelTimers};
 use super::subjects::{Candidate, Kind, Subject};
-use crate::measure::{cell_window, timed};
+use crate::measure::{cell_window, timed, together, Span};
 use crate::sys::forked::run_forked;
 
 /// Two timed phases.
@@ -93,55 +92,139 @@ fn average(samples: &[Phases]) -> Phases {
     }
 }
 
+/// What one worker of Tests 4-5 did: its rounds' phase times summed, how many rounds, and when
+/// it started and stopped (plain data, so that it travels back from a forked child).
+#[derive(Debug, Clone, Copy)]
+struct Rounds {
+    create: Duration,
+    lookup: Duration,
+    rounds: u32,
+    start: Instant,
+    end: Instant,
+}
+
+impl Rounds {
+    /// The worker's phase times per round.
+    fn per_round(&self) -> Phases {
+        let rounds = self.rounds.max(1);
+        Phases {
+            create: self.create / rounds,
+            lookup: self.lookup / rounds,
+        }
+    }
+}
+
+/// Rounds of Tests 4-5 for one worker until `done()`, at least one: create `ids.len()` entries
+/// for `owner`, look each up, then delete them (untimed) so that the next round starts from the
+/// same table. `None` if a create or a lookup failed.
+fn rounds_until(
+    subject: &dyn Subject,
+    owner: u64,
+    ids: &mut [u32],
+    done: &dyn Fn() -> bool,
+) -> Option<Rounds> {
+    let start = Instant::now();
+    let (mut create, mut lookup, mut rounds) = (Duration::ZERO, Duration::ZERO, 0);
+    loop {
+        let phases = create_then_lookup(subject, owner, ids)?;
+        delete_all(subject, owner, ids);
+        create += phases.create;
+        lookup += phases.lookup;
+        rounds += 1;
+        if done() {
+            break;
+        }
+    }
+    Some(Rounds {
+        create,
+        lookup,
+        rounds,
+        start,
+        end: Instant::now(),
+    })
+}
+
 /// Tests 4-5: `workers` threads (or, for the kernel with an owner each, processes) start
-/// together, each creates `per_worker` entries and then looks each up. `shared_owner`: all in
+/// together; each creates `per_worker` entries and then looks each up. `shared_owner`: all in
 /// one owner (threads of one process) or one owner each (forked processes). Returns the
 /// average per worker, as the rework's tests report.
+///
+/// One round of a fast subject fits in a scheduler time slice, so with more workers than CPUs
+/// single rounds ran one worker after another and measured no contention. Every worker repeats
+/// its round (deleting its entries, untimed, between rounds) until a time window closes, and
+/// the figure is a round's phase times averaged over each worker's rounds, then over the
+/// workers. A cell in which a worker made no round, or started only after another had stopped,
+/// is refused (`measure::together`). Forked kernel processes each run their rounds for the
+/// same window from their own start, and are checked the same way.
 pub fn concurrent(
     candidate: &Candidate,
     workers: usize,
     per_worker: usize,
     shared_owner: bool,
 ) -> Result<Phases, String> {
-    if candidate.kind == Kind::Kernel && !shared_owner {
+    let window = cell_window(ROUNDS_WINDOW, workers);
+    let rounds = if candidate.kind == Kind::Kernel && !shared_owner {
         let mut ids = vec![0u32; per_worker];
         let results = run_forked(workers, &mut ids, &|_, ids: &mut Vec<u32>| {
-            create_then_lookup(&KernelTimers, 0, ids)
+            let start = Instant::now();
+            rounds_until(&KernelTimers, 0, ids, &|| start.elapsed() >= window)
         })?;
-        let phases = every_child(results)?;
-        return Ok(average(&phases));
-    }
+        every_child(results)?
+    } else {
+        threads_in_rounds(candidate, workers, per_worker, shared_owner, window)?
+    };
+    let spans: Vec<Span> = rounds
+        .iter()
+        .map(|r| Span {
+            start: r.start,
+            end: r.end,
+            ops: u64::from(r.rounds),
+        })
+        .collect();
+    together(&spans)?;
+    let per_round: Vec<Phases> = rounds.iter().map(Rounds::per_round).collect();
+    Ok(average(&per_round))
+}
+
+/// Tests 4-5 on threads of this process: every worker's [`Rounds`] over `window`.
+fn threads_in_rounds(
+    candidate: &Candidate,
+    workers: usize,
+    per_worker: usize,
+    shared_owner: bool,
+    window: Duration,
+) -> Result<Vec<Rounds>, String> {
     let subject = (candidate.make)();
     let subject = subject.as_ref();
-    let start = Barrier::new(workers);
-    let timed = Barrier::new(workers);
-    let outcomes: Vec<Option<Phases>> = thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|worker| {
-                let (start, timed) = (&start, &timed);
-                scope.spawn(move || {
-                    let owner = if shared_owner { 0 } else { worker as u64 };
-                    let mut ids = vec![0u32; per_worker];
-                    start.wait();
-                    let phases = create_then_lookup(subject, owner, &mut ids);
-                    timed.wait();
-                    if phases.is_some() {
-                        delete_all(subject, owner, &ids);
-                    }
-                    phases
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().ok().flatten())
-            .collect()
-    });
-    let phases: Option<Vec<Phases>> = outcomes.into_iter().collect();
-    phases
-        .map(|p| average(&p))
+    let done: Vec<Mutex<Option<Rounds>>> = (0..workers).map(|_| Mutex::new(None)).collect();
+    let broken = AtomicBool::new(false);
+    timed(workers, window, &|worker, stop| {
+        let owner = if shared_owner { 0 } else { worker as u64 };
+        let mut ids = vec![0u32; per_worker];
+        // Relaxed: the flag only ends the rounds; the results are read after the joins.
+        let ran = rounds_until(subject, owner, &mut ids, &|| stop.load(Ordering::Relaxed));
+        let Some(ran) = ran else {
+            broken.store(true, Ordering::Relaxed);
+            return 0;
+        };
+        *done[worker].lock().unwrap_or_else(|p| p.into_inner()) = Some(ran);
+        u64::from(ran.rounds)
+    })
+    .map_err(|refused| {
+        if broken.load(Ordering::Relaxed) {
+            format!("{}: a worker's create or lookup failed", candidate.name)
+        } else {
+            refused
+        }
+    })?;
+    done.into_iter()
+        .map(|slot| slot.into_inner().unwrap_or_else(|p| p.into_inner()))
+        .collect::<Option<Vec<Rounds>>>()
         .ok_or_else(|| format!("{}: a worker's create or lookup failed", candidate.name))
 }
+
+/// The window of a Tests 4-5 cell at one worker ([`cell_window`] adds to it per worker).
+const ROUNDS_WINDOW: Duration = Duration::from_millis(100);
 
 /// Loops `iterations` times creating and deleting one entry for `owner`.
 fn create_delete(subject: &dyn Subject, owner: u64, iterations: usize) -> Option<Duration> {
