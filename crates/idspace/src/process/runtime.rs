@@ -20,7 +20,7 @@
 //! every poll (a compare-and-swap and an exchange, about as much as the rest of the hooks
 //! together). The design's switch is inlined into the hooks, so the per-switch path is the
 //! hooks' own loads and stores around that one lock; a 1-worker ping-pong under callgrind
-//! runs about 185 instructions per switch more than with no hooks, against 330 before.
+//! runs about 160 instructions per switch more than with no hooks, against 330 before.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -268,6 +268,9 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Hooks for ProcessHooks<P, C, T>
         TaskIds::plain()
     }
 
+    // Inlined into the worker's switch, as the design's switch is into this one: a call
+    // saved and restored six registers for about as many instructions of its own work.
+    #[inline]
     fn switched_in(&self, _task: TaskId, data: &TaskIds<C>, worker: usize) {
         let Some(thread) = &data.thread else {
             return;
@@ -283,6 +286,7 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Hooks for ProcessHooks<P, C, T>
         }));
     }
 
+    #[inline]
     fn switched_out(&self, _task: TaskId, data: &TaskIds<C>, worker: usize) {
         let Some(thread) = &data.thread else {
             return;
