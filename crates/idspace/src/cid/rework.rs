@@ -130,11 +130,13 @@ struct Constraints {
 /// process, under callgrind): about 100 instructions per switch-in and a store per switch-out,
 /// with one atomic read-modify-write: the runqueue lock's compare-and-swap. The kernel pays
 /// that one too, but to the scheduler (its switch holds `rq->lock` already); our runtime's
-/// switch takes no lock the CID code could share, so the space takes its own. An uncontended
-/// compare-and-swap and its unlock cost about 9 ns on the 2-core machine the lab runs on, so
-/// that lock is most of what the switch-in adds. Dropping it needs an asymmetric fence
-/// (`membarrier`) on the walks' side, since a switch-in racing a walk is a store-then-load on
-/// both sides (the current task against the mode and the CPU's CID). The rest is kept small by
+/// switch takes no lock the CID code could share, so the space takes its own. In that
+/// ping-pong the rework adds about 14 ns of CPU time per switch over a runtime without hooks;
+/// a build whose lock takes no compare-and-swap (unsound, for the measurement only) adds about
+/// 7 ns: the lock is half of what the switch adds. Dropping it needs an asymmetric fence
+/// (`membarrier`, microseconds) in every walk, exit and migration instead, since a switch-in
+/// racing one of them is a store-then-load on both sides (the current task against the mode
+/// and the CPU's CID), which a plain store and load do not order. The rest is kept small by
 /// inlining: [`CidAllocator::switch`] and the lock's uncontended path are inlined into the
 /// caller (the waits, migrations and fixups stay out of line); as calls, with the guard and
 /// the result returned through memory, the switch-in took half again as many instructions.

@@ -20,7 +20,9 @@
 //! every poll (a compare-and-swap and an exchange, about as much as the rest of the hooks
 //! together). The design's switch is inlined into the hooks, so the per-switch path is the
 //! hooks' own loads and stores around that one lock; a 1-worker ping-pong under callgrind
-//! runs about 160 instructions per switch more than with no hooks, against 330 before.
+//! runs about 160 instructions per switch more than with no hooks, against 330 before, and
+//! adds about 14 ns of CPU time per switch, against 47 before (the bitmap's hooks add about
+//! 69, the lazy design's 55), half of it the runqueue lock's compare-and-swap.
 
 use std::cell::Cell;
 use std::future::Future;
