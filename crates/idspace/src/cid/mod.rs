@@ -23,7 +23,9 @@
 //!   management", Linux 6.19); its docs explain the ownership modes and the fixup walks.
 //!   Tasks own CIDs while there are few of them; CPUs own them, and tasks borrow, when tasks
 //!   outnumber the CID budget. Mode changes happen in fork and exit, which walk the tasks or the
-//!   CPUs to hand CIDs over; context switches stay a few loads and stores.
+//!   CPUs to hand CIDs over; context switches stay a few loads and stores, under a per-CPU
+//!   runqueue lock (one compare-and-swap: the kernel's scheduler holds `rq->lock` there
+//!   anyway; ours has no lock to share, and [`Rework`] says what that costs).
 //! * [`BitmapCids`]: the first design (Linux 6.3): take the lowest free CID under a per-space
 //!   lock at every switch-in, give it back at every switch-out.
 //! * [`LazyCids`]: the design before the rewrite (Linux 6.4 to 6.18): CPUs cache CIDs across

@@ -63,7 +63,20 @@ impl Rqs {
     }
 
     /// Locks `cpu`'s runqueue.
+    // Inlined, with the wait out of line: the switch's common path is one compare-and-swap,
+    // and a call (with the guard returned through memory) cost it as much again.
+    #[inline]
     pub(crate) fn lock(&self, cpu: usize) -> RqGuard<'_> {
+        match self.try_lock(cpu) {
+            Some(guard) => guard,
+            None => self.lock_contended(cpu),
+        }
+    }
+
+    /// [`Rqs::lock`] once the first try failed: spin, then yield, until the lock is ours.
+    #[cold]
+    #[inline(never)]
+    fn lock_contended(&self, cpu: usize) -> RqGuard<'_> {
         let mut spins = 0;
         loop {
             if let Some(guard) = self.try_lock(cpu) {
@@ -100,6 +113,7 @@ impl Rqs {
     }
 
     /// Locks `cpu`'s runqueue unless another thread holds it.
+    #[inline]
     pub(crate) fn try_lock(&self, cpu: usize) -> Option<RqGuard<'_>> {
         let rq = &*self.0[cpu];
         // Acquire pairs with the Release store that unlocks (`RqGuard::drop`): the holder sees
@@ -150,6 +164,7 @@ impl RqGuard<'_> {
 }
 
 impl Drop for RqGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
         // Release pairs with the Acquire compare-and-swap in `Rqs::try_lock`.
         self.0.locked.store(false, Ordering::Release);

@@ -93,6 +93,7 @@ impl SpaceId {
 
     /// Refuses a task that another space forked: its state (CPU, CID word) speaks of that
     /// space's CPUs and bitmap, so acting on it here would break both spaces.
+    #[inline]
     pub(crate) fn check(&self, task: &Task) -> Result<(), CidError> {
         if Arc::ptr_eq(&self.0, &task.0.space.0) {
             Ok(())
@@ -102,6 +103,7 @@ impl SpaceId {
     }
 
     /// [`SpaceId::check`] for a switch's optional next task.
+    #[inline]
     pub(crate) fn check_next(&self, next: Option<&Task>) -> Result<(), CidError> {
         next.map_or(Ok(()), |task| self.check(task))
     }

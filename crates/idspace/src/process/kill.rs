@@ -13,10 +13,21 @@
 //! # The wakeup
 //!
 //! A killed task may be asleep, waiting for something that never comes, so the kill must wake
-//! it. Before each poll, [`Killable`] leaves the task's waker in the link and only then reads
-//! the mark; a kill sets the mark and only then takes the waker. Both take the link's lock, so
-//! either the kill finds the waker (and wakes the task, which then polls again and sees the
-//! mark), or the poll's read comes after the kill's write and sees the mark. No kill is lost.
+//! it. Before its first poll (and whenever its waker changes), [`Killable`] leaves the task's
+//! waker in the link and only then reads the mark; a kill sets the mark and only then takes
+//! the waker. Both take the link's lock, so either the kill finds the waker (and wakes the
+//! task, which then polls again and sees the mark), or the poll's read comes after the kill's
+//! write and sees the mark. No kill is lost.
+//!
+//! Every other poll takes no lock: the [`Killable`] keeps a clone of the waker it left, and
+//! when the poll's waker is the same (always, in this runtime: a task's waker is the task)
+//! it only reads the mark (Relaxed). That read may miss a kill in progress, but the kill then
+//! finds the waker: the link's waker is taken only by a kill, after its mark, or by the exit
+//! hook, after the task's last poll. So the kill wakes the task, whose next poll comes after
+//! the wakeup (the runtime's state word orders them) and so after the mark. A switch thus
+//! costs a load here instead of a lock and an unlock (two atomic read-modify-writes): the
+//! kernel checks a pending SIGKILL with a load of the thread's flags on its way back to user
+//! space too. `loom_tests` models the race.
 //!
 //! The link holds the waker for the task's whole life, so a task of a process is not dropped
 //! when every other waker of it is gone (as a plain task is, reporting
@@ -89,13 +100,29 @@ impl TaskLink {
         }
     }
 
-    /// Before a poll: leaves the task's waker here, then returns whether the thread may run.
-    fn watch(&self, waker: &Waker) -> bool {
+    /// Before a poll: makes sure the link holds the task's waker, then returns whether the
+    /// thread may run. `left` is the waker the task's previous polls left here (kept by the
+    /// caller, which only the task's polls touch): when `waker` is the same, the link still
+    /// holds it or a kill took it, so only the mark is read (module docs).
+    #[inline]
+    fn watch(&self, left: &mut Option<Waker>, waker: &Waker) -> bool {
+        if !left.as_ref().is_some_and(|held| held.will_wake(waker)) {
+            self.leave(left, waker);
+        }
+        // Relaxed: a stale `false` is harmless, as the kill that set it wakes the task (module
+        // docs); after `leave`, its lock orders this read after a kill's write before it.
+        !self.killed.load(Ordering::Relaxed)
+    }
+
+    /// Leaves `waker` in the link, under its lock, and keeps a clone in `left`.
+    #[cold]
+    fn leave(&self, left: &mut Option<Waker>, waker: &Waker) {
         let mut slot = sync::lock(&self.waker);
         if !slot.as_ref().is_some_and(|held| held.will_wake(waker)) {
             *slot = Some(waker.clone());
         }
-        !self.killed.load(Ordering::Relaxed)
+        drop(slot);
+        *left = Some(waker.clone());
     }
 }
 
@@ -105,13 +132,19 @@ impl TaskLink {
 /// be attached), the first poll stops it.
 pub(crate) struct Killable<C, F> {
     thread: Option<Arc<Thread<C>>>,
+    /// The waker the task's polls left in the thread's link (see [`TaskLink::watch`]).
+    left: Option<Waker>,
     future: F,
 }
 
 impl<C, F> Killable<C, F> {
     /// `future`, run by `thread` (`None`: already killed).
     pub(crate) fn new(thread: Option<Arc<Thread<C>>>, future: F) -> Self {
-        Killable { thread, future }
+        Killable {
+            thread,
+            left: None,
+            future,
+        }
     }
 }
 
@@ -119,18 +152,29 @@ impl<C, F: Future> Future for Killable<C, F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let runs = self
+        // SAFETY: `future` is structurally pinned: `Killable` never moves it out and gives no
+        // `&mut` to it but the pinned one made here; `thread` and `left` are not pinned (they
+        // are moved and replaced freely, never pinned in place).
+        let this = unsafe { self.get_unchecked_mut() };
+        let runs = this
             .thread
             .as_ref()
-            .is_some_and(|thread| thread.task().watch(cx.waker()));
+            .is_some_and(|thread| thread.task().watch(&mut this.left, cx.waker()));
         if !runs {
-            // Ends the task where the runtime catches panics, before any user code runs; the
-            // runtime tells the join handle it was killed. No panic hook runs for this.
-            panic::resume_unwind(Box::new(JoinError::Killed));
+            kill_unwind();
         }
-        // SAFETY: `future` is structurally pinned: `Killable` never moves it out and gives no
-        // `&mut` to it but this pinned one; `thread` is not pinned and only read.
-        let future = unsafe { self.map_unchecked_mut(|this| &mut this.future) };
+        // SAFETY: see above: `future` is pinned as `self` was, and never moved.
+        let future = unsafe { Pin::new_unchecked(&mut this.future) };
         future.poll(cx)
     }
 }
+
+/// Ends the killed task's poll where the runtime catches panics, before any user code runs;
+/// the runtime tells the join handle it was killed. No panic hook runs for this.
+#[cold]
+fn kill_unwind() -> ! {
+    panic::resume_unwind(Box::new(JoinError::Killed))
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests;

@@ -184,6 +184,7 @@ impl<C: CidAllocator> Thread<C> {
     /// The thread is switched in on `cpu` (a worker): returns the CID it runs with, from its
     /// process's space. Takes no lock of the model; `None` if the CID space refused (the thread
     /// has exited, or `cpu` is out of range).
+    #[inline]
     pub fn switch_in(&self, cpu: usize) -> Option<u32> {
         self.process
             .cids
@@ -193,6 +194,7 @@ impl<C: CidAllocator> Thread<C> {
     }
 
     /// The thread is switched out of `cpu`: the CPU runs nothing of this process any more.
+    #[inline]
     pub fn switch_out(&self, cpu: usize) {
         // Only a CPU number out of range is refused, and `switch_in` would have refused it too.
         let _ = self.process.cids.switch(cpu, None);
