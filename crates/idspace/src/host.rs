@@ -101,14 +101,38 @@ pub fn cpus() -> usize {
     }
 }
 
-/// The installed host's slot hint, or the default's (a thread-local's address with `std`, 0
-/// without).
+/// The installed host's slot hint, or the default's (with `std`, the CPU the thread runs on
+/// where the kernel tells it through rseq, else a number handed to each thread in turn; 0
+/// without `std`).
 #[inline]
 pub fn slot_hint() -> usize {
     match INSTALLED.get() {
         Some(host) => host.slot_hint(),
         None => default_slot_hint(),
     }
+}
+
+/// The slot of `slots` (a power of two) a structure with per-reader slots has the calling
+/// thread try first: slots `2h` and `2h + 1` for a slot hint `h` below `slots / 2` (a CPU's
+/// index: threads running on different CPUs at once start on different slots, and a thread
+/// preempted in its slot leaves the next one to the thread that takes its CPU), a hash of the
+/// hint above it (any other number a host may give).
+#[cfg_attr(loom, allow(dead_code))] // Under loom every structure starts at its first slot.
+#[inline]
+pub(crate) fn first_slot(slots: usize) -> usize {
+    slot_of(slot_hint(), slots)
+}
+
+/// [`first_slot`] for the slot hint `hint`.
+#[inline]
+#[cfg_attr(loom, allow(dead_code))]
+fn slot_of(hint: usize, slots: usize) -> usize {
+    let start = if hint < slots / 2 {
+        hint * 2
+    } else {
+        crate::util::hash::mix(hint as u64, 0) as usize
+    };
+    start & (slots - 1)
 }
 
 /// The installed host's clock, or the default's (nanoseconds since the first call with `std`,
@@ -132,14 +156,29 @@ fn default_cpus() -> usize {
 
 #[cfg(feature = "std")]
 std::thread_local! {
-    /// Its address tells threads apart.
-    static THREAD_KEY: u8 = const { 0 };
+    /// The thread's number, handed out in turn at its first use (0 until then).
+    static THREAD_NUMBER: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
 }
 
+/// The CPU the thread runs on, read from its rseq area (a load), so that threads running at
+/// once on different CPUs tell themselves apart, as the kernel's per-CPU structures do; where
+/// the kernel does not keep it (no rseq, Miri), a number handed to each thread in turn, so
+/// that the first threads at least differ.
 #[cfg(feature = "std")]
 #[inline]
 fn default_slot_hint() -> usize {
-    THREAD_KEY.with(|key| core::ptr::from_ref(key).addr())
+    if let Some(cpu) = crate::cid::rseq::current_cpu() {
+        return cpu as usize;
+    }
+    THREAD_NUMBER.with(|number| {
+        if number.get() == 0 {
+            static NEXT: crate::sync::unmodeled::AtomicUsize =
+                crate::sync::unmodeled::AtomicUsize::new(1);
+            // Relaxed: the numbers need only differ.
+            number.set(NEXT.fetch_add(1, crate::sync::unmodeled::Ordering::Relaxed));
+        }
+        number.get() - 1
+    })
 }
 
 #[cfg(not(feature = "std"))]
@@ -158,4 +197,38 @@ fn default_now_ns() -> u64 {
 #[cfg(not(feature = "std"))]
 fn default_now_ns() -> u64 {
     0
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_indices_start_on_slot_pairs_of_their_own() {
+        for slots in [4, 8, 64] {
+            let starts: Vec<usize> = (0..slots / 2).map(|cpu| slot_of(cpu, slots)).collect();
+            assert!(starts.iter().all(|&start| start % 2 == 0 && start < slots));
+            let mut distinct = starts.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            assert_eq!(distinct.len(), starts.len(), "{slots} slots: {starts:?}");
+        }
+        // Other numbers (an address, a large CPU index) are hashed into range.
+        for hint in [0x7f00_1234_5678, 1 << 40, 33] {
+            assert!(slot_of(hint, 64) < 64);
+        }
+    }
+
+    #[cfg(feature = "std")]
+    #[test]
+    fn threads_without_rseq_still_get_different_hints() {
+        // With rseq the hint is the CPU, which two threads may share over time; without it,
+        // each thread gets a number of its own.
+        if crate::cid::rseq::current_cpu().is_some() {
+            return;
+        }
+        let here = slot_hint();
+        let there = std::thread::spawn(slot_hint).join().unwrap();
+        assert_ne!(here, there);
+    }
 }

@@ -15,8 +15,6 @@ use crate::prelude::*;
 use core::ptr;
 
 use crate::sync::{spin_wait, AtomicPtr, Ordering};
-#[cfg(not(loom))]
-use crate::util::hash::mix;
 use crossbeam_utils::CachePadded;
 
 /// Hazard slots: more than the readers that run at once on any machine this targets; a reader
@@ -80,13 +78,12 @@ impl<T> Hazards<T> {
         }
     }
 
-    /// The slot a thread tries first: spread by the host's slot hint (with `std`, the address of
-    /// a thread-local; in a kernel, the CPU's index).
+    /// The slot a thread tries first: by the host's slot hint, the CPU's index where it is
+    /// known ([`host::first_slot`](crate::host::first_slot)).
     #[cfg(not(loom))]
     #[inline]
     fn first_choice() -> usize {
-        let key = crate::host::slot_hint();
-        mix(key as u64, 0) as usize
+        crate::host::first_slot(SLOTS)
     }
 
     /// Under loom, always the first slot: a thread-local's address differs between the

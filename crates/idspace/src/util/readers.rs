@@ -63,8 +63,6 @@
 
 use crate::prelude::*;
 use crate::sync::{fence, spin_wait, AtomicU64, Ordering};
-#[cfg(not(loom))]
-use crate::util::hash::mix;
 use crossbeam_utils::CachePadded;
 
 /// The most reader slots one structure may have (and the size of a [`Snapshot`]).
@@ -244,13 +242,14 @@ fn claim(slot: &AtomicU64, value: u64) -> bool {
     }
 }
 
-/// The slot a thread tries first: spread by the host's slot hint (with `std`, the address of a
-/// thread-local; in a kernel, the CPU's index).
+/// The slot a thread tries first (before masking by the slot count): by the host's slot hint,
+/// the CPU's index where it is known, so that readers on different CPUs claim different lines
+/// ([`host::first_slot`](crate::host::first_slot)). `MAX_SLOTS` covers every slot count a
+/// structure may have, and masking by a smaller power of two keeps each CPU's pair.
 #[cfg(not(loom))]
 #[inline]
 fn first_choice() -> usize {
-    let key = crate::host::slot_hint();
-    mix(key as u64, 0) as usize
+    crate::host::first_slot(MAX_SLOTS)
 }
 
 /// Under loom, always the first slot: a thread-local's address differs between the executions
