@@ -6,6 +6,7 @@ use crossbeam_utils::CachePadded;
 use super::list::{List, Popped, Pushed};
 use super::{IndexSource, Registration};
 use crate::sync::AtomicU64;
+use crate::sys::rseq::Field;
 
 #[cfg(all(
     not(miri),
@@ -14,7 +15,7 @@ use crate::sync::AtomicU64;
 ))]
 mod imp {
     use super::*;
-    use crate::sys::rseq::{mm_cid_filled, Area, Field, Registrar};
+    use crate::sys::rseq::{mm_cid_filled, Area, Registrar};
     use crate::sys::rseq_cs::{self, Outcome};
 
     /// The calling thread's area and the field it indexes by. Not `Send`: made for one thread.
@@ -23,25 +24,31 @@ mod imp {
         field: Field,
     }
 
-    /// The calling thread's fast path for `source`, if it has one. Whether the kernel fills
-    /// mm_cid is not checked again here: the structures are built only for available
-    /// sources, and the kernel's feature size does not change while the process runs.
-    #[inline]
-    pub(crate) fn current(source: IndexSource) -> Option<Fast> {
-        let field = match source {
-            IndexSource::MmCid => Field::MmCid,
-            IndexSource::CpuId => Field::CpuId,
-            IndexSource::ThreadIds | IndexSource::TaskCid => return None,
-        };
-        Area::registered().map(|(area, _)| Fast { area, field })
+    /// The field a structure on `source` indexes its fast path by; `None` for the sources
+    /// without one. Structures ask once, when they are built, and keep the answer.
+    pub(crate) fn field(source: IndexSource) -> Option<Field> {
+        match source {
+            IndexSource::MmCid => Some(Field::MmCid),
+            IndexSource::CpuId => Some(Field::CpuId),
+            IndexSource::ThreadIds | IndexSource::TaskCid => None,
+        }
+    }
+
+    /// The calling thread's fast path by `field`, if the thread has an area. Whether the
+    /// kernel fills mm_cid is not checked again here: the structures are built only for
+    /// available sources, and the kernel's feature size does not change while the process
+    /// runs.
+    #[inline(always)]
+    pub(crate) fn current(field: Field) -> Option<Fast> {
+        Area::this_thread().map(|area| Fast { area, field })
     }
 
     pub(crate) fn available(source: IndexSource) -> bool {
         match source {
             // The task CID is decided by the caller (`IndexSource::available`).
             IndexSource::ThreadIds | IndexSource::TaskCid => true,
-            IndexSource::MmCid => mm_cid_filled() && current(source).is_some(),
-            IndexSource::CpuId => current(source).is_some(),
+            IndexSource::MmCid => mm_cid_filled() && current(Field::MmCid).is_some(),
+            IndexSource::CpuId => current(Field::CpuId).is_some(),
         }
     }
 
@@ -79,10 +86,12 @@ mod imp {
                 // Every store to a counter's slots is such a section indexed by the slot's own
                 // index (the owner builds them so); readers only load them atomically.
                 // SAFETY: the slot is a live, aligned u64 borrowed for the call.
-                match unsafe { self.area.add(self.field, index, slot.as_ptr(), n) } {
-                    Outcome::Committed(()) => return true,
-                    Outcome::Aborted | Outcome::Moved | Outcome::Refused => continue,
+                let outcome = unsafe { self.area.add(self.field, index, slot.as_ptr(), n) };
+                // A commit first, in a branch of its own: the path every add takes.
+                if let Outcome::Committed(()) = outcome {
+                    return true;
                 }
+                // Aborted or moved (an add refuses nothing): again, with the index read afresh.
             }
         }
 
@@ -108,10 +117,12 @@ mod imp {
                         item as usize,
                     )
                 };
-                match outcome {
-                    Outcome::Committed(()) => return Pushed::Done,
-                    Outcome::Refused => return Pushed::Full,
-                    Outcome::Aborted | Outcome::Moved => continue,
+                // As in `add`; a refusal means a full list.
+                if let Outcome::Committed(()) = outcome {
+                    return Pushed::Done;
+                }
+                if let Outcome::Refused = outcome {
+                    return Pushed::Full;
                 }
             }
         }
@@ -134,11 +145,13 @@ mod imp {
                         list.items.as_ptr().cast(),
                     )
                 };
-                match outcome {
+                // As in `add`; a refusal means an empty list.
+                if let Outcome::Committed(item) = outcome {
                     // The word a committed `push` stored, from a pointer the pool owns.
-                    Outcome::Committed(item) => return Popped::Item(item as *mut ()),
-                    Outcome::Refused => return Popped::Empty,
-                    Outcome::Aborted | Outcome::Moved => continue,
+                    return Popped::Item(item as *mut ());
+                }
+                if let Outcome::Refused = outcome {
+                    return Popped::Empty;
                 }
             }
         }
@@ -156,8 +169,13 @@ mod imp {
     /// No fast path exists in this build: this type has no values.
     pub(crate) enum Fast {}
 
+    /// No source has a fast path in this build.
+    pub(crate) fn field(_source: IndexSource) -> Option<Field> {
+        None
+    }
+
     #[inline]
-    pub(crate) fn current(_source: IndexSource) -> Option<Fast> {
+    pub(crate) fn current(_field: Field) -> Option<Fast> {
         None
     }
 
@@ -196,4 +214,4 @@ mod imp {
     }
 }
 
-pub(crate) use imp::{aborts, available, current, registration, thread_aborts};
+pub(crate) use imp::{aborts, available, current, field, registration, thread_aborts};

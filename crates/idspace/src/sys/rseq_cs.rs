@@ -103,9 +103,22 @@ pub(crate) enum Outcome<T> {
     Refused,
 }
 
+/// The outcome a section's status code means. A commit, the case every caller waits for, is
+/// told apart with one compare; the rest is decoded out of line.
+#[inline(always)]
 fn outcome<T>(status: u32, value: T) -> Outcome<T> {
+    if status == COMMITTED {
+        Outcome::Committed(value)
+    } else {
+        not_committed(status)
+    }
+}
+
+/// The outcome of a section that did not commit.
+#[cold]
+#[inline(never)]
+fn not_committed<T>(status: u32) -> Outcome<T> {
     match status {
-        COMMITTED => Outcome::Committed(value),
         ABORTED => {
             // Relaxed: a statistic, read after the threads that counted it are joined.
             ABORTS.fetch_add(1, Ordering::Relaxed);
