@@ -58,6 +58,11 @@
 //! the thread gone). A registration the kernel refuses is remembered, and the thread then has
 //! no area: callers fall back to code without rseq. Under Miri, which runs no foreign calls and
 //! no inline assembly, there is never an area.
+//!
+//! Critical sections find the area with [`Area::this_thread`], which every per-CID op runs: once
+//! glibc's offset is known it is published in a plain static, and the area is that offset plus
+//! the thread pointer, with the registration checked by one load of `cpu_id`; our own
+//! registrations, and threads before the lookup, take the full path.
 
 // Under Miri and loom the critical sections, the only users of the index fields, the
 // signature and our own registrations, are compiled out.
