@@ -19,6 +19,8 @@ mod imp {
     use crate::sys::rseq_cs::{self, Outcome};
 
     /// The calling thread's area and the field it indexes by. Not `Send`: made for one thread.
+    /// Two words, passed by value (also to the out-of-line retries, so nothing is spilled).
+    #[derive(Clone, Copy)]
     pub(crate) struct Fast {
         area: Area,
         field: Field,
@@ -70,89 +72,134 @@ mod imp {
     impl Fast {
         /// The thread's index now (it may change at any moment; sections check it again).
         #[inline]
-        pub(crate) fn index(&self) -> usize {
+        pub(crate) fn index(self) -> usize {
             self.area.index(self.field) as usize
         }
 
+        // Each operation makes one attempt inline and retries out of line: an abort or a move
+        // is rare, and a loop around the section would merge the committed path with the
+        // retries', which costs the committed one a dozen instructions of decoding.
+
         /// Adds `n` to the current index's slot with a section; false if the index has no
         /// slot (then nothing was added).
-        #[inline]
-        pub(crate) fn add(&self, slots: &[CachePadded<AtomicU64>], n: u64) -> bool {
+        #[inline(always)]
+        pub(crate) fn add(self, slots: &[CachePadded<AtomicU64>], n: u64) -> bool {
+            self.add_once(slots, n)
+                .unwrap_or_else(|| self.add_again(slots, n))
+        }
+
+        #[cold]
+        #[inline(never)]
+        fn add_again(self, slots: &[CachePadded<AtomicU64>], n: u64) -> bool {
             loop {
-                let index = self.area.index(self.field);
-                let Some(slot) = slots.get(index as usize) else {
-                    return false;
-                };
-                // Every store to a counter's slots is such a section indexed by the slot's own
-                // index (the owner builds them so); readers only load them atomically.
-                // SAFETY: the slot is a live, aligned u64 borrowed for the call.
-                let outcome = unsafe { self.area.add(self.field, index, slot.as_ptr(), n) };
-                // A commit first, in a branch of its own: the path every add takes.
-                if let Outcome::Committed(()) = outcome {
-                    return true;
+                if let Some(done) = self.add_once(slots, n) {
+                    return done;
                 }
-                // Aborted or moved (an add refuses nothing): again, with the index read afresh.
+            }
+        }
+
+        /// One attempt at `add`: `None` if the section was aborted or the thread moved (then
+        /// nothing was added, and the caller tries again with the index read afresh).
+        #[inline(always)]
+        fn add_once(self, slots: &[CachePadded<AtomicU64>], n: u64) -> Option<bool> {
+            let index = self.area.index(self.field);
+            let Some(slot) = slots.get(index as usize) else {
+                return Some(false);
+            };
+            // Every store to a counter's slots is such a section indexed by the slot's own
+            // index (the owner builds them so); readers only load them atomically.
+            // SAFETY: the slot is a live, aligned u64 borrowed for the call.
+            match unsafe { self.area.add(self.field, index, slot.as_ptr(), n) } {
+                Outcome::Committed(()) => Some(true),
+                // An add refuses nothing.
+                Outcome::Aborted | Outcome::Moved | Outcome::Refused => None,
             }
         }
 
         /// Pushes `item` onto the current index's list with a section.
-        #[inline]
-        pub(crate) fn push(&self, lists: &[CachePadded<List>], item: *mut ()) -> Pushed {
+        #[inline(always)]
+        pub(crate) fn push(self, lists: &[CachePadded<List>], item: *mut ()) -> Pushed {
+            self.push_once(lists, item)
+                .unwrap_or_else(|| self.push_again(lists, item))
+        }
+
+        #[cold]
+        #[inline(never)]
+        fn push_again(self, lists: &[CachePadded<List>], item: *mut ()) -> Pushed {
             loop {
-                let index = self.area.index(self.field);
-                let Some(list) = lists.get(index as usize) else {
-                    return Pushed::NoSlot;
-                };
-                // Under an rseq source every store to a list's length and cells is such a
-                // section or a pop, indexed by the list's own index; `len <= items.len()`.
-                // SAFETY: the list's words are live and aligned, borrowed for the call.
-                let outcome = unsafe {
-                    self.area.push(
-                        self.field,
-                        index,
-                        list.len.as_ptr(),
-                        list.items.as_ptr().cast_mut().cast(),
-                        list.items.len(),
-                        // The assembly moves the pointer as a word; `pop` turns it back.
-                        item as usize,
-                    )
-                };
-                // As in `add`; a refusal means a full list.
-                if let Outcome::Committed(()) = outcome {
-                    return Pushed::Done;
-                }
-                if let Outcome::Refused = outcome {
-                    return Pushed::Full;
+                if let Some(done) = self.push_once(lists, item) {
+                    return done;
                 }
             }
         }
 
+        /// One attempt at `push`, as `add_once`.
+        #[inline(always)]
+        fn push_once(self, lists: &[CachePadded<List>], item: *mut ()) -> Option<Pushed> {
+            let index = self.area.index(self.field);
+            let Some(list) = lists.get(index as usize) else {
+                return Some(Pushed::NoSlot);
+            };
+            // Under an rseq source every store to a list's length and cells is such a section
+            // or a pop, indexed by the list's own index; `len <= items.len()`.
+            // SAFETY: the list's words are live and aligned, borrowed for the call.
+            let outcome = unsafe {
+                self.area.push(
+                    self.field,
+                    index,
+                    list.len.as_ptr(),
+                    list.items.as_ptr().cast_mut().cast(),
+                    list.items.len(),
+                    // The assembly moves the pointer as a word; `pop` turns it back.
+                    item as usize,
+                )
+            };
+            match outcome {
+                Outcome::Committed(()) => Some(Pushed::Done),
+                Outcome::Refused => Some(Pushed::Full),
+                Outcome::Aborted | Outcome::Moved => None,
+            }
+        }
+
         /// Pops an item from the current index's list with a section.
-        #[inline]
-        pub(crate) fn pop(&self, lists: &[CachePadded<List>]) -> Popped {
+        #[inline(always)]
+        pub(crate) fn pop(self, lists: &[CachePadded<List>]) -> Popped {
+            self.pop_once(lists)
+                .unwrap_or_else(|| self.pop_again(lists))
+        }
+
+        #[cold]
+        #[inline(never)]
+        fn pop_again(self, lists: &[CachePadded<List>]) -> Popped {
             loop {
-                let index = self.area.index(self.field);
-                let Some(list) = lists.get(index as usize) else {
-                    return Popped::NoSlot;
-                };
-                // As in `push`.
-                // SAFETY: the list's words are live and aligned, borrowed for the call.
-                let outcome = unsafe {
-                    self.area.pop(
-                        self.field,
-                        index,
-                        list.len.as_ptr(),
-                        list.items.as_ptr().cast(),
-                    )
-                };
-                // As in `add`; a refusal means an empty list.
-                if let Outcome::Committed(item) = outcome {
-                    // The word a committed `push` stored, from a pointer the pool owns.
-                    return Popped::Item(item as *mut ());
+                if let Some(done) = self.pop_once(lists) {
+                    return done;
                 }
-                if let Outcome::Refused = outcome {
-                    return Popped::Empty;
-                }
+            }
+        }
+
+        /// One attempt at `pop`, as `add_once`.
+        #[inline(always)]
+        fn pop_once(self, lists: &[CachePadded<List>]) -> Option<Popped> {
+            let index = self.area.index(self.field);
+            let Some(list) = lists.get(index as usize) else {
+                return Some(Popped::NoSlot);
+            };
+            // As in `push_once`.
+            // SAFETY: the list's words are live and aligned, borrowed for the call.
+            let outcome = unsafe {
+                self.area.pop(
+                    self.field,
+                    index,
+                    list.len.as_ptr(),
+                    list.items.as_ptr().cast(),
+                )
+            };
+            match outcome {
+                // The word a committed `push` stored, from a pointer the pool owns.
+                Outcome::Committed(item) => Some(Popped::Item(item as *mut ())),
+                Outcome::Refused => Some(Popped::Empty),
+                Outcome::Aborted | Outcome::Moved => None,
             }
         }
     }
@@ -196,20 +243,20 @@ mod imp {
     }
 
     impl Fast {
-        pub(crate) fn index(&self) -> usize {
-            match *self {}
+        pub(crate) fn index(self) -> usize {
+            match self {}
         }
 
-        pub(crate) fn add(&self, _slots: &[CachePadded<AtomicU64>], _n: u64) -> bool {
-            match *self {}
+        pub(crate) fn add(self, _slots: &[CachePadded<AtomicU64>], _n: u64) -> bool {
+            match self {}
         }
 
-        pub(crate) fn push(&self, _lists: &[CachePadded<List>], _item: *mut ()) -> Pushed {
-            match *self {}
+        pub(crate) fn push(self, _lists: &[CachePadded<List>], _item: *mut ()) -> Pushed {
+            match self {}
         }
 
-        pub(crate) fn pop(&self, _lists: &[CachePadded<List>]) -> Popped {
-            match *self {}
+        pub(crate) fn pop(self, _lists: &[CachePadded<List>]) -> Popped {
+            match self {}
         }
     }
 }

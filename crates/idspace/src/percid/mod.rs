@@ -66,18 +66,22 @@
 //! 4. **the section**: one store arms it, one compare checks the index is still the one the
 //!    addresses were computed from, then the body (an add; or a length load, a compare, the
 //!    item's load or store and the length store that commits);
-//! 5. **the outcome**: one test of the status; aborts, moves and refusals (a full or empty
-//!    list) are decoded out of line, and on x86-64 their code sits in a section of its own,
-//!    so a committed section runs straight through.
+//! 5. **the outcome**: one test of the status. Aborts, moves and refusals (a full or empty
+//!    list) are decoded out of line, into a type that cannot say "committed", and a retry
+//!    runs in a cold function of its own: a retry loop around the section, or a decoding that
+//!    could yield a commit, would merge the committed path with the others and cost it a dozen
+//!    instructions of enum shuffling. On x86-64 the exits that do not commit sit in a section
+//!    of their own, so a committed section runs straight through.
 //!
 //! About thirty instructions, no call, no atomic read-modify-write and no memory shared with
 //! another running thread. What it no longer does: look glibc's answer up in a `OnceLock`
 //! and match its enum (a GOT load, a state check and two compares), turn the
-//! [`IndexSource`] into a field through a jump table, and test for thread IDs and the task
-//! binding, all on every op. On this project's 2-CPU machine a single thread's take+give pair
-//! (bursts of 4 takes, then 4 gives of 64-byte boxes, CPU time) went from 11.9 to 7.2 ns, and
-//! an add from 4.3 to 2.9 ns; a `std` `thread_local!` `RefCell<Vec>` cache's pair takes 4.5 ns
-//! there, the difference being steps 2 to 4, which a per-thread cache does not need.
+//! [`IndexSource`] into a field through a jump table, test for thread IDs and the task
+//! binding, and decode the outcome in a loop, all on every op. On this project's 2-CPU
+//! machine a single thread's take+give pair (bursts of 4 takes, then 4 gives of 64-byte boxes;
+//! CPU time, median of 9 alternated runs) went from 10.8 to 6.2 ns, and an add from 3.4 to
+//! 2.3 ns; a `std` `thread_local!` `RefCell<Vec>` cache's pair takes 4.4 ns there, the
+//! difference being steps 2 to 4, which a per-thread cache does not need.
 //!
 //! What is left is what the design needs. The index is read before the section so the list's
 //! address can be computed in Rust and checked against the slot count; reading it inside the
