@@ -428,6 +428,33 @@ mod tests {
         assert_eq!(done, 0, "cannot pin to CPU {cpu}");
     }
 
+    /// The path the sections take finds the same area as the full lookup, on the thread that
+    /// published glibc's offset and on one that reads it already published; and each field's
+    /// discriminant is its offset.
+    #[test]
+    fn the_fast_lookup_finds_the_registered_area() {
+        assert_eq!(Field::CpuId.offset(), CPU_ID_OFFSET);
+        assert_eq!(Field::MmCid.offset(), MM_CID_OFFSET);
+        let both = || {
+            let fast = Area::this_thread().map(|area| area.0);
+            let full = Area::registered().map(|(area, _)| area.0);
+            assert_eq!(fast, full);
+            // Once the lookup ran, the fast path reads the published offset where glibc
+            // registered, and agrees again.
+            assert_eq!(Area::this_thread().map(|area| area.0), full);
+            full.is_some()
+        };
+        let here = both();
+        let there = std::thread::spawn(both)
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        assert_eq!(here, there, "glibc registers for every thread or for none");
+        if let GlibcArea::Registered(offset) = glibc_area_offset() {
+            assert_ne!(offset, NO_GLIBC_OFFSET);
+            assert_eq!(GLIBC_OFFSET.load(Ordering::Relaxed), offset);
+        }
+    }
+
     /// Pinned to each CPU it may use in turn, a thread finds that CPU in its area's `cpu_id`:
     /// the thread pointer, the published offset and the field offset are right. (A wrong
     /// offset reads a constant, or another thread's area, and misses the CPU it was moved to.)
