@@ -188,7 +188,7 @@ pub(crate) fn exclusive_load<T>(atomic: &mut AtomicPtr<T>) -> *mut T {
 pub(crate) mod unmodeled {
     #[allow(unused_imports)] // Each build uses a different subset.
     pub(crate) use std::sync::{
-        atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicIsize, AtomicU32, AtomicU64, AtomicUsize, Ordering},
         Arc, Barrier, Mutex, MutexGuard, OnceLock, Weak,
     };
 }

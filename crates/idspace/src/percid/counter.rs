@@ -5,6 +5,7 @@ use crossbeam_utils::CachePadded;
 use super::task::Binding;
 use super::{fast, index, IndexSource, PerCidError};
 use crate::sync::{AtomicU64, Ordering};
+use crate::sys::rseq::Field;
 
 /// A counter with one cache-padded slot per possible index: `add` touches the calling
 /// thread's slot only, `sum` adds all slots up.
@@ -34,6 +35,8 @@ use crate::sync::{AtomicU64, Ordering};
 /// ```
 pub struct PerCidCounter {
     source: IndexSource,
+    /// The rseq field the source indexes by, if it has a fast path (decided once, at build).
+    rseq: Option<Field>,
     /// The process whose running tasks own the slots, under the task CID.
     binding: Option<Binding>,
     slots: Box<[CachePadded<AtomicU64>]>,
@@ -74,6 +77,7 @@ impl PerCidCounter {
     fn build(source: IndexSource, binding: Option<Binding>, slots: usize) -> PerCidCounter {
         PerCidCounter {
             source,
+            rseq: fast::field(source),
             binding,
             slots: (0..slots)
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
@@ -97,34 +101,51 @@ impl PerCidCounter {
         core::mem::size_of_val(&*self.slots) + core::mem::size_of_val(&self.stray)
     }
 
-    /// Adds `n` (wrapping at 2^64).
+    /// Adds `n` (wrapping at 2^64). The rseq sources' path comes first and is all that is
+    /// inlined; the thread-ID and task-CID paths sit in `add_other`.
     #[inline]
     pub fn add(&self, n: u64) {
+        let Some(field) = self.rseq else {
+            return self.add_other(n);
+        };
+        if let Some(fast) = fast::current(field) {
+            if fast.add(&self.slots, n) {
+                return;
+            }
+        }
+        self.add_stray(n);
+    }
+
+    /// `add` under thread IDs (an atomic add on a slot threads may share) or the task CID
+    /// (plain accesses).
+    #[inline(never)]
+    fn add_other(&self, n: u64) {
         if self.source == IndexSource::ThreadIds {
             let slot = &self.slots[index::thread_id() % self.slots.len()];
             // Relaxed: a statistic; `sum` promises no ordering with other memory.
             slot.fetch_add(n, Ordering::Relaxed);
             return;
         }
-        if let Some(binding) = self.binding {
-            if let Some(slot) = binding.cid().and_then(|cid| self.slots.get(cid)) {
-                // The slot is this task's alone until it next yields, and the previous
-                // holder's stores happen before these accesses (see `percid`'s `task` module):
-                // a plain load and store, Relaxed because the CID's hand-off orders them.
-                let value = slot.load(Ordering::Relaxed);
-                slot.store(value.wrapping_add(n), Ordering::Relaxed);
-                return;
-            }
-            // Relaxed: a statistic, as below.
-            self.stray.fetch_add(n, Ordering::Relaxed);
+        if let Some(slot) = self
+            .binding
+            .and_then(|binding| binding.cid())
+            .and_then(|cid| self.slots.get(cid))
+        {
+            // The slot is this task's alone until it next yields, and the previous holder's
+            // stores happen before these accesses (see `percid`'s `task` module): a plain load
+            // and store, Relaxed because the CID's hand-off orders them.
+            let value = slot.load(Ordering::Relaxed);
+            slot.store(value.wrapping_add(n), Ordering::Relaxed);
             return;
         }
-        if let Some(fast) = fast::current(self.source) {
-            if fast.add(&self.slots, n) {
-                return;
-            }
-        }
-        // Relaxed: as above.
+        self.add_stray(n);
+    }
+
+    /// An add by a thread without a slot (no area under an rseq source, not a running task of
+    /// the process under the task CID).
+    #[cold]
+    fn add_stray(&self, n: u64) {
+        // Relaxed: a statistic, as in `add_other`.
         self.stray.fetch_add(n, Ordering::Relaxed);
     }
 

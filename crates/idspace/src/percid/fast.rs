@@ -6,6 +6,7 @@ use crossbeam_utils::CachePadded;
 use super::list::{List, Popped, Pushed};
 use super::{IndexSource, Registration};
 use crate::sync::AtomicU64;
+use crate::sys::rseq::Field;
 
 #[cfg(all(
     not(miri),
@@ -14,34 +15,42 @@ use crate::sync::AtomicU64;
 ))]
 mod imp {
     use super::*;
-    use crate::sys::rseq::{mm_cid_filled, Area, Field, Registrar};
+    use crate::sys::rseq::{mm_cid_filled, Area, Registrar};
     use crate::sys::rseq_cs::{self, Outcome};
 
     /// The calling thread's area and the field it indexes by. Not `Send`: made for one thread.
+    /// Two words, passed by value (also to the out-of-line retries, so nothing is spilled).
+    #[derive(Clone, Copy)]
     pub(crate) struct Fast {
         area: Area,
         field: Field,
     }
 
-    /// The calling thread's fast path for `source`, if it has one. Whether the kernel fills
-    /// mm_cid is not checked again here: the structures are built only for available
-    /// sources, and the kernel's feature size does not change while the process runs.
-    #[inline]
-    pub(crate) fn current(source: IndexSource) -> Option<Fast> {
-        let field = match source {
-            IndexSource::MmCid => Field::MmCid,
-            IndexSource::CpuId => Field::CpuId,
-            IndexSource::ThreadIds | IndexSource::TaskCid => return None,
-        };
-        Area::registered().map(|(area, _)| Fast { area, field })
+    /// The field a structure on `source` indexes its fast path by; `None` for the sources
+    /// without one. Structures ask once, when they are built, and keep the answer.
+    pub(crate) fn field(source: IndexSource) -> Option<Field> {
+        match source {
+            IndexSource::MmCid => Some(Field::MmCid),
+            IndexSource::CpuId => Some(Field::CpuId),
+            IndexSource::ThreadIds | IndexSource::TaskCid => None,
+        }
+    }
+
+    /// The calling thread's fast path by `field`, if the thread has an area. Whether the
+    /// kernel fills mm_cid is not checked again here: the structures are built only for
+    /// available sources, and the kernel's feature size does not change while the process
+    /// runs.
+    #[inline(always)]
+    pub(crate) fn current(field: Field) -> Option<Fast> {
+        Area::this_thread().map(|area| Fast { area, field })
     }
 
     pub(crate) fn available(source: IndexSource) -> bool {
         match source {
             // The task CID is decided by the caller (`IndexSource::available`).
             IndexSource::ThreadIds | IndexSource::TaskCid => true,
-            IndexSource::MmCid => mm_cid_filled() && current(source).is_some(),
-            IndexSource::CpuId => current(source).is_some(),
+            IndexSource::MmCid => mm_cid_filled() && current(Field::MmCid).is_some(),
+            IndexSource::CpuId => current(Field::CpuId).is_some(),
         }
     }
 
@@ -63,83 +72,134 @@ mod imp {
     impl Fast {
         /// The thread's index now (it may change at any moment; sections check it again).
         #[inline]
-        pub(crate) fn index(&self) -> usize {
+        pub(crate) fn index(self) -> usize {
             self.area.index(self.field) as usize
         }
 
+        // Each operation makes one attempt inline and retries out of line: an abort or a move
+        // is rare, and a loop around the section would merge the committed path with the
+        // retries', which costs the committed one a dozen instructions of decoding.
+
         /// Adds `n` to the current index's slot with a section; false if the index has no
         /// slot (then nothing was added).
-        #[inline]
-        pub(crate) fn add(&self, slots: &[CachePadded<AtomicU64>], n: u64) -> bool {
+        #[inline(always)]
+        pub(crate) fn add(self, slots: &[CachePadded<AtomicU64>], n: u64) -> bool {
+            self.add_once(slots, n)
+                .unwrap_or_else(|| self.add_again(slots, n))
+        }
+
+        #[cold]
+        #[inline(never)]
+        fn add_again(self, slots: &[CachePadded<AtomicU64>], n: u64) -> bool {
             loop {
-                let index = self.area.index(self.field);
-                let Some(slot) = slots.get(index as usize) else {
-                    return false;
-                };
-                // Every store to a counter's slots is such a section indexed by the slot's own
-                // index (the owner builds them so); readers only load them atomically.
-                // SAFETY: the slot is a live, aligned u64 borrowed for the call.
-                match unsafe { self.area.add(self.field, index, slot.as_ptr(), n) } {
-                    Outcome::Committed(()) => return true,
-                    Outcome::Aborted | Outcome::Moved | Outcome::Refused => continue,
+                if let Some(done) = self.add_once(slots, n) {
+                    return done;
                 }
+            }
+        }
+
+        /// One attempt at `add`: `None` if the section was aborted or the thread moved (then
+        /// nothing was added, and the caller tries again with the index read afresh).
+        #[inline(always)]
+        fn add_once(self, slots: &[CachePadded<AtomicU64>], n: u64) -> Option<bool> {
+            let index = self.area.index(self.field);
+            let Some(slot) = slots.get(index as usize) else {
+                return Some(false);
+            };
+            // Every store to a counter's slots is such a section indexed by the slot's own
+            // index (the owner builds them so); readers only load them atomically.
+            // SAFETY: the slot is a live, aligned u64 borrowed for the call.
+            match unsafe { self.area.add(self.field, index, slot.as_ptr(), n) } {
+                Outcome::Committed(()) => Some(true),
+                // An add refuses nothing.
+                Outcome::Aborted | Outcome::Moved | Outcome::Refused => None,
             }
         }
 
         /// Pushes `item` onto the current index's list with a section.
-        #[inline]
-        pub(crate) fn push(&self, lists: &[CachePadded<List>], item: *mut ()) -> Pushed {
+        #[inline(always)]
+        pub(crate) fn push(self, lists: &[CachePadded<List>], item: *mut ()) -> Pushed {
+            self.push_once(lists, item)
+                .unwrap_or_else(|| self.push_again(lists, item))
+        }
+
+        #[cold]
+        #[inline(never)]
+        fn push_again(self, lists: &[CachePadded<List>], item: *mut ()) -> Pushed {
             loop {
-                let index = self.area.index(self.field);
-                let Some(list) = lists.get(index as usize) else {
-                    return Pushed::NoSlot;
-                };
-                // Under an rseq source every store to a list's length and cells is such a
-                // section or a pop, indexed by the list's own index; `len <= items.len()`.
-                // SAFETY: the list's words are live and aligned, borrowed for the call.
-                let outcome = unsafe {
-                    self.area.push(
-                        self.field,
-                        index,
-                        list.len.as_ptr(),
-                        list.items.as_ptr().cast_mut().cast(),
-                        list.items.len(),
-                        // The assembly moves the pointer as a word; `pop` turns it back.
-                        item as usize,
-                    )
-                };
-                match outcome {
-                    Outcome::Committed(()) => return Pushed::Done,
-                    Outcome::Refused => return Pushed::Full,
-                    Outcome::Aborted | Outcome::Moved => continue,
+                if let Some(done) = self.push_once(lists, item) {
+                    return done;
                 }
             }
         }
 
+        /// One attempt at `push`, as `add_once`.
+        #[inline(always)]
+        fn push_once(self, lists: &[CachePadded<List>], item: *mut ()) -> Option<Pushed> {
+            let index = self.area.index(self.field);
+            let Some(list) = lists.get(index as usize) else {
+                return Some(Pushed::NoSlot);
+            };
+            // Under an rseq source every store to a list's length and cells is such a section
+            // or a pop, indexed by the list's own index; `len <= items.len()`.
+            // SAFETY: the list's words are live and aligned, borrowed for the call.
+            let outcome = unsafe {
+                self.area.push(
+                    self.field,
+                    index,
+                    list.len.as_ptr(),
+                    list.items.as_ptr().cast_mut().cast(),
+                    list.items.len(),
+                    // The assembly moves the pointer as a word; `pop` turns it back.
+                    item as usize,
+                )
+            };
+            match outcome {
+                Outcome::Committed(()) => Some(Pushed::Done),
+                Outcome::Refused => Some(Pushed::Full),
+                Outcome::Aborted | Outcome::Moved => None,
+            }
+        }
+
         /// Pops an item from the current index's list with a section.
-        #[inline]
-        pub(crate) fn pop(&self, lists: &[CachePadded<List>]) -> Popped {
+        #[inline(always)]
+        pub(crate) fn pop(self, lists: &[CachePadded<List>]) -> Popped {
+            self.pop_once(lists)
+                .unwrap_or_else(|| self.pop_again(lists))
+        }
+
+        #[cold]
+        #[inline(never)]
+        fn pop_again(self, lists: &[CachePadded<List>]) -> Popped {
             loop {
-                let index = self.area.index(self.field);
-                let Some(list) = lists.get(index as usize) else {
-                    return Popped::NoSlot;
-                };
-                // As in `push`.
-                // SAFETY: the list's words are live and aligned, borrowed for the call.
-                let outcome = unsafe {
-                    self.area.pop(
-                        self.field,
-                        index,
-                        list.len.as_ptr(),
-                        list.items.as_ptr().cast(),
-                    )
-                };
-                match outcome {
-                    // The word a committed `push` stored, from a pointer the pool owns.
-                    Outcome::Committed(item) => return Popped::Item(item as *mut ()),
-                    Outcome::Refused => return Popped::Empty,
-                    Outcome::Aborted | Outcome::Moved => continue,
+                if let Some(done) = self.pop_once(lists) {
+                    return done;
                 }
+            }
+        }
+
+        /// One attempt at `pop`, as `add_once`.
+        #[inline(always)]
+        fn pop_once(self, lists: &[CachePadded<List>]) -> Option<Popped> {
+            let index = self.area.index(self.field);
+            let Some(list) = lists.get(index as usize) else {
+                return Some(Popped::NoSlot);
+            };
+            // As in `push_once`.
+            // SAFETY: the list's words are live and aligned, borrowed for the call.
+            let outcome = unsafe {
+                self.area.pop(
+                    self.field,
+                    index,
+                    list.len.as_ptr(),
+                    list.items.as_ptr().cast(),
+                )
+            };
+            match outcome {
+                // The word a committed `push` stored, from a pointer the pool owns.
+                Outcome::Committed(item) => Some(Popped::Item(item as *mut ())),
+                Outcome::Refused => Some(Popped::Empty),
+                Outcome::Aborted | Outcome::Moved => None,
             }
         }
     }
@@ -156,8 +216,13 @@ mod imp {
     /// No fast path exists in this build: this type has no values.
     pub(crate) enum Fast {}
 
+    /// No source has a fast path in this build.
+    pub(crate) fn field(_source: IndexSource) -> Option<Field> {
+        None
+    }
+
     #[inline]
-    pub(crate) fn current(_source: IndexSource) -> Option<Fast> {
+    pub(crate) fn current(_field: Field) -> Option<Fast> {
         None
     }
 
@@ -178,22 +243,22 @@ mod imp {
     }
 
     impl Fast {
-        pub(crate) fn index(&self) -> usize {
-            match *self {}
+        pub(crate) fn index(self) -> usize {
+            match self {}
         }
 
-        pub(crate) fn add(&self, _slots: &[CachePadded<AtomicU64>], _n: u64) -> bool {
-            match *self {}
+        pub(crate) fn add(self, _slots: &[CachePadded<AtomicU64>], _n: u64) -> bool {
+            match self {}
         }
 
-        pub(crate) fn push(&self, _lists: &[CachePadded<List>], _item: *mut ()) -> Pushed {
-            match *self {}
+        pub(crate) fn push(self, _lists: &[CachePadded<List>], _item: *mut ()) -> Pushed {
+            match self {}
         }
 
-        pub(crate) fn pop(&self, _lists: &[CachePadded<List>]) -> Popped {
-            match *self {}
+        pub(crate) fn pop(self, _lists: &[CachePadded<List>]) -> Popped {
+            match self {}
         }
     }
 }
 
-pub(crate) use imp::{aborts, available, current, registration, thread_aborts};
+pub(crate) use imp::{aborts, available, current, field, registration, thread_aborts};

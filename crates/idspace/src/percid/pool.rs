@@ -8,6 +8,7 @@ use super::list::{List, Popped, Pushed};
 use super::task::Binding;
 use super::{fast, index, IndexSource, PerCidError};
 use crate::sync::{lock, Mutex, Ordering};
+use crate::sys::rseq::Field;
 
 /// Items a slot's list holds unless told otherwise.
 const DEFAULT_CAPACITY: usize = 64;
@@ -35,6 +36,8 @@ const DEFAULT_CAPACITY: usize = 64;
 /// ```
 pub struct PerCidPool<T> {
     source: IndexSource,
+    /// The rseq field the source indexes by, if it has a fast path (decided once, at build).
+    rseq: Option<Field>,
     /// The process whose running tasks own the lists, under the task CID.
     binding: Option<Binding>,
     lists: Box<[CachePadded<List>]>,
@@ -110,6 +113,7 @@ impl<T> PerCidPool<T> {
     ) -> PerCidPool<T> {
         PerCidPool {
             source,
+            rseq: fast::field(source),
             binding,
             lists: (0..slots)
                 .map(|_| CachePadded::new(List::new(capacity)))
@@ -218,10 +222,10 @@ impl<T> PerCidPool<T> {
     /// is inlined into `give`; the locked and task-CID paths sit in `push_other`.
     #[inline(always)]
     fn push_local(&self, object: *mut ()) -> Pushed {
-        if self.binding.is_some() || self.source == IndexSource::ThreadIds {
+        let Some(field) = self.rseq else {
             return self.push_other(object);
-        }
-        match fast::current(self.source) {
+        };
+        match fast::current(field) {
             Some(fast) => fast.push(&self.lists, object),
             None => Pushed::NoSlot,
         }
@@ -263,10 +267,10 @@ impl<T> PerCidPool<T> {
     /// Pops from the current slot's list; split as `push_local` is.
     #[inline(always)]
     fn pop_local(&self) -> Popped {
-        if self.binding.is_some() || self.source == IndexSource::ThreadIds {
+        let Some(field) = self.rseq else {
             return self.pop_other();
-        }
-        match fast::current(self.source) {
+        };
+        match fast::current(field) {
             Some(fast) => fast.pop(&self.lists),
             None => Popped::NoSlot,
         }

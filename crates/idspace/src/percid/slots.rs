@@ -97,7 +97,7 @@ impl<T> PerCid<T> {
         if let Some(cid) = self.binding.and_then(Binding::cid) {
             return cid % self.slots.len();
         }
-        let index = match fast::current(self.source) {
+        let index = match fast::field(self.source).and_then(fast::current) {
             Some(fast) => fast.index(),
             None => index::thread_id(),
         };

@@ -58,13 +58,20 @@
 //! the thread gone). A registration the kernel refuses is remembered, and the thread then has
 //! no area: callers fall back to code without rseq. Under Miri, which runs no foreign calls and
 //! no inline assembly, there is never an area.
+//!
+//! Critical sections find the area with [`Area::this_thread`], which every per-CID op runs: once
+//! glibc's offset is known it is published in a plain static, and the area is that offset plus
+//! the thread pointer, with the registration checked by one load of `cpu_id`; our own
+//! registrations, and threads before the lookup, take the full path.
 
 // Under Miri and loom the critical sections, the only users of the index fields, the
 // signature and our own registrations, are compiled out.
 #![cfg_attr(any(miri, loom), allow(dead_code))]
 
+use core::sync::atomic::Ordering;
+
 // Statics: loom's primitives cannot be created in one.
-use crate::sync::unmodeled::OnceLock;
+use crate::sync::unmodeled::{AtomicIsize, OnceLock};
 
 /// `AT_RSEQ_FEATURE_SIZE` from `<linux/auxvec.h>` (the `libc` crate lacks it for glibc).
 #[cfg(not(miri))]
@@ -93,22 +100,23 @@ pub(crate) const CPU_ID_OFFSET: usize = 4;
 pub(crate) const RSEQ_CS_OFFSET: usize = 8;
 pub(crate) const MM_CID_OFFSET: usize = 24;
 
-/// Which index a thread is known by: the CPU it runs on, or its concurrency ID.
+/// Which index a thread is known by: the CPU it runs on, or its concurrency ID. Each variant's
+/// value is its field's offset, so that a structure holding a `Field` finds the field with no
+/// branch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
 pub(crate) enum Field {
     /// The kernel's `cpu_id`.
-    CpuId,
+    CpuId = CPU_ID_OFFSET,
     /// The kernel's `mm_cid`.
-    MmCid,
+    MmCid = MM_CID_OFFSET,
 }
 
 impl Field {
     /// The field's offset in the area.
+    #[inline]
     pub(crate) fn offset(self) -> usize {
-        match self {
-            Field::CpuId => CPU_ID_OFFSET,
-            Field::MmCid => MM_CID_OFFSET,
-        }
+        self as usize
     }
 }
 
@@ -136,6 +144,37 @@ impl Area {
         if !mm_cid_filled() {
             return None;
         }
+        Self::registered().map(|(area, _)| area)
+    }
+
+    /// This thread's registered area, as [`registered`](Self::registered) finds it, on the
+    /// path every critical section takes. Where glibc registered areas (the usual case) this is
+    /// a load of the offset it published, the thread pointer, and the check that the
+    /// registration worked for this thread: three loads and two branches, all predicted, and
+    /// no call. Anything else (our own registrations, no area) goes the slow way.
+    #[inline]
+    pub(crate) fn this_thread() -> Option<Self> {
+        // Relaxed: the offset is a value complete in itself (a constant of glibc's); nothing
+        // else is read through it, and a thread that does not see it yet takes the slow path,
+        // which looks it up under the `OnceLock`.
+        let offset = GLIBC_OFFSET.load(Ordering::Relaxed);
+        if offset == NO_GLIBC_OFFSET {
+            return Self::this_thread_slowly();
+        }
+        let area = Self(thread_pointer()?.wrapping_offset(offset));
+        // A thread whose registration failed has a negative `cpu_id` for its whole life, and
+        // an `mm_cid` nobody maintains: it must not index by either.
+        if (area.cpu_id() as i32) < 0 {
+            return None;
+        }
+        Some(area)
+    }
+
+    /// [`this_thread`](Self::this_thread) before glibc's offset is published, or where glibc
+    /// registered nothing.
+    #[cold]
+    #[inline(never)]
+    fn this_thread_slowly() -> Option<Self> {
         Self::registered().map(|(area, _)| area)
     }
 
@@ -228,11 +267,27 @@ enum GlibcArea {
     Unknown,
 }
 
+/// glibc's `__rseq_offset` once [`glibc_area_offset`] has found that glibc registers areas;
+/// [`NO_GLIBC_OFFSET`] before, and for good where it does not. [`Area::this_thread`] reads this
+/// word instead of the `OnceLock` and its enum: one load and one compare.
+static GLIBC_OFFSET: AtomicIsize = AtomicIsize::new(NO_GLIBC_OFFSET);
+/// No offset published: 0, which glibc's offset never is, since the thread pointer points at
+/// the thread control block (x86-64: its self pointer; AArch64: the DTV pointer), not at an
+/// area. (Were it ever 0, the slow path would still find the area, only more slowly.)
+const NO_GLIBC_OFFSET: isize = 0;
+
 /// What glibc says, looked up once: glibc never changes it after startup.
 #[inline]
 fn glibc_area_offset() -> GlibcArea {
     static AREA: OnceLock<GlibcArea> = OnceLock::new();
-    *AREA.get_or_init(find_glibc_area)
+    *AREA.get_or_init(|| {
+        let found = find_glibc_area();
+        if let GlibcArea::Registered(offset @ (..=-1 | 1..)) = found {
+            // Relaxed: see `Area::this_thread`; readers need the value only.
+            GLIBC_OFFSET.store(offset, Ordering::Relaxed);
+        }
+        found
+    })
 }
 
 #[cfg(miri)]
@@ -371,6 +426,33 @@ mod tests {
         // SAFETY: a valid set of the size passed, for the calling thread.
         let done = unsafe { libc::sched_setaffinity(0, core::mem::size_of_val(&set), &set) };
         assert_eq!(done, 0, "cannot pin to CPU {cpu}");
+    }
+
+    /// The path the sections take finds the same area as the full lookup, on the thread that
+    /// published glibc's offset and on one that reads it already published; and each field's
+    /// discriminant is its offset.
+    #[test]
+    fn the_fast_lookup_finds_the_registered_area() {
+        assert_eq!(Field::CpuId.offset(), CPU_ID_OFFSET);
+        assert_eq!(Field::MmCid.offset(), MM_CID_OFFSET);
+        let both = || {
+            let fast = Area::this_thread().map(|area| area.0);
+            let full = Area::registered().map(|(area, _)| area.0);
+            assert_eq!(fast, full);
+            // Once the lookup ran, the fast path reads the published offset where glibc
+            // registered, and agrees again.
+            assert_eq!(Area::this_thread().map(|area| area.0), full);
+            full.is_some()
+        };
+        let here = both();
+        let there = std::thread::spawn(both)
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        assert_eq!(here, there, "glibc registers for every thread or for none");
+        if let GlibcArea::Registered(offset) = glibc_area_offset() {
+            assert_ne!(offset, NO_GLIBC_OFFSET);
+            assert_eq!(GLIBC_OFFSET.load(Ordering::Relaxed), offset);
+        }
     }
 
     /// Pinned to each CPU it may use in turn, a thread finds that CPU in its area's `cpu_id`:

@@ -103,20 +103,44 @@ pub(crate) enum Outcome<T> {
     Refused,
 }
 
+/// The outcome a section's status code means. A commit, the case every caller waits for, is
+/// told apart with one compare; the rest is decoded out of line, into a type that cannot say
+/// "committed", so that the compiler sees the two paths never meet again.
+#[inline(always)]
 fn outcome<T>(status: u32, value: T) -> Outcome<T> {
+    if status == COMMITTED {
+        return Outcome::Committed(value);
+    }
+    match not_committed(status) {
+        Failure::Aborted => Outcome::Aborted,
+        Failure::Moved => Outcome::Moved,
+        Failure::Refused => Outcome::Refused,
+    }
+}
+
+/// How a section that did not commit ended.
+enum Failure {
+    Aborted,
+    Moved,
+    Refused,
+}
+
+/// The outcome of a section that did not commit.
+#[cold]
+#[inline(never)]
+fn not_committed(status: u32) -> Failure {
     match status {
-        COMMITTED => Outcome::Committed(value),
         ABORTED => {
             // Relaxed: a statistic, read after the threads that counted it are joined.
             ABORTS.fetch_add(1, Ordering::Relaxed);
             // A const-initialised cell without destructor: usable even during thread teardown.
             THREAD_ABORTS.with(|count| count.set(count.get() + 1));
-            Outcome::Aborted
+            Failure::Aborted
         }
-        MOVED => Outcome::Moved,
+        MOVED => Failure::Moved,
         _ => {
             debug_assert_eq!(status, REFUSED);
-            Outcome::Refused
+            Failure::Refused
         }
     }
 }

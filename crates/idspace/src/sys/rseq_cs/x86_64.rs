@@ -1,6 +1,8 @@
 //! The x86-64 sections. Each is one `asm!` block built by [`section!`]: the descriptor, the
-//! arming store, the index check, the body ending in its commit store, then the signature and
-//! the abort handler, which the normal path jumps over.
+//! arming store, the index check, the body ending in its commit store; the signature, the
+//! abort handler and the other ways out sit in a section of their own (`__rseq_failure`, as
+//! librseq's do), so that a committed section runs straight through, with no jump, to the
+//! code after it.
 //!
 //! Status codes: 0 committed, 1 aborted by the kernel, 2 moved, 3 refused (see the parent).
 //! Labels are numeric (the block may be inlined many times) and avoid the digits 0 and 1 only,
@@ -10,6 +12,11 @@
 /// One critical section: `$body` runs between the index check and the post-commit label, and
 /// must end with its single commit store. The operands `cs` (the area's `rseq_cs` field),
 /// `index_field`, `index` and `status` are common to all.
+///
+/// The ways out that do not commit are out of line, in `__rseq_failure`: a conditional jump
+/// with a 32-bit displacement reaches them wherever the linker puts that section, and each
+/// jumps back to the end label. The abort handler is outside `[start, post-commit)` as the
+/// kernel requires, wherever it is.
 macro_rules! section {
     ($status:ident, $cs:expr, $index_field:expr, $index:expr; [$($body:literal),* $(,)?]; $($operands:tt)*) => {
         core::arch::asm!(
@@ -30,20 +37,22 @@ macro_rules! section {
             $($body,)*
             "3:",
             "xor {status:e}, {status:e}",
-            "jmp 9f",
+            "9:",
+            ".pushsection __rseq_failure, \"ax\"",
             // The signature, as the operand of a trapping `ud1 edi, [rip + disp32]`, so that
             // falling into it by mistake traps rather than runs data.
             ".byte 0x0f, 0xb9, 0x3d",
             ".long 0x53053053",
             "5:",
             "mov {status:e}, 1",
-            "jmp 9f",
+            "jmp 9b",
             "6:",
             "mov {status:e}, 2",
-            "jmp 9f",
+            "jmp 9b",
             "8:",
             "mov {status:e}, 3",
-            "9:",
+            "jmp 9b",
+            ".popsection",
             cs = in(reg) $cs,
             index_field = in(reg) $index_field,
             index = in(reg) $index,
