@@ -14,7 +14,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The exit status of a child whose work panicked (the status Rust gives a panicking program).
 const PANICKED: i32 = 101;
@@ -141,13 +141,59 @@ struct Child {
 ///
 /// The children run code that is safe after a fork in a multi-threaded process as long as the
 /// work is: syscalls, the clock, memory prepared before the fork. (Memory allocation is safe
-/// after fork with glibc; the lab's work does not allocate anyway.)
+/// after fork with glibc; the lab's work does not allocate anyway.) Work that starts threads
+/// in a child is not quite: a lock that another thread of the parent held at the fork (one of
+/// the standard library's, taken while a thread starts or exits) is held for good in the
+/// child, and the child's thread waits on it forever. So a run whose children have not all
+/// finished within [`CHILD_DEADLINE`] is killed and made once more, and if that one hangs too
+/// the error says so: a hang never stops the lab.
 pub fn run_forked<S, T: Copy>(
     workers: usize,
     scratch: &mut S,
     work: &dyn Fn(usize, &mut S) -> Option<T>,
 ) -> Result<Vec<Option<T>>, String> {
-    let shared = ResultMapping::<T>::new(workers)?;
+    run_forked_within(workers, scratch, work, CHILD_DEADLINE)
+}
+
+/// [`run_forked`] with `limit` for the children of each run.
+fn run_forked_within<S, T: Copy>(
+    workers: usize,
+    scratch: &mut S,
+    work: &dyn Fn(usize, &mut S) -> Option<T>,
+    limit: Duration,
+) -> Result<Vec<Option<T>>, String> {
+    match run_forked_once(workers, scratch, work, limit) {
+        Err(Overdue(_)) => run_forked_once(workers, scratch, work, limit).map_err(|e| match e {
+            Overdue(error) => format!("{error} (twice)"),
+            Failed(error) => error,
+        }),
+        result => result.map_err(|e| match e {
+            Overdue(error) | Failed(error) => error,
+        }),
+    }
+}
+
+/// How long the children of one run may take, from the fork of the first to the exit of the
+/// last, before they are taken to hang. The lab's forked work takes at most a few seconds.
+pub const CHILD_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Why a run of forked children failed.
+enum RunError {
+    /// A child was still running at the deadline.
+    Overdue(String),
+    /// Anything else (a fork refused, a child that died).
+    Failed(String),
+}
+use RunError::{Failed, Overdue};
+
+fn run_forked_once<S, T: Copy>(
+    workers: usize,
+    scratch: &mut S,
+    work: &dyn Fn(usize, &mut S) -> Option<T>,
+    limit: Duration,
+) -> Result<Vec<Option<T>>, RunError> {
+    let deadline = Instant::now() + limit;
+    let shared = ResultMapping::<T>::new(workers).map_err(Failed)?;
     let header = shared.header();
     let parent = std::process::id();
     let mut children: Vec<Child> = Vec::with_capacity(workers);
@@ -158,9 +204,9 @@ pub fn run_forked<S, T: Copy>(
         if pid < 0 {
             let error = io::Error::last_os_error();
             stop(&mut children);
-            return Err(format!(
+            return Err(Failed(format!(
                 "fork of child process {index} of {workers}: {error}"
-            ));
+            )));
         }
         if pid == 0 {
             child_main(&shared, index, parent, scratch, work);
@@ -174,7 +220,16 @@ pub fn run_forked<S, T: Copy>(
 
     let mut started = false;
     while !children.is_empty() {
-        reap_exited(&mut children, workers)?;
+        reap_exited(&mut children, workers).map_err(Failed)?;
+        if Instant::now() >= deadline {
+            let late: Vec<String> = children.iter().map(|c| c.index.to_string()).collect();
+            stop(&mut children);
+            return Err(Overdue(format!(
+                "child process(es) {} of {workers} still ran after {limit:?} and were killed: \
+                 a hang after the fork",
+                late.join(", ")
+            )));
+        }
         // Acquire pairs with each child's Release increment of `ready`.
         if !started && header.ready.load(Ordering::Acquire) == workers as u32 {
             // Release pairs with the children's Acquire loads of `go`.
@@ -182,7 +237,7 @@ pub fn run_forked<S, T: Copy>(
             started = true;
         }
         if !children.is_empty() {
-            wait_for_an_exit(&children, started);
+            wait_for_an_exit(&children, started, deadline);
         }
     }
     Ok(results(&shared, workers))
@@ -300,8 +355,8 @@ fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
 }
 
 /// Sleeps until a child may have exited: until a pidfd is readable once the children have
-/// started (the parent then costs nothing while they work), a tick otherwise.
-fn wait_for_an_exit(children: &[Child], started: bool) {
+/// started (the parent then costs nothing while they work) or `deadline`, a tick otherwise.
+fn wait_for_an_exit(children: &[Child], started: bool, deadline: Instant) {
     let mut fds: Vec<libc::pollfd> = children
         .iter()
         .filter_map(|c| c.pidfd.as_ref())
@@ -313,7 +368,11 @@ fn wait_for_an_exit(children: &[Child], started: bool) {
         .collect();
     let every_child_has_a_pidfd = fds.len() == children.len();
     let timeout = if started && every_child_has_a_pidfd {
-        -1
+        // Until the deadline (rounded up, so that the wait does not end just before it).
+        let left = deadline.saturating_duration_since(Instant::now());
+        left.as_millis()
+            .saturating_add(1)
+            .min(libc::c_int::MAX as u128) as libc::c_int
     } else {
         TICK.as_millis() as libc::c_int
     };
@@ -447,5 +506,27 @@ mod tests {
         })
         .unwrap_err();
         assert!(error.contains("exited with status 3"), "{error}");
+    }
+
+    #[test]
+    fn children_that_hang_are_killed_and_tried_once_more() {
+        let started = Instant::now();
+        let mut scratch = vec![0u32; 1];
+        let hang = |_: usize, _: &mut Vec<u32>| -> Option<u32> {
+            loop {
+                // SAFETY: a plain syscall.
+                unsafe { libc::pause() };
+            }
+        };
+        let error =
+            run_forked_within(2, &mut scratch, &hang, Duration::from_millis(100)).unwrap_err();
+        assert!(error.contains("still ran after 100ms"), "{error}");
+        assert!(error.ends_with("(twice)"), "{error}");
+        // Two runs of 100 ms each, not a hang.
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }
