@@ -26,7 +26,7 @@ pub(crate) fn out_of_resources(error: &io::Error) -> bool {
 /// error to standard error and backs off (doubling from [`MIN_BACKOFF`] to [`MAX_BACKOFF`]) on
 /// the listener's runtime's timers; the pending connection waits in the kernel's backlog. A
 /// connection the peer aborted before it was taken (`ECONNABORTED`) is skipped.
-pub(crate) async fn accept_with_backoff<S: Source + std::os::fd::AsRawFd, T, A>(
+pub(crate) async fn accept_with_backoff<S: Source, T, A>(
     io: &IoSource<S>,
     name: impl Fn() -> String,
     mut accept: impl FnMut(&S) -> io::Result<(T, A)>,

@@ -4,9 +4,7 @@
 //!
 //! Each type wraps a non-blocking `mio` socket registered, when it is created, with the
 //! poller of the worker running the creating code (or of a worker chosen round-robin from a
-//! `block_on` thread), and moved, once, to the poller of the first worker that polls it if
-//! that is another one (the task that serves it, rather than the one that accepted it). An
-//! operation tries the system call first; on `WouldBlock` it clears the
+//! `block_on` thread). An operation tries the system call first; on `WouldBlock` it clears the
 //! readiness it acted on and waits for the next edge (the protocol document's section 8 says
 //! why no edge is lost in between). Reads and writes take `&self`: a reader and a writer may
 //! wait at once, from one task or two (see the split halves), and several tasks may wait on

@@ -2,7 +2,6 @@
 //! registered source, as poll functions, futures and the `futures-io` traits.
 
 use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
 use std::task::{Context, Poll};
 
 use mio::event::Source;
@@ -17,7 +16,7 @@ pub(crate) fn poll_read<S>(
     buf: &mut [u8],
 ) -> Poll<io::Result<usize>>
 where
-    S: Source + AsRawFd,
+    S: Source,
     for<'a> &'a S: Read,
 {
     io.poll_io(cx, Direction::Read, |mut source| source.read(buf))
@@ -30,7 +29,7 @@ pub(crate) fn poll_write<S>(
     buf: &[u8],
 ) -> Poll<io::Result<usize>>
 where
-    S: Source + AsRawFd,
+    S: Source,
     for<'a> &'a S: Write,
 {
     io.poll_io(cx, Direction::Write, |mut source| source.write(buf))
@@ -45,7 +44,7 @@ pub(crate) fn poll_read_uninit<S>(
     buf: &mut [std::mem::MaybeUninit<u8>],
 ) -> Poll<io::Result<usize>>
 where
-    S: Source + AsRawFd,
+    S: Source + std::os::fd::AsRawFd,
 {
     // A short read clears the readiness (see `poll_read_stream`): hyper reads again after
     // every answer, and that read would otherwise fail with `EAGAIN` while the client has not
@@ -70,7 +69,7 @@ pub(crate) fn poll_write_vectored<S>(
     bufs: &[io::IoSlice<'_>],
 ) -> Poll<io::Result<usize>>
 where
-    S: Source + AsRawFd,
+    S: Source,
     for<'a> &'a S: Write,
 {
     io.poll_io(cx, Direction::Write, |mut source| {

@@ -5,11 +5,7 @@
 //!
 //! With [`Poller::PerWorker`] each worker owns a `mio::Poll` ([`Reactor`]). A resource is
 //! registered with the poller of the worker that creates it (or, from a `block_on` thread, of
-//! a worker chosen round-robin), and moves, once, into the poller of the first worker that
-//! polls it, if that is another one: a connection is accepted by one task but served by
-//! another, which may run elsewhere, and its events should reach the worker that serves it
-//! (the kernel's receive flow steering sends a flow's packets to its reader's CPU for the same
-//! reason). The owning worker polls it:
+//! a worker chosen round-robin). The owning worker polls it:
 //!
 //! * **idle**, it sleeps in `epoll_wait` instead of on its futex, as long as resources are
 //!   registered with it, bounded by its next timer, so that I/O, timers and wakeups all end
@@ -37,9 +33,9 @@
 //! no lock around the poller and keep a resource's events on one CPU, and they keep the wakelist
 //! series' path for cross-worker wakeups. Their cost: a resource's events are delivered
 //! only by its worker, so a worker stuck in a long poll delays them (the busy poll bounds it),
-//! and a resource stays with the first worker that polled it, wherever its task runs later.
-//! The shared shape, tokio's, lets any idle worker deliver any event, at the cost of a worker
-//! woken out of the poller leaving it free until another idle worker takes it.
+//! and resources stay with the worker that registered them. The shared shape, tokio's, lets
+//! any idle worker deliver any event, at the cost of a worker woken out of the poller leaving
+//! it free until another idle worker takes it.
 //!
 //! # The shape chosen
 //!
@@ -101,8 +97,7 @@ pub(crate) use source::IoSource;
 #[non_exhaustive]
 pub enum Poller {
     /// Every worker owns a poller and polls it alone; a resource is registered with the poller
-    /// of the worker that creates it, and moves once to the poller of the first worker that
-    /// polls it (thread-per-core style). A readiness event for a task
+    /// of the worker that creates it (thread-per-core style). A readiness event for a task
     /// homed on another worker travels through that worker's wakelist.
     PerWorker,
     /// One poller for the whole runtime, held by at most one parked worker at a time while

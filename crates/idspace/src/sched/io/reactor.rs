@@ -96,64 +96,17 @@ impl Reactor {
         let state = Arc::new(IoState::new());
         // Before the kernel can report the source to any poller (see `IoState::publish`).
         state.publish();
-        self.add(source, interest, &state)?;
-        Ok(state)
-    }
-
-    /// Moves `source`, registered here with `state`, to the poller `to`, keeping its state so
-    /// that its readiness and wakers carry over: `EPOLL_CTL_DEL` here, then `EPOLL_CTL_ADD`
-    /// there. The add reports the source at once if it is ready (epoll checks readiness on
-    /// `EPOLL_CTL_ADD`), so an edge that came while no poller had it is not lost. On failure
-    /// the source is registered here again; if even that fails it is in no poller, and its
-    /// state is shut down so that its waiters get an error rather than wait forever.
-    pub(crate) fn hand_over(
-        &self,
-        source: &mut impl Source,
-        interest: Interest,
-        state: &Arc<IoState>,
-        to: &Reactor,
-    ) -> io::Result<()> {
-        self.registry.deregister(source)?;
-        let moved = to.add(source, interest, state);
-        let token = Arc::as_ptr(state).expose_provenance();
-        if moved.is_err()
-            && self
-                .registry
-                .register(source, Token(token), interest)
-                .is_ok()
-        {
-            return moved;
-        }
-        // Out of this poller: kept alive until its next turn, as by `deregister`.
-        let mut sources = sync::lock(&self.sources);
-        if let Some(state) = sources.live.remove(&token) {
-            sources.released.push(state);
-            self.count.fetch_sub(1, Ordering::Relaxed);
-        }
-        drop(sources);
-        if moved.is_err() {
-            state.shut_down();
-        }
-        moved
-    }
-
-    fn add(
-        &self,
-        source: &mut impl Source,
-        interest: Interest,
-        state: &Arc<IoState>,
-    ) -> io::Result<()> {
         // Exposed: `turn` turns the token back into the pointer.
-        let token = Arc::as_ptr(state).expose_provenance();
+        let token = Arc::as_ptr(&state).expose_provenance();
         // Under the lock, so that a shutdown's close sees every registration or refuses it.
         let mut sources = sync::lock(&self.sources);
         if sources.closed {
             return Err(readiness::shut_down_error());
         }
         self.registry.register(source, Token(token), interest)?;
-        sources.live.insert(token, Arc::clone(state));
+        sources.live.insert(token, Arc::clone(&state));
         self.count.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        Ok(state)
     }
 
     /// Deregisters `source`, whose state is `state`. The state stays alive until the owning
