@@ -111,7 +111,9 @@ fn cancels_racing_expiry_from_many_threads_are_decided_once() {
     let per_thread = 1_000;
     // Arming threads: outside threads, and tasks of the runtime. Each hands its timers to a
     // cancelling thread, which cancels every other one, some before and some right at their
-    // deadlines (0–2 ms away).
+    // deadlines (0–2 ms away). Every fourth timer is due 1–2 s away, so that some cancels win
+    // however slowly the canceller runs (a sanitizer's build takes longer than 2 ms to hand a
+    // timer over, and then every near one has fired before its cancel).
     let (sender, receiver) = std::sync::mpsc::channel::<(Armed, Arc<Probe>, bool)>();
     let mut arming = Vec::new();
     for source in 0..4u64 {
@@ -120,7 +122,12 @@ fn cancels_racing_expiry_from_many_threads_are_decided_once() {
         let arm = move || {
             let mut random = Random(source + 1);
             for n in 0..per_thread {
-                let deadline = Instant::now() + Duration::from_micros(random.below(2_000));
+                let after = if n % 4 == 0 {
+                    Duration::from_millis(1_000 + random.below(1_000))
+                } else {
+                    Duration::from_micros(random.below(2_000))
+                };
+                let deadline = Instant::now() + after;
                 let probe = Probe::new(deadline, 0);
                 let armed = handle.arm(deadline, probe.clone());
                 sender.send((armed, probe, n % 2 == 0)).unwrap();
