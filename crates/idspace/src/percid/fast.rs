@@ -69,6 +69,18 @@ mod imp {
         rseq_cs::thread_aborts()
     }
 
+    /// Repeats `once` until it decides (a section that committed or refused): the retries of
+    /// an aborted or moved section, out of line so that the committed path stays short.
+    #[cold]
+    #[inline(never)]
+    fn again<R>(mut once: impl FnMut() -> Option<R>) -> R {
+        loop {
+            if let Some(done) = once() {
+                return done;
+            }
+        }
+    }
+
     impl Fast {
         /// The thread's index now (it may change at any moment; sections check it again).
         #[inline]
@@ -85,17 +97,7 @@ mod imp {
         #[inline(always)]
         pub(crate) fn add(self, slots: &[CachePadded<AtomicU64>], n: u64) -> bool {
             self.add_once(slots, n)
-                .unwrap_or_else(|| self.add_again(slots, n))
-        }
-
-        #[cold]
-        #[inline(never)]
-        fn add_again(self, slots: &[CachePadded<AtomicU64>], n: u64) -> bool {
-            loop {
-                if let Some(done) = self.add_once(slots, n) {
-                    return done;
-                }
-            }
+                .unwrap_or_else(|| again(|| self.add_once(slots, n)))
         }
 
         /// One attempt at `add`: `None` if the section was aborted or the thread moved (then
@@ -120,17 +122,7 @@ mod imp {
         #[inline(always)]
         pub(crate) fn push(self, lists: &[CachePadded<List>], item: *mut ()) -> Pushed {
             self.push_once(lists, item)
-                .unwrap_or_else(|| self.push_again(lists, item))
-        }
-
-        #[cold]
-        #[inline(never)]
-        fn push_again(self, lists: &[CachePadded<List>], item: *mut ()) -> Pushed {
-            loop {
-                if let Some(done) = self.push_once(lists, item) {
-                    return done;
-                }
-            }
+                .unwrap_or_else(|| again(|| self.push_once(lists, item)))
         }
 
         /// One attempt at `push`, as `add_once`.
@@ -165,17 +157,7 @@ mod imp {
         #[inline(always)]
         pub(crate) fn pop(self, lists: &[CachePadded<List>]) -> Popped {
             self.pop_once(lists)
-                .unwrap_or_else(|| self.pop_again(lists))
-        }
-
-        #[cold]
-        #[inline(never)]
-        fn pop_again(self, lists: &[CachePadded<List>]) -> Popped {
-            loop {
-                if let Some(done) = self.pop_once(lists) {
-                    return done;
-                }
-            }
+                .unwrap_or_else(|| again(|| self.pop_once(lists)))
         }
 
         /// One attempt at `pop`, as `add_once`.
