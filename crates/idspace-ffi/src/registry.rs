@@ -263,42 +263,15 @@ fn published() {
     }
 }
 
-/// A leaf call in flight on a slot (see `Record::leaf`): two stores to the thread's own
-/// record, where a nesting [`Section`] keeps a depth as well. If the leaf slot is taken (a
-/// signal handler calling in while the thread was inside a leaf call), the call nests.
-enum Leaf {
-    Slot(&'static Record),
-    /// Held for its drop, which ends the nested section.
-    Nested(#[allow(dead_code)] Section),
-}
-
-impl Leaf {
-    #[inline(always)]
-    fn enter(index: usize) -> Result<Leaf, Errno> {
-        let record = record();
-        // Relaxed: the thread's own slot.
-        if record.leaf.load(Ordering::Relaxed) != 0 {
-            return Leaf::nested(index);
-        }
-        record.leaf.store(index as u32 + 1, Ordering::Relaxed);
-        published();
-        Ok(Leaf::Slot(record))
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn nested(index: usize) -> Result<Leaf, Errno> {
-        Section::enter(index).map(Leaf::Nested)
-    }
-}
+/// A leaf call in flight on a slot (see `Record::leaf`): one store to the thread's own record
+/// on entry, one on exit. Only [`with`] makes one, after checking that the leaf slot is free.
+struct Leaf(&'static Record);
 
 impl Drop for Leaf {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
-        if let Leaf::Slot(record) = self {
-            // Release: as in `Section::drop`.
-            record.leaf.store(0, Ordering::Release);
-        }
+        // Release: as in `Section::drop`.
+        self.0.leaf.store(0, Ordering::Release);
     }
 }
 
@@ -323,7 +296,15 @@ pub(crate) fn with<R>(
 ) -> Result<R, Errno> {
     let (index, generation) = decode(handle).ok_or(libc::EBADF)?;
     let slot = slot(index).ok_or(libc::EBADF)?;
-    let _leaf = Leaf::enter(index)?;
+    let record = record();
+    // Relaxed: the thread's own slot. It is taken only when a signal handler called in while
+    // this thread was inside a leaf call; that call then nests, out of line.
+    if record.leaf.load(Ordering::Relaxed) != 0 {
+        return nested(handle, call);
+    }
+    record.leaf.store(index as u32 + 1, Ordering::Relaxed);
+    published();
+    let _leaf = Leaf(record);
     // Acquire: pairs with the Release store in `insert`, so `object` is the one published.
     if slot.generation.load(Ordering::Acquire) != generation {
         return Err(libc::EBADF);
@@ -331,6 +312,13 @@ pub(crate) fn with<R>(
     // SAFETY: as in `with_callbacks`.
     let object = unsafe { &*slot.object.load(Ordering::Relaxed) };
     call(object)
+}
+
+/// [`with`] when the thread's leaf slot is taken: the call takes a nesting slot instead.
+#[cold]
+#[inline(never)]
+fn nested<R>(handle: u64, call: impl FnOnce(&Object) -> Result<R, Errno>) -> Result<R, Errno> {
+    with_callbacks(handle, call)
 }
 
 /// Runs `call`, which may call back into the library (up to [`MAX_NESTING`] deep), on the

@@ -109,8 +109,26 @@ impl PerCidCounter {
             return self.add_other(n);
         };
         if let Some(fast) = fast::current(field) {
-            if fast.add(&self.slots, n) {
+            if fast.add(&self.slots, n) == Some(true) {
                 return;
+            }
+        }
+        self.add_again(field, n);
+    }
+
+    /// `add` after its one inline attempt did not commit: retries while sections abort or the
+    /// thread moves, and counts in `stray` when the thread has no area or its index no slot.
+    /// Out of line with only `self` and `n` live, so that the inline attempt needs to keep
+    /// nothing else for it (an inline retry loop kept five values, and spilled some of them to
+    /// the stack on every call through the C ABI).
+    #[cold]
+    #[inline(never)]
+    fn add_again(&self, field: Field, n: u64) {
+        while let Some(fast) = fast::current(field) {
+            match fast.add(&self.slots, n) {
+                Some(true) => return,
+                Some(false) => break,
+                None => continue,
             }
         }
         self.add_stray(n);

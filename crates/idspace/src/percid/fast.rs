@@ -69,18 +69,6 @@ mod imp {
         rseq_cs::thread_aborts()
     }
 
-    /// Repeats `once` until it decides (a section that committed or refused): the retries of
-    /// an aborted or moved section, out of line so that the committed path stays short.
-    #[cold]
-    #[inline(never)]
-    fn again<R>(mut once: impl FnMut() -> Option<R>) -> R {
-        loop {
-            if let Some(done) = once() {
-                return done;
-            }
-        }
-    }
-
     impl Fast {
         /// The thread's index now (it may change at any moment; sections check it again).
         #[inline]
@@ -88,22 +76,19 @@ mod imp {
             self.area.index(self.field) as usize
         }
 
-        // Each operation makes one attempt inline and retries out of line: an abort or a move
-        // is rare, and a loop around the section would merge the committed path with the
-        // retries', which costs the committed one a dozen instructions of decoding.
+        // Each operation is one attempt; its caller retries out of line, in a function of its
+        // own that rebuilds the arguments from the structure. An abort or a move is rare, and
+        // a retry loop inlined around the section merges the committed path with the
+        // retries' (a dozen instructions of decoding), while a retry closure built inline
+        // keeps the section's arguments live past it (spilled to the stack in a function as
+        // large as a C ABI entry point).
 
-        /// Adds `n` to the current index's slot with a section; false if the index has no
-        /// slot (then nothing was added).
+        /// Adds `n` to the current index's slot with one section: `Some(true)` if it
+        /// committed, `Some(false)` if the index has no slot (then nothing was added), `None`
+        /// if the section was aborted or the thread moved (then nothing was added, and the
+        /// caller tries again with the index read afresh).
         #[inline(always)]
-        pub(crate) fn add(self, slots: &[CachePadded<AtomicU64>], n: u64) -> bool {
-            self.add_once(slots, n)
-                .unwrap_or_else(|| again(|| self.add_once(slots, n)))
-        }
-
-        /// One attempt at `add`: `None` if the section was aborted or the thread moved (then
-        /// nothing was added, and the caller tries again with the index read afresh).
-        #[inline(always)]
-        fn add_once(self, slots: &[CachePadded<AtomicU64>], n: u64) -> Option<bool> {
+        pub(crate) fn add(self, slots: &[CachePadded<AtomicU64>], n: u64) -> Option<bool> {
             let index = self.area.index(self.field);
             let Some(slot) = slots.get(index as usize) else {
                 return Some(false);
@@ -118,16 +103,10 @@ mod imp {
             }
         }
 
-        /// Pushes `item` onto the current index's list with a section.
+        /// Pushes `item` onto the current index's list with one section: `None` if it was
+        /// aborted or the thread moved (nothing pushed; the caller retries, as for `add`).
         #[inline(always)]
-        pub(crate) fn push(self, lists: &[CachePadded<List>], item: *mut ()) -> Pushed {
-            self.push_once(lists, item)
-                .unwrap_or_else(|| again(|| self.push_once(lists, item)))
-        }
-
-        /// One attempt at `push`, as `add_once`.
-        #[inline(always)]
-        fn push_once(self, lists: &[CachePadded<List>], item: *mut ()) -> Option<Pushed> {
+        pub(crate) fn push(self, lists: &[CachePadded<List>], item: *mut ()) -> Option<Pushed> {
             let index = self.area.index(self.field);
             let Some(list) = lists.get(index as usize) else {
                 return Some(Pushed::NoSlot);
@@ -153,21 +132,15 @@ mod imp {
             }
         }
 
-        /// Pops an item from the current index's list with a section.
+        /// Pops an item from the current index's list with one section: `None` if it was
+        /// aborted or the thread moved (nothing popped; the caller retries, as for `add`).
         #[inline(always)]
-        pub(crate) fn pop(self, lists: &[CachePadded<List>]) -> Popped {
-            self.pop_once(lists)
-                .unwrap_or_else(|| again(|| self.pop_once(lists)))
-        }
-
-        /// One attempt at `pop`, as `add_once`.
-        #[inline(always)]
-        fn pop_once(self, lists: &[CachePadded<List>]) -> Option<Popped> {
+        pub(crate) fn pop(self, lists: &[CachePadded<List>]) -> Option<Popped> {
             let index = self.area.index(self.field);
             let Some(list) = lists.get(index as usize) else {
                 return Some(Popped::NoSlot);
             };
-            // As in `push_once`.
+            // As in `push`.
             // SAFETY: the list's words are live and aligned, borrowed for the call.
             let outcome = unsafe {
                 self.area.pop(
@@ -229,15 +202,15 @@ mod imp {
             match self {}
         }
 
-        pub(crate) fn add(self, _slots: &[CachePadded<AtomicU64>], _n: u64) -> bool {
+        pub(crate) fn add(self, _slots: &[CachePadded<AtomicU64>], _n: u64) -> Option<bool> {
             match self {}
         }
 
-        pub(crate) fn push(self, _lists: &[CachePadded<List>], _item: *mut ()) -> Pushed {
+        pub(crate) fn push(self, _lists: &[CachePadded<List>], _item: *mut ()) -> Option<Pushed> {
             match self {}
         }
 
-        pub(crate) fn pop(self, _lists: &[CachePadded<List>]) -> Popped {
+        pub(crate) fn pop(self, _lists: &[CachePadded<List>]) -> Option<Popped> {
             match self {}
         }
     }

@@ -225,9 +225,26 @@ impl<T> PerCidPool<T> {
         let Some(field) = self.rseq else {
             return self.push_other(object);
         };
-        match fast::current(field) {
-            Some(fast) => fast.push(&self.lists, object),
+        match fast::current(field).map(|fast| fast.push(&self.lists, object)) {
+            Some(Some(pushed)) => pushed,
+            Some(None) => self.push_again(field, object),
             None => Pushed::NoSlot,
+        }
+    }
+
+    /// `push_local` after its inline section was aborted or the thread moved: tries again
+    /// with the index read afresh. Out of line with only `self` and `object` live, so that
+    /// the inline attempt keeps nothing in registers or on the stack for it.
+    #[cold]
+    #[inline(never)]
+    fn push_again(&self, field: Field, object: *mut ()) -> Pushed {
+        loop {
+            let Some(fast) = fast::current(field) else {
+                return Pushed::NoSlot;
+            };
+            if let Some(pushed) = fast.push(&self.lists, object) {
+                return pushed;
+            }
         }
     }
 
@@ -270,9 +287,25 @@ impl<T> PerCidPool<T> {
         let Some(field) = self.rseq else {
             return self.pop_other();
         };
-        match fast::current(field) {
-            Some(fast) => fast.pop(&self.lists),
+        match fast::current(field).map(|fast| fast.pop(&self.lists)) {
+            Some(Some(popped)) => popped,
+            Some(None) => self.pop_again(field),
             None => Popped::NoSlot,
+        }
+    }
+
+    /// `pop_local` after its inline section was aborted or the thread moved, as
+    /// [`push_again`](Self::push_again).
+    #[cold]
+    #[inline(never)]
+    fn pop_again(&self, field: Field) -> Popped {
+        loop {
+            let Some(fast) = fast::current(field) else {
+                return Popped::NoSlot;
+            };
+            if let Some(popped) = fast.pop(&self.lists) {
+                return popped;
+            }
         }
     }
 
