@@ -14,7 +14,10 @@
  *   a load and two stores to its thread's own record, a load of the handle's generation and
  *   one of its object (about 1-2 ns, no atomic read-modify-write, no shared cache line
  *   written); the destroy pays a membarrier(2) system call instead (or, where the kernel
- *   lacks it, each call adds one full fence).
+ *   lacks it, each call adds one full fence). A counter's add checks the generation inside
+ *   its rseq critical section instead and touches no record at all (Linux 5.10's
+ *   membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ) lets its destroy restart those
+ *   sections); destroyed counters are recycled, never freed.
  * - Every handle is thread-safe: any call may run on any thread concurrently with any other
  *   call on the same handle, unless its documentation says otherwise.
  * - Out-pointers must point to writable memory; a null one is refused with -EINVAL.
@@ -277,13 +280,17 @@ int idspace_lease_close(idspace_lease lease);
 // for the duration of the call.
 int idspace_counter_new(idspace_counter *out);
 
-// Destroys a counter after the calls in flight on it have returned.
+// Destroys a counter after the calls in flight on it have returned. Adds racing the
+// destroy either count in the counter before it goes or are refused with `-EBADF`; the
+// counter's memory is kept for the next `idspace_counter_new`, which starts at 0.
 //
 // Returns 0 or `-EBADF`.
 int idspace_counter_destroy(idspace_counter counter);
 
 // Adds `n` (wrapping at 2^64) to the calling thread's slot: one rseq critical section that
-// commits with one store, no atomic read-modify-write and no shared cache line written.
+// commits with one store, no atomic read-modify-write and no shared cache line written. The
+// section also checks the handle's generation, so the add needs no other handle check
+// (where rseq or Linux 5.10's membarrier is missing, it takes the registry's usual check).
 //
 // Returns 0 or `-EBADF`.
 int idspace_counter_add(idspace_counter counter, uint64_t n);

@@ -8,7 +8,9 @@
 //!   frees its slots. A destroyed handle used again, a zeroed one, or one of another kind is
 //!   refused with `-EBADF`, never a read of freed memory; a destroy waits for the calls in
 //!   flight on its handle. The check costs two stores to the calling thread's own record and
-//!   two loads per call (see the `registry` module); rustls-ffi instead hands out pointers and relies on the caller.
+//!   two loads per call (see the `registry` module); a counter's add instead checks the
+//!   generation inside its rseq critical section, which a destroy restarts, and touches no
+//!   record. rustls-ffi instead hands out pointers and relies on the caller.
 //! * **Errors are negative errno values**, each the one the kernel answers for the same case
 //!   (`-EINVAL` for an unknown timer ID, `-EAGAIN` for a full ID space, `-EEXIST` for a taken
 //!   `set_tid` or exact ID, `-ENOMEM` for a dead PID namespace, `-ESRCH` for an unknown PID);

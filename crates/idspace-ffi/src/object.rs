@@ -31,12 +31,20 @@ pub(crate) struct Pids {
     pub(crate) slots: usize,
 }
 
+/// A counter behind a handle: counters are recycled rather than freed (see the registry's
+/// "Calls without a hazard"), so a handle's counter reads from `base`, the sum the recycled
+/// counter held when the handle was made.
+pub(crate) struct Counter {
+    pub(crate) inner: &'static PerCidCounter,
+    pub(crate) base: u64,
+}
+
 /// The structure behind a handle.
 pub(crate) enum Object {
     Table(Box<dyn IdTable<Value>>),
     Pids(Pids),
     Cids(Cids),
-    Counter(PerCidCounter),
+    Counter(Counter),
     Pool(PerCidPool<Foreign>),
     #[cfg(feature = "lease")]
     Lease(idspace_lease::Node),
@@ -80,8 +88,23 @@ macro_rules! impl_handle {
             }
 
             /// Registers `object` and returns its handle.
+            #[allow(dead_code)]
             pub(crate) fn insert(object: $field) -> Result<$name, Errno> {
                 registry::insert(Object::$variant(object)).map(|raw| $name { raw })
+            }
+
+            /// Registers `object` with stable memory for calls without a hazard (see the
+            /// registry's docs) and returns its handle.
+            #[allow(dead_code)]
+            pub(crate) fn insert_with_stable<S>(
+                object: $field,
+                stable: Option<&'static S>,
+            ) -> Result<$name, Errno> {
+                let stable = stable.map_or(core::ptr::null_mut(), |s| {
+                    core::ptr::from_ref(s).cast_mut().cast()
+                });
+                registry::insert_with_stable(Object::$variant(object), stable)
+                    .map(|raw| $name { raw })
             }
         }
     };
@@ -206,7 +229,7 @@ pub struct IdspaceCounter {
     /// zero-initialized handle is refused with `-EBADF`.
     pub raw: u64,
 }
-impl_handle!(IdspaceCounter, Counter, PerCidCounter);
+impl_handle!(IdspaceCounter, Counter, Counter);
 
 /// A per-CID pool of `void *` objects (`idspace_pool_new`).
 ///

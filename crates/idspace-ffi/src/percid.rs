@@ -8,8 +8,9 @@ use core::ffi::{c_int, c_void};
 use idspace::percid::{IndexSource, PerCidCounter, PerCidPool};
 
 use crate::boundary::{self, need, write_out};
-use crate::errno;
-use crate::object::{Foreign, IdspaceCounter, IdspacePool};
+use crate::errno::{self, Errno};
+use crate::object::{Counter, Foreign, IdspaceCounter, IdspacePool, Object};
+use crate::registry;
 
 /// The most objects one CID's list of a pool holds (`capacity` of `idspace_pool_new`).
 pub const IDSPACE_POOL_MAX_CAPACITY: usize = 65536;
@@ -33,29 +34,70 @@ pub type IdspacePoolRelease = Option<unsafe extern "C" fn(object: *mut c_void, c
 pub unsafe extern "C" fn idspace_counter_new(out: *mut IdspaceCounter) -> c_int {
     boundary::query(|| {
         need(out)?;
-        write_out(out, IdspaceCounter::insert(PerCidCounter::new())?)
+        let inner = counters::take();
+        let counter = Counter {
+            inner,
+            base: inner.sum(),
+        };
+        let stable = counters::guarded(inner).then_some(inner);
+        let handle = IdspaceCounter::insert_with_stable(counter, stable).inspect_err(|_| {
+            counters::retire(inner);
+        })?;
+        write_out(out, handle)
     })
 }
 
-/// Destroys a counter after the calls in flight on it have returned.
+/// Destroys a counter after the calls in flight on it have returned. Adds racing the
+/// destroy either count in the counter before it goes or are refused with `-EBADF`; the
+/// counter's memory is kept for the next `idspace_counter_new`, which starts at 0.
 ///
 /// Returns 0 or `-EBADF`.
 #[no_mangle]
 pub extern "C" fn idspace_counter_destroy(counter: IdspaceCounter) -> c_int {
-    boundary::mutate(|| counter.destroy().map(drop))
+    boundary::mutate(|| {
+        let object = counter.destroy()?;
+        if let Object::Counter(counter) = *object {
+            counters::retire(counter.inner);
+        }
+        Ok(())
+    })
 }
 
 /// Adds `n` (wrapping at 2^64) to the calling thread's slot: one rseq critical section that
-/// commits with one store, no atomic read-modify-write and no shared cache line written.
+/// commits with one store, no atomic read-modify-write and no shared cache line written. The
+/// section also checks the handle's generation, so the add needs no other handle check
+/// (where rseq or Linux 5.10's membarrier is missing, it takes the registry's usual check).
 ///
 /// Returns 0 or `-EBADF`.
 #[no_mangle]
 pub extern "C" fn idspace_counter_add(counter: IdspaceCounter, n: u64) -> c_int {
     boundary::mutate(|| {
-        counter.with(|c| {
-            c.add(n);
-            Ok(())
-        })
+        if let Some((generation, expected, stable)) = registry::stable(counter.raw) {
+            // SAFETY: a counter's stable pointer is a leaked `PerCidCounter`, never freed
+            // (`counters::take`), whatever became of the handle.
+            let inner = unsafe { &*stable.cast::<PerCidCounter>() };
+            // The generation is compared inside the add's section: a destroy restarts the
+            // sections in flight before it recycles the counter (see the registry's docs).
+            match inner.add_if(n, generation, expected) {
+                Ok(true) => return Ok(()),
+                Ok(false) => return Err(libc::EBADF),
+                // No section on this thread: the hazard path.
+                Err(_) => {}
+            }
+        }
+        add_with_hazard(counter, n)
+    })
+}
+
+/// `idspace_counter_add` for a counter whose adds are not sections (or a thread without an
+/// rseq area): a read-side section of the registry keeps the counter live. Out of line, so that
+/// the section path keeps its values in registers.
+#[cold]
+#[inline(never)]
+fn add_with_hazard(counter: IdspaceCounter, n: u64) -> Result<(), Errno> {
+    counter.with(|c| {
+        c.inner.add(n);
+        Ok(())
     })
 }
 
@@ -73,7 +115,7 @@ pub extern "C" fn idspace_counter_add(counter: IdspaceCounter, n: u64) -> c_int 
 pub unsafe extern "C" fn idspace_counter_sum(counter: IdspaceCounter, sum: *mut u64) -> c_int {
     boundary::query(|| {
         need(sum)?;
-        let total = counter.with(|c| Ok(c.sum()))?;
+        let total = counter.with(|c| Ok(c.inner.sum().wrapping_sub(c.base)))?;
         write_out(sum, total)
     })
 }
@@ -193,4 +235,45 @@ pub unsafe extern "C" fn idspace_pool_take(pool: IdspacePool, object: *mut *mut 
         let taken = pool.with(|p| p.take().ok_or(libc::EAGAIN))?;
         write_out(object, Box::into_raw(taken).cast::<c_void>())
     })
+}
+
+/// The counters behind handles: leaked, and recycled by the next `idspace_counter_new` once
+/// destroyed, so that the stable pointer an add may still hold stays a valid counter.
+mod counters {
+    use std::sync::{Mutex, OnceLock, PoisonError};
+
+    use idspace::percid::{restart_sections, IndexSource, PerCidCounter};
+
+    /// Destroyed counters, ready for reuse. They are at most as many as were ever live at once.
+    static RETIRED: Mutex<Vec<&'static PerCidCounter>> = Mutex::new(Vec::new());
+
+    /// Whether this process can restart rseq sections, asked once (it also registers).
+    static RESTARTS: OnceLock<bool> = OnceLock::new();
+
+    /// A retired counter, or a new one.
+    pub(super) fn take() -> &'static PerCidCounter {
+        let reused = RETIRED.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        reused.unwrap_or_else(|| Box::leak(Box::new(PerCidCounter::new())))
+    }
+
+    /// Whether adds to `counter` may go without a hazard: its adds are sections, and a
+    /// destroy can restart them.
+    pub(super) fn guarded(counter: &PerCidCounter) -> bool {
+        matches!(counter.source(), IndexSource::MmCid | IndexSource::CpuId)
+            && *RESTARTS.get_or_init(restart_sections)
+    }
+
+    /// Recycles `counter`, whose handle is destroyed and whose hazard calls have returned,
+    /// once no add that passed its generation check can still commit.
+    pub(super) fn retire(counter: &'static PerCidCounter) {
+        if guarded(counter) && !restart_sections() {
+            // The kernel refused a command it accepted before: a late add might still land,
+            // so the counter is never reused.
+            return;
+        }
+        RETIRED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(counter);
+    }
 }

@@ -28,6 +28,22 @@
 //! nanoseconds, no atomic read-modify-write, no shared cache line written). Without membarrier (valgrind, old
 //! kernels), each call adds one `SeqCst` fence (about 20 cycles on x86-64).
 //!
+//! # Calls without a hazard
+//!
+//! A counter's add is a single rseq critical section, and that makes a cheaper protocol
+//! possible, the one the kernel's per-CPU allocators use to retire memory. A counter's slot
+//! carries a *stable* pointer: counters are never freed but recycled, so the pointer stays
+//! valid whatever happens to the handle. An add loads the slot's generation and the stable
+//! pointer, and then compares the generation with the handle's *inside* the section that
+//! commits the add. Its destroy bumps the generation, waits for the hazard calls (sum, and
+//! adds on threads without rseq), then restarts every section in flight in the process
+//! (`membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ)`, Linux 5.10) before the counter is
+//! recycled. A section that compared the old generation has then either committed, before the
+//! counter was retired, or restarts and finds the new one. So an add of a destroyed handle
+//! never lands in the counter's next owner, and an add touches no hazard record at all: no
+//! thread-local, no stores but the section's own. Where the kernel lacks the command, counters
+//! take the hazard path like every other structure.
+//!
 //! # Limits
 //!
 //! At most 65,536 handles are live at once (`-ENOMEM` beyond). Calls nest at most
@@ -50,9 +66,14 @@ const CHUNKS: usize = 256;
 pub(crate) const MAX_NESTING: usize = 4;
 
 struct Slot {
-    /// Odd while live; Release-stored after `object`, paired with the Acquire load in `enter`.
+    /// Odd while live; Release-stored after `object` and `stable`, paired with the Acquire
+    /// loads in `with`, `with_callbacks` and `stable`.
     generation: AtomicU32,
     object: AtomicPtr<Object>,
+    /// For calls without a hazard (see the module docs): memory that stays valid forever,
+    /// which such calls reach and check against `generation` inside a critical section; null
+    /// for the structures that have none.
+    stable: AtomicPtr<()>,
 }
 
 struct Chunk {
@@ -192,6 +213,7 @@ fn chunk_for(index: usize) -> &'static Slot {
                 Slot {
                     generation: AtomicU32::new(0),
                     object: AtomicPtr::new(core::ptr::null_mut()),
+                    stable: AtomicPtr::new(core::ptr::null_mut()),
                 }
             }; CHUNK_SLOTS],
         }));
@@ -203,6 +225,12 @@ fn chunk_for(index: usize) -> &'static Slot {
 
 /// Stores `object` in a free slot and returns its handle.
 pub(crate) fn insert(object: Object) -> Result<u64, Errno> {
+    insert_with_stable(object, core::ptr::null_mut())
+}
+
+/// [`insert`] for a structure whose calls may also go without a hazard: `stable` is memory
+/// that is never freed, which [`stable`] hands to such calls with the slot's generation.
+pub(crate) fn insert_with_stable(object: Object, stable: *mut ()) -> Result<u64, Errno> {
     init_membarrier();
     let mut allocation = ALLOCATION.lock().unwrap_or_else(PoisonError::into_inner);
     let index = match allocation.free.pop() {
@@ -217,6 +245,7 @@ pub(crate) fn insert(object: Object) -> Result<u64, Errno> {
     let generation = slot.generation.load(Ordering::Relaxed) + 1;
     slot.object
         .store(Box::into_raw(Box::new(object)), Ordering::Relaxed);
+    slot.stable.store(stable, Ordering::Relaxed);
     // Release: pairs with the Acquire load in `enter`, which then sees `object`.
     slot.generation.store(generation, Ordering::Release);
     Ok(u64::from(generation) << 32 | (index as u64 + 1))
@@ -319,6 +348,25 @@ pub(crate) fn with<R>(
 #[inline(never)]
 fn nested<R>(handle: u64, call: impl FnOnce(&Object) -> Result<R, Errno>) -> Result<R, Errno> {
     with_callbacks(handle, call)
+}
+
+/// The stable memory of `handle`'s slot (see [`insert_with_stable`]), with the slot's
+/// generation word and the generation the handle expects in it; `None` if the handle is not
+/// live or its slot has none. Nothing here keeps the handle live: the caller's use of the
+/// memory must check the generation where a retirement cannot slip between the check and the
+/// use (inside an rseq critical section that the destroyer restarts), and the memory must
+/// stay valid for a handle destroyed meanwhile.
+#[inline]
+pub(crate) fn stable(handle: u64) -> Option<(&'static AtomicU32, u32, *const ())> {
+    let (index, generation) = decode(handle)?;
+    let slot = slot(index)?;
+    // Acquire: pairs with the Release store in `insert`, so `stable` is the one published
+    // with this generation (or a later one, which then fails the caller's check).
+    if slot.generation.load(Ordering::Acquire) != generation {
+        return None;
+    }
+    let stable = slot.stable.load(Ordering::Relaxed);
+    (!stable.is_null()).then_some((&slot.generation, generation, stable.cast_const()))
 }
 
 /// Runs `call`, which may call back into the library (up to [`MAX_NESTING`] deep), on the

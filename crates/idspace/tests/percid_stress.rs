@@ -452,3 +452,61 @@ fn fallback_child_body() {
     assert_eq!(pool.take().as_deref(), Some(&7));
     eprintln!("fallback child done on {:?}", counter.source());
 }
+
+/// Retiring counters under fire: workers add to the counter of the generation they read, with
+/// `add_if` guarded by that generation, while a retirer moves the generation on, restarts every
+/// section in flight, and snapshots the retired counter. No add may land after the snapshot,
+/// and every add that reported success must be in it.
+#[test]
+fn no_guarded_add_commits_after_the_guard_changed_and_sections_restarted() {
+    use std::sync::atomic::AtomicU32;
+
+    const ROUNDS: usize = 300;
+    for source in rseq_sources() {
+        let counters: Vec<PerCidCounter> = (0..ROUNDS + 1)
+            .map(|_| PerCidCounter::with_source(source).unwrap())
+            .collect();
+        let generation = AtomicU32::new(0);
+        let done = AtomicBool::new(false);
+        let mut snapshots = vec![0u64; ROUNDS];
+        let reported: Vec<Vec<u64>> = thread::scope(|scope| {
+            let workers: Vec<_> = (0..6)
+                .map(|_| {
+                    let (counters, generation, done) = (&counters, &generation, &done);
+                    scope.spawn(move || {
+                        let mut mine = vec![0u64; ROUNDS + 1];
+                        while !done.load(Ordering::Relaxed) {
+                            let round = generation.load(Ordering::Relaxed);
+                            let added = counters[round as usize].add_if(1, generation, round);
+                            if added.expect("an rseq counter on a thread with an area") {
+                                mine[round as usize] += 1;
+                            }
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            for (round, snapshot) in snapshots.iter_mut().enumerate() {
+                thread::sleep(Duration::from_micros(200));
+                generation.store(round as u32 + 1, Ordering::Relaxed);
+                if !idspace::percid::restart_sections() {
+                    eprintln!("no membarrier RSEQ command: the retirement is not checked");
+                    break;
+                }
+                *snapshot = counters[round].sum();
+            }
+            done.store(true, Ordering::Relaxed);
+            workers.into_iter().map(|w| w.join().unwrap()).collect()
+        });
+        let retired = generation.load(Ordering::Relaxed) as usize;
+        for round in 0..retired {
+            let successes: u64 = reported.iter().map(|mine| mine[round]).sum();
+            assert_eq!(
+                counters[round].sum(),
+                snapshots[round],
+                "{source:?}: an add landed in round {round}'s counter after its retirement"
+            );
+            assert_eq!(successes, snapshots[round], "{source:?}: round {round}");
+        }
+    }
+}

@@ -2,6 +2,8 @@
  * checking that IDs are unique and counts exact. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -181,11 +183,65 @@ static void destroy_race(void) {
   }
 }
 
+/* A destroyed counter is recycled by the next idspace_counter_new. Adds through the old
+ * handle race its destroy; none may land in the counter's next owner, which nobody adds to. */
+static _Atomic uint64_t stale_raw;
+static atomic_int recycling_done;
+static atomic_long refused;
+static void *stale_adder(void *arg) {
+  (void)arg;
+  while (!atomic_load(&recycling_done)) {
+    idspace_counter stale = {atomic_load(&stale_raw)};
+    int result = idspace_counter_add(stale, 1);
+    if (result == -EBADF) {
+      atomic_fetch_add(&refused, 1);
+    } else {
+      CHECK_EQ(result, 0);
+    }
+  }
+  return NULL;
+}
+
+static void recycle_race(void) {
+  pthread_t threads[THREADS];
+  idspace_counter first;
+  CHECK_EQ(idspace_counter_new(&first), 0);
+  atomic_store(&stale_raw, first.raw);
+  for (int t = 0; t < THREADS; t++) {
+    CHECK_EQ(pthread_create(&threads[t], NULL, stale_adder, NULL), 0);
+  }
+  idspace_counter old = first;
+  for (int round = 0; round < 100; round++) {
+    uint64_t sum = 0;
+    while (sum < 100) {
+      CHECK_EQ(idspace_counter_sum(old, &sum), 0);
+    }
+    CHECK_EQ(idspace_counter_destroy(old), 0);
+    idspace_counter fresh;
+    CHECK_EQ(idspace_counter_new(&fresh), 0);
+    /* The adders still call with the old handle: wait for a few refusals. */
+    long before = atomic_load(&refused);
+    while (atomic_load(&refused) < before + THREADS) {
+      sched_yield();
+    }
+    CHECK_EQ(idspace_counter_sum(fresh, &sum), 0);
+    CHECK_EQ(sum, 0);
+    old = fresh;
+    atomic_store(&stale_raw, fresh.raw);
+  }
+  atomic_store(&recycling_done, 1);
+  for (int t = 0; t < THREADS; t++) {
+    CHECK_EQ(pthread_join(threads[t], NULL), 0);
+  }
+  CHECK_EQ(idspace_counter_destroy(old), 0);
+}
+
 int main(void) {
   run(IDSPACE_TABLE_SCALED, IDSPACE_PIDS_PERCPU, IDSPACE_CIDS_REWORK);
   run(IDSPACE_TABLE_GLOBAL, IDSPACE_PIDS_IDR_ONCE, IDSPACE_CIDS_BITMAP);
   run(IDSPACE_TABLE_RADIX, IDSPACE_PIDS_BITMAP_HASH, IDSPACE_CIDS_LAZY);
   destroy_race();
+  recycle_race();
   puts("stress: ok");
   return 0;
 }

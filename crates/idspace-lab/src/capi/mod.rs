@@ -99,8 +99,8 @@ impl Experiment for CApi {
 
 const NOTE: &str = "The C program is built with `cc -O2` against the release static library. \
     The counter from Rust is `PerCidCounter::add`, inlined into the loop; from C it is a call \
-    into the library, which checks the handle (two stores to the thread's own record and two \
-    loads) before the same rseq section. The pthread_mutex table and the glib table take their lock once per \
+    into the library, which decodes the handle, loads its generation and counter, and runs \
+    the same rseq section with a compare of the generation added. The pthread_mutex table and the glib table take their lock once per \
     create, lookup and remove, as a C program sharing them between threads must.";
 
 fn families(window: Duration) -> Vec<Family> {

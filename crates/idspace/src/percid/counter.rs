@@ -113,7 +113,7 @@ impl PerCidCounter {
                 return;
             }
         }
-        self.add_again(field, n);
+        self.add_again(n);
     }
 
     /// `add` after its one inline attempt did not commit: retries while sections abort or the
@@ -123,8 +123,8 @@ impl PerCidCounter {
     /// the stack on every call through the C ABI).
     #[cold]
     #[inline(never)]
-    fn add_again(&self, field: Field, n: u64) {
-        while let Some(fast) = fast::current(field) {
+    fn add_again(&self, n: u64) {
+        while let Some(fast) = self.rseq.and_then(fast::current) {
             match fast.add(&self.slots, n) {
                 Some(true) => return,
                 Some(false) => break,
@@ -132,6 +132,81 @@ impl PerCidCounter {
             }
         }
         self.add_stray(n);
+    }
+
+    /// Adds `n` (wrapping) only if `guard` holds `expected`, compared inside the same rseq
+    /// critical section as the add: `Ok(true)` if it added, `Ok(false)` if the guard differs.
+    ///
+    /// This is how a counter is retired without a reference count or hazard on the add path:
+    /// the retiring thread changes the guard (any ordering), then calls
+    /// [`restart_sections`](super::restart_sections). From then on no `add_if` that compared
+    /// the old value can still commit, so the counter can be reset or handed to a new owner
+    /// while late callers are refused. The guard is typically a generation that a handle
+    /// carries, and the counter's memory must stay valid for late callers (recycled, never
+    /// freed).
+    ///
+    /// [`PerCidError::Unavailable`] without adding where the add is not a critical section: a
+    /// counter on thread IDs or the task CID, or a thread without an rseq area.
+    ///
+    /// ```
+    /// use core::sync::atomic::{AtomicU32, Ordering};
+    /// use idspace::percid::{restart_sections, PerCidCounter, PerCidError};
+    ///
+    /// let counter = PerCidCounter::new();
+    /// let generation = AtomicU32::new(1);
+    /// match counter.add_if(5, &generation, 1) {
+    ///     Ok(added) => {
+    ///         assert!(added);
+    ///         // Retire generation 1: change the guard, then restart every section in flight.
+    ///         generation.store(2, Ordering::Relaxed);
+    ///         let fenced = restart_sections();
+    ///         assert_eq!(counter.add_if(5, &generation, 1), Ok(false));
+    ///         assert_eq!(counter.sum(), 5);
+    ///         // Without the kernel's command, late adds are refused only once they load the
+    ///         // new guard; with it, none that loaded the old one is still to commit.
+    ///         let _ = fenced;
+    ///     }
+    ///     // No rseq on this thread (valgrind, an old kernel): no section to check a guard in.
+    ///     Err(error) => assert!(matches!(error, PerCidError::Unavailable(_))),
+    /// }
+    /// ```
+    #[inline]
+    pub fn add_if(
+        &self,
+        n: u64,
+        guard: &core::sync::atomic::AtomicU32,
+        expected: u32,
+    ) -> Result<bool, PerCidError> {
+        let Some(field) = self.rseq else {
+            return Err(PerCidError::Unavailable(self.source));
+        };
+        if let Some(Some(added)) =
+            fast::current(field).map(|fast| fast.add_if(&self.slots, n, guard, expected))
+        {
+            return Ok(added);
+        }
+        self.add_if_again(n, guard, expected)
+    }
+
+    /// `add_if` after its inline attempt did not decide, as [`add_again`](Self::add_again).
+    #[cold]
+    #[inline(never)]
+    fn add_if_again(
+        &self,
+        n: u64,
+        guard: &core::sync::atomic::AtomicU32,
+        expected: u32,
+    ) -> Result<bool, PerCidError> {
+        while let Some(fast) = self.rseq.and_then(fast::current) {
+            let index = fast.index();
+            if let Some(added) = fast.add_if(&self.slots, n, guard, expected) {
+                return Ok(added);
+            }
+            if index >= self.slots.len() {
+                break;
+            }
+        }
+        Err(PerCidError::Unavailable(self.source))
     }
 
     /// `add` under thread IDs (an atomic add on a slot threads may share) or the task CID

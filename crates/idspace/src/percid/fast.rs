@@ -69,6 +69,10 @@ mod imp {
         rseq_cs::thread_aborts()
     }
 
+    pub(crate) fn restart_all() -> bool {
+        rseq_cs::restart_all()
+    }
+
     impl Fast {
         /// The thread's index now (it may change at any moment; sections check it again).
         #[inline]
@@ -100,6 +104,38 @@ mod imp {
                 Outcome::Committed(()) => Some(true),
                 // An add refuses nothing.
                 Outcome::Aborted | Outcome::Moved | Outcome::Refused => None,
+            }
+        }
+
+        /// [`add`](Self::add) with a guard: `Some(true)` if the section committed,
+        /// `Some(false)` if it found `*guard != expected` (compared inside it), `None` if it
+        /// was aborted, the thread moved, or the index has no slot (the caller tells the last
+        /// apart by the index).
+        #[inline(always)]
+        pub(crate) fn add_if(
+            self,
+            slots: &[CachePadded<AtomicU64>],
+            n: u64,
+            guard: &core::sync::atomic::AtomicU32,
+            expected: u32,
+        ) -> Option<bool> {
+            let index = self.area.index(self.field);
+            let slot = slots.get(index as usize)?;
+            // SAFETY: as in `add`; the guard is a live, aligned u32 borrowed for the call,
+            // which the section only loads.
+            match unsafe {
+                self.area.add_if(
+                    self.field,
+                    index,
+                    guard.as_ptr(),
+                    expected,
+                    slot.as_ptr(),
+                    n,
+                )
+            } {
+                Outcome::Committed(()) => Some(true),
+                Outcome::Refused => Some(false),
+                Outcome::Aborted | Outcome::Moved => None,
             }
         }
 
@@ -197,12 +233,26 @@ mod imp {
         0
     }
 
+    pub(crate) fn restart_all() -> bool {
+        false
+    }
+
     impl Fast {
         pub(crate) fn index(self) -> usize {
             match self {}
         }
 
         pub(crate) fn add(self, _slots: &[CachePadded<AtomicU64>], _n: u64) -> Option<bool> {
+            match self {}
+        }
+
+        pub(crate) fn add_if(
+            self,
+            _slots: &[CachePadded<AtomicU64>],
+            _n: u64,
+            _guard: &core::sync::atomic::AtomicU32,
+            _expected: u32,
+        ) -> Option<bool> {
             match self {}
         }
 
@@ -216,4 +266,4 @@ mod imp {
     }
 }
 
-pub(crate) use imp::{aborts, available, current, field, registration, thread_aborts};
+pub(crate) use imp::{aborts, available, current, field, registration, restart_all, thread_aborts};

@@ -328,6 +328,28 @@ pub fn rseq_registration() -> Option<Registration> {
     fast::registration()
 }
 
+/// Restarts every rseq critical section that threads of this process are running now, on every
+/// CPU (`membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ)`, Linux 5.10): when it returns true,
+/// each section that began before the call has committed (visibly to the caller) or will start
+/// again and load afresh what it checks. With [`PerCidCounter::add_if`] this retires a counter
+/// whose adds take no reference: change the guard, then restart the sections.
+///
+/// It interrupts the CPUs that run threads of the process, so it costs microseconds: a
+/// retirement's price, not an add's. False, having done nothing, where the kernel has no such
+/// command (before Linux 5.10, valgrind, seccomp), or the build has no critical sections.
+///
+/// ```
+/// use idspace::percid::restart_sections;
+///
+/// // Twice: the first call also registers the process for the command.
+/// let first = restart_sections();
+/// assert_eq!(restart_sections(), first);
+/// ```
+#[cfg(feature = "std")]
+pub fn restart_sections() -> bool {
+    fast::restart_all()
+}
+
 /// How many rseq critical sections the kernel has aborted in this process so far (a thread
 /// preempted, migrated or signalled inside one). Each abort is retried, so this counts work
 /// redone, not work lost; tests use it to prove the abort path runs.

@@ -90,6 +90,48 @@ pub(crate) fn thread_aborts() -> u64 {
     THREAD_ABORTS.with(core::cell::Cell::get)
 }
 
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ: libc::c_long = 1 << 7;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ: libc::c_long = 1 << 8;
+
+/// Whether this process registered for [`restart_all`]; decided once.
+static RESTART_REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Aborts every critical section that threads of this process are running now, on every CPU:
+/// `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ)` (Linux 5.10), which interrupts the CPUs
+/// that run threads of the process and restarts their sections as a preemption would. A thread
+/// that is not running has had its section aborted already, when it was preempted. So when
+/// this returns, every section that began before the call has either committed (and its commit
+/// is visible to the caller: the interrupt is a full barrier on its CPU) or will restart from
+/// its first instruction, where it loads afresh what it checks.
+///
+/// False, having done nothing, where the kernel has no such command (older kernels, valgrind,
+/// seccomp filters). Registration, once per process, is made on the first call.
+pub(crate) fn restart_all() -> bool {
+    let registered = *RESTART_REGISTERED.get_or_init(|| {
+        // SAFETY: membarrier takes two integers (and a third, the CPU, since 5.10: 0 here)
+        // and touches no memory of ours.
+        let done = unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ,
+                0,
+                0,
+            )
+        };
+        done == 0
+    });
+    // SAFETY: as above.
+    registered
+        && unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ,
+                0,
+                0,
+            )
+        } == 0
+}
+
 /// How one critical section ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome<T> {
@@ -168,6 +210,40 @@ impl Area {
                 self.rseq_cs_field(),
                 self.index_field(field),
                 index,
+                word,
+                n,
+            )
+        };
+        outcome(status, ())
+    }
+
+    /// Adds `n` to `*word` (wrapping) if the thread's `field` is still `index` and `*guard`
+    /// holds `expected`: the guard's compare sits inside the section, so a thread that changes
+    /// the guard and then calls [`restart_all`] knows that no section which saw the old value
+    /// is still to commit. Refused when the guard differs.
+    ///
+    /// # Safety
+    ///
+    /// As for [`add`](Self::add); `guard` is valid and 4-byte aligned.
+    #[inline]
+    pub(crate) unsafe fn add_if(
+        self,
+        field: Field,
+        index: u32,
+        guard: *const u32,
+        expected: u32,
+        word: *mut u64,
+        n: u64,
+    ) -> Outcome<()> {
+        // SAFETY: the area is this thread's (`Area`'s invariant); the caller vouches for
+        // `word` and `guard`.
+        let status = unsafe {
+            arch::add_if(
+                self.rseq_cs_field(),
+                self.index_field(field),
+                index,
+                guard,
+                expected,
                 word,
                 n,
             )

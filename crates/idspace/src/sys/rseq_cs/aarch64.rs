@@ -80,6 +80,39 @@ pub(super) unsafe fn add(
     status
 }
 
+/// `*word += n` as a section that first checks `*guard == expected`; see `Area::add_if`.
+///
+/// # Safety
+///
+/// As for [`add`]; `guard` is valid and 4-byte aligned.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn add_if(
+    cs: *mut u64,
+    index_field: *const u32,
+    index: u32,
+    guard: *const u32,
+    expected: u32,
+    word: *mut u64,
+    n: u64,
+) -> u32 {
+    let status: u32;
+    // SAFETY: as in `add`; the section also reads the guard word, and refuses (status 3)
+    // without a store if it does not hold `expected`.
+    unsafe {
+        section!(status, cs, index_field, index; [
+            "ldr {value:w}, [{guard}]",
+            "cmp {value:w}, {expected:w}",
+            "b.ne 8f",
+            "ldr {value}, [{word}]",
+            "add {value}, {value}, {n}",
+            "str {value}, [{word}]",
+        ]; guard = in(reg) guard, expected = in(reg) expected, word = in(reg) word,
+           n = in(reg) n, value = out(reg) _,)
+    };
+    status
+}
+
 /// Pushes onto an array list as a section; see `Area::push`.
 ///
 /// # Safety
