@@ -8,7 +8,7 @@ use core::ffi::{c_int, c_void};
 use idspace::percid::{IndexSource, PerCidCounter, PerCidPool};
 
 use crate::boundary::{self, need, write_out};
-use crate::errno::{self, Errno};
+use crate::errno;
 use crate::object::{Counter, Foreign, IdspaceCounter, IdspacePool, Object};
 use crate::registry;
 
@@ -71,13 +71,34 @@ pub extern "C" fn idspace_counter_destroy(counter: IdspaceCounter) -> c_int {
 /// Returns 0 or `-EBADF`.
 #[no_mangle]
 pub extern "C" fn idspace_counter_add(counter: IdspaceCounter, n: u64) -> c_int {
+    // The common path is one section and cannot panic (no call, no indexing that panics), so
+    // it needs no boundary; everything else is `add_slowly`, called in tail position, so that
+    // this function saves no register and builds no frame.
+    if let Some((generation, expected, stable)) = registry::stable(counter.raw) {
+        // SAFETY: a counter's stable pointer is a leaked `PerCidCounter`, never freed
+        // (`counters::take`), whatever became of the handle.
+        let inner = unsafe { &*stable.cast::<PerCidCounter>() };
+        // The generation is compared inside the add's section: a destroy restarts the
+        // sections in flight before it recycles the counter (see the registry's docs).
+        match inner.add_if_once(n, generation, expected) {
+            Some(true) => return 0,
+            Some(false) => return -libc::EBADF,
+            None => {}
+        }
+    }
+    add_slowly(counter, n)
+}
+
+/// `idspace_counter_add` after its section did not decide: the section with its retries, or
+/// the registry's hazard for a counter whose adds are not sections (or a thread without an
+/// rseq area). `extern "C"`, so that no unwind can leave it into the caller's frame.
+#[cold]
+#[inline(never)]
+extern "C" fn add_slowly(counter: IdspaceCounter, n: u64) -> c_int {
     boundary::mutate(|| {
         if let Some((generation, expected, stable)) = registry::stable(counter.raw) {
-            // SAFETY: a counter's stable pointer is a leaked `PerCidCounter`, never freed
-            // (`counters::take`), whatever became of the handle.
+            // SAFETY: as in `idspace_counter_add`.
             let inner = unsafe { &*stable.cast::<PerCidCounter>() };
-            // The generation is compared inside the add's section: a destroy restarts the
-            // sections in flight before it recycles the counter (see the registry's docs).
             match inner.add_if(n, generation, expected) {
                 Ok(true) => return Ok(()),
                 Ok(false) => return Err(libc::EBADF),
@@ -85,19 +106,10 @@ pub extern "C" fn idspace_counter_add(counter: IdspaceCounter, n: u64) -> c_int 
                 Err(_) => {}
             }
         }
-        add_with_hazard(counter, n)
-    })
-}
-
-/// `idspace_counter_add` for a counter whose adds are not sections (or a thread without an
-/// rseq area): a read-side section of the registry keeps the counter live. Out of line, so that
-/// the section path keeps its values in registers.
-#[cold]
-#[inline(never)]
-fn add_with_hazard(counter: IdspaceCounter, n: u64) -> Result<(), Errno> {
-    counter.with(|c| {
-        c.inner.add(n);
-        Ok(())
+        counter.with(|c| {
+            c.inner.add(n);
+            Ok(())
+        })
     })
 }
 

@@ -188,6 +188,37 @@ impl PerCidCounter {
         self.add_if_again(n, guard, expected)
     }
 
+    /// The first attempt of [`add_if`](Self::add_if) alone, for callers that keep their own
+    /// slow path out of line (the C ABI's add): `Some(true)` if it added, `Some(false)` if the
+    /// guard differs, `None` if it could not decide in one section without calling anything
+    /// (an aborted section, a thread that moved or whose area glibc did not register, a
+    /// counter off rseq). Then nothing was added; call `add_if`.
+    ///
+    /// ```
+    /// use core::sync::atomic::AtomicU32;
+    /// use idspace::percid::PerCidCounter;
+    ///
+    /// let counter = PerCidCounter::new();
+    /// let generation = AtomicU32::new(7);
+    /// let added = match counter.add_if_once(1, &generation, 7) {
+    ///     Some(added) => added,
+    ///     None => counter.add_if(1, &generation, 7).unwrap_or(false),
+    /// };
+    /// assert_eq!(counter.sum(), u64::from(added));
+    /// // Another generation never adds.
+    /// assert_ne!(counter.add_if_once(1, &generation, 8), Some(true));
+    /// assert_eq!(counter.sum(), u64::from(added));
+    /// ```
+    #[inline(always)]
+    pub fn add_if_once(
+        &self,
+        n: u64,
+        guard: &core::sync::atomic::AtomicU32,
+        expected: u32,
+    ) -> Option<bool> {
+        fast::current_quick(self.rseq?)?.add_if(&self.slots, n, guard, expected)
+    }
+
     /// `add_if` after its inline attempt did not decide, as [`add_again`](Self::add_again).
     #[cold]
     #[inline(never)]

@@ -45,6 +45,12 @@ mod imp {
         Area::this_thread().map(|area| Fast { area, field })
     }
 
+    /// [`current`] where glibc registered the thread's area; `None` otherwise, with no call.
+    #[inline(always)]
+    pub(crate) fn current_quick(field: Field) -> Option<Fast> {
+        Area::this_thread_quick().map(|area| Fast { area, field })
+    }
+
     pub(crate) fn available(source: IndexSource) -> bool {
         match source {
             // The task CID is decided by the caller (`IndexSource::available`).
@@ -217,6 +223,10 @@ mod imp {
         None
     }
 
+    pub(crate) fn current_quick(_field: Field) -> Option<Fast> {
+        None
+    }
+
     pub(crate) fn available(source: IndexSource) -> bool {
         source == IndexSource::ThreadIds
     }
@@ -266,4 +276,6 @@ mod imp {
     }
 }
 
-pub(crate) use imp::{aborts, available, current, field, registration, restart_all, thread_aborts};
+pub(crate) use imp::{
+    aborts, available, current, current_quick, field, registration, restart_all, thread_aborts,
+};

@@ -170,6 +170,24 @@ impl Area {
         Some(area)
     }
 
+    /// [`this_thread`](Self::this_thread) where glibc registered the area and its offset is
+    /// published already; `None` otherwise, without the slow way (no call at all), for paths
+    /// that keep their own slow path out of line.
+    #[inline]
+    pub(crate) fn this_thread_quick() -> Option<Self> {
+        // Relaxed: as in `this_thread`.
+        let offset = GLIBC_OFFSET.load(Ordering::Relaxed);
+        if offset == NO_GLIBC_OFFSET {
+            return None;
+        }
+        let area = Self(thread_pointer()?.wrapping_offset(offset));
+        // As in `this_thread`.
+        if (area.cpu_id() as i32) < 0 {
+            return None;
+        }
+        Some(area)
+    }
+
     /// [`this_thread`](Self::this_thread) before glibc's offset is published, or where glibc
     /// registered nothing.
     #[cold]
