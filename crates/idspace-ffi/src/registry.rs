@@ -3,9 +3,9 @@
 //!
 //! # Design
 //!
-//! A handle is `generation << 32 | (index + 1)`: `index` names a slot of a slab that only
-//! grows (256 chunks of 256 slots, allocated on first use and never freed), the generation is
-//! odd while the slot is live and bumped by each destroy and each reuse. 0 is never a handle,
+//! A handle is `generation << 32 | (index + 1)`: `index` names a slot of one static array of
+//! 65,536 (never freed; pages of it never touched cost nothing), the generation is odd while
+//! the slot is live and bumped by each destroy and each reuse. 0 is never a handle,
 //! so a zeroed handle variable is refused. A slot whose generation would wrap is retired
 //! rather than reused, so a stale handle can never match a later object.
 //!
@@ -60,8 +60,8 @@ use std::sync::{Mutex, Once, PoisonError};
 use crate::errno::Errno;
 use crate::object::Object;
 
-const CHUNK_SLOTS: usize = 256;
-const CHUNKS: usize = 256;
+/// The most handles live at once.
+const SLOTS: usize = 65536;
 /// Calls one thread may have in flight at once (a callback calling back into the library).
 pub(crate) const MAX_NESTING: usize = 4;
 
@@ -76,12 +76,17 @@ struct Slot {
     stable: AtomicPtr<()>,
 }
 
-struct Chunk {
-    slots: [Slot; CHUNK_SLOTS],
-}
-
-static CHUNK_TABLE: [AtomicPtr<Chunk>; CHUNKS] =
-    [const { AtomicPtr::new(core::ptr::null_mut()) }; CHUNKS];
+/// Every slot there will ever be, in one static array: in zero-filled memory that the system
+/// maps only when first touched, so an untouched slot costs nothing. A call finds its slot with
+/// one address computation, where a table of lazily allocated chunks would add a dependent
+/// load to every call.
+static SLOT_ARRAY: [Slot; SLOTS] = [const {
+    Slot {
+        generation: AtomicU32::new(0),
+        object: AtomicPtr::new(core::ptr::null_mut()),
+        stable: AtomicPtr::new(core::ptr::null_mut()),
+    }
+}; SLOTS];
 
 /// Slots handed out so far, and the destroyed ones ready for reuse.
 struct Allocation {
@@ -195,32 +200,7 @@ fn record() -> &'static Record {
 
 #[inline]
 fn slot(index: usize) -> Option<&'static Slot> {
-    // Acquire: pairs with the Release publication of the chunk in `chunk_for`.
-    let chunk = CHUNK_TABLE
-        .get(index / CHUNK_SLOTS)?
-        .load(Ordering::Acquire);
-    // SAFETY: a non-null chunk pointer came from `Box::leak` and is never freed.
-    let chunk = unsafe { chunk.as_ref() }?;
-    Some(&chunk.slots[index % CHUNK_SLOTS])
-}
-
-fn chunk_for(index: usize) -> &'static Slot {
-    let entry = &CHUNK_TABLE[index / CHUNK_SLOTS];
-    if entry.load(Ordering::Relaxed).is_null() {
-        // Only under the allocation lock, so no two threads make the same chunk.
-        let chunk = Box::leak(Box::new(Chunk {
-            slots: [const {
-                Slot {
-                    generation: AtomicU32::new(0),
-                    object: AtomicPtr::new(core::ptr::null_mut()),
-                    stable: AtomicPtr::new(core::ptr::null_mut()),
-                }
-            }; CHUNK_SLOTS],
-        }));
-        // Release: pairs with the Acquire load in `slot`.
-        entry.store(chunk, Ordering::Release);
-    }
-    slot(index).expect("the chunk was just published")
+    SLOT_ARRAY.get(index)
 }
 
 /// Stores `object` in a free slot and returns its handle.
@@ -235,13 +215,13 @@ pub(crate) fn insert_with_stable(object: Object, stable: *mut ()) -> Result<u64,
     let mut allocation = ALLOCATION.lock().unwrap_or_else(PoisonError::into_inner);
     let index = match allocation.free.pop() {
         Some(index) => index,
-        None if allocation.next < CHUNKS * CHUNK_SLOTS => {
+        None if allocation.next < SLOTS => {
             allocation.next += 1;
             allocation.next - 1
         }
         None => return Err(libc::ENOMEM),
     };
-    let slot = chunk_for(index);
+    let slot = &SLOT_ARRAY[index];
     let generation = slot.generation.load(Ordering::Relaxed) + 1;
     slot.object
         .store(Box::into_raw(Box::new(object)), Ordering::Relaxed);
