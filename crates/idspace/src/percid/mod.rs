@@ -10,7 +10,11 @@
 //! preempted, migrated or signalled inside it.
 //!
 //! * [`PerCidCounter`]: `add(n)` and `sum()`; the fast path is a plain add committed by an rseq
-//!   section (no `lock` prefix).
+//!   section (no `lock` prefix). `add_if(n, guard, expected)` also compares a guard word inside
+//!   the section; with [`restart_sections`] (the kernel's membarrier RSEQ command, which
+//!   restarts every section in flight) that retires a counter whose adds hold no reference: the
+//!   way the kernel's per-CPU allocators reclaim memory, and how the C interface checks a
+//!   counter handle at no cost beyond one compare.
 //! * [`PerCid<T>`]: one cache-padded `T` for every possible index.
 //! * [`PerCidPool<T>`]: a per-index object cache (the shape of tcmalloc's per-CPU caches):
 //!   push and pop on the current index's bounded list are rseq sections; a full list spills
