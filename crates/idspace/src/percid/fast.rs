@@ -211,6 +211,7 @@ mod imp {
     use super::*;
 
     /// No fast path exists in this build: this type has no values.
+    #[derive(Clone, Copy)]
     pub(crate) enum Fast {}
 
     /// No source has a fast path in this build.
