@@ -117,6 +117,8 @@ mod tests {
     enum Op {
         /// A task queued on worker 0 or 1.
         Push(usize),
+        /// A task pushed onto worker 0's or 1's wakelist (not stealable until queued).
+        Wake(usize),
         /// Worker 0 or 1 takes its next task.
         Pop(usize),
         /// Worker 0 or 1, idle, steals from the busiest other worker.
@@ -126,20 +128,24 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             4 => (0..2usize).prop_map(Op::Push),
+            2 => (0..2usize).prop_map(Op::Wake),
             2 => (0..2usize).prop_map(Op::Pop),
             2 => (0..2usize).prop_map(Op::Steal),
         ]
     }
 
     proptest! {
-        /// Queues under pushes, pops and steals behave as two FIFO queues from whose back a
-        /// steal moves half (rounded up), the oldest of them run at once, the rest queued in
-        /// order; every task is accounted for exactly once.
+        /// Queues under pushes, wakelist pushes, pops and steals behave as two FIFO queues
+        /// from whose back a steal moves half (rounded up), the oldest of them run at once, the
+        /// rest queued in order; a pop first moves the wakelist's entries, in push order, to
+        /// the back of its queue (a lone entry onto an empty queue is run straight away, which
+        /// must come to the same); every task is accounted for exactly once.
         #[test]
         // Shorter sequences under Miri, which interprets every queue operation.
         fn steals_match_the_half_rule(ops in proptest::collection::vec(op(), 0..if cfg!(miri) { 16 } else { 120 })) {
             let shared = shared(2);
             let mut model: [VecDeque<u64>; 2] = Default::default();
+            let mut pending: [Vec<u64>; 2] = Default::default();
             let mut next_id = 1u64;
             let mut ran = Vec::new();
             let mut scratch = Vec::new();
@@ -151,7 +157,14 @@ mod tests {
                         model[w].push_back(next_id);
                         next_id += 1;
                     }
+                    Op::Wake(w) => {
+                        let task = idle_task(&shared, w, next_id);
+                        prop_assert!(shared.workers()[w].push_wakelist(task).is_ok());
+                        pending[w].push(next_id);
+                        next_id += 1;
+                    }
                     Op::Pop(w) => {
+                        model[w].extend(pending[w].drain(..));
                         let mut polls = 0;
                         let got = shared.workers()[w].next_task(&mut polls);
                         prop_assert_eq!(got.map(|t| t.id().0), model[w].pop_front());
@@ -169,12 +182,14 @@ mod tests {
                         model[w].extend(moved);
                     }
                 }
-                for (worker, model) in shared.workers().iter().zip(&model) {
+                for ((worker, model), pending) in shared.workers().iter().zip(&model).zip(&pending) {
                     prop_assert_eq!(worker.queued(), model.len());
+                    prop_assert_eq!(worker.pending(), pending.len());
                 }
             }
             let left: usize = shared.workers().iter().map(|w| w.close().len()).sum();
-            prop_assert_eq!(left, model[0].len() + model[1].len());
+            let waiting: usize = model.iter().map(VecDeque::len).chain(pending.iter().map(Vec::len)).sum();
+            prop_assert_eq!(left, waiting);
         }
     }
 }
@@ -230,6 +245,49 @@ mod loom_steal {
             }
             seen.sort_unstable();
             assert_eq!(seen, vec![1, 2, 3, 4]);
+        });
+    }
+
+    /// The lone-wakeup path: worker 0, its queue empty, takes its next task while one waker
+    /// pushes onto its wakelist (a batch of one, taken without the run-queue lock), another
+    /// queues onto its run queue under the lock, and worker 1 steals. Every task ends up
+    /// exactly once, and nothing is left counted as pending once the wakelist is empty.
+    #[test]
+    fn a_lone_wakeup_taken_past_the_queue_races_a_locked_wakeup_and_a_steal() {
+        loom::model(|| {
+            let shared = shared(2);
+            let owner = {
+                let shared = Arc::clone(&shared);
+                thread::spawn(move || {
+                    let mut polls = 0;
+                    shared.workers()[0]
+                        .next_task(&mut polls)
+                        .map(|task| task.id().0)
+                })
+            };
+            let waker = {
+                let shared = Arc::clone(&shared);
+                thread::spawn(move || {
+                    let task = idle_task(&shared, 0, 1);
+                    assert!(shared.workers()[0].push_wakelist(task).is_ok());
+                })
+            };
+            assert!(shared.workers()[0]
+                .enqueue(idle_task(&shared, 0, 2))
+                .is_ok());
+            let mut stolen = Vec::new();
+            let thief = newidle(&shared, 1, &mut stolen).map(|task| task.id().0);
+            let ran_by_owner = owner.join().unwrap();
+            waker.join().unwrap();
+            let mut seen: Vec<u64> = ran_by_owner.into_iter().chain(thief).collect();
+            for worker in shared.workers() {
+                let (queued, pending) = (worker.queued(), worker.pending());
+                let left = worker.close();
+                assert_eq!(left.len(), queued + pending);
+                seen.extend(left.iter().map(|task| task.id().0));
+            }
+            seen.sort_unstable();
+            assert_eq!(seen, vec![1, 2]);
         });
     }
 }
