@@ -104,7 +104,7 @@ impl TcpListener {
             |listener| listener.accept(),
         )
         .await?;
-        Ok((TcpStream::register(stream)?, peer))
+        Ok((TcpStream::register_accepted(stream)?, peer))
     }
 
     /// One attempt at [`accept`](Self::accept) as a poll function, without the backoff:
@@ -114,7 +114,7 @@ impl TcpListener {
             .poll_io(cx, Direction::Read, |listener| listener.accept())
             .map(|accepted| {
                 let (stream, peer) = accepted?;
-                Ok((TcpStream::register(stream)?, peer))
+                Ok((TcpStream::register_accepted(stream)?, peer))
             })
     }
 
@@ -223,6 +223,14 @@ impl TcpStream {
     fn register(stream: mio::net::TcpStream) -> io::Result<TcpStream> {
         Ok(TcpStream {
             io: IoSource::new(stream, Interest::READABLE | Interest::WRITABLE)?,
+        })
+    }
+
+    /// A connection a listener accepted: registered with the workers' pollers in turn, not
+    /// with the accepting worker's (see `IoSource::new_spread`).
+    fn register_accepted(stream: mio::net::TcpStream) -> io::Result<TcpStream> {
+        Ok(TcpStream {
+            io: IoSource::new_spread(stream, Interest::READABLE | Interest::WRITABLE)?,
         })
     }
 

@@ -127,7 +127,7 @@ impl UnixListener {
             |listener| listener.accept(),
         )
         .await?;
-        Ok((UnixStream::register(stream)?, peer))
+        Ok((UnixStream::register_accepted(stream)?, peer))
     }
 
     /// One attempt at [`accept`](Self::accept) as a poll function, without the backoff.
@@ -136,7 +136,7 @@ impl UnixListener {
             .poll_io(cx, Direction::Read, |listener| listener.accept())
             .map(|accepted| {
                 let (stream, peer) = accepted?;
-                Ok((UnixStream::register(stream)?, peer))
+                Ok((UnixStream::register_accepted(stream)?, peer))
             })
     }
 
@@ -220,6 +220,14 @@ impl UnixStream {
     fn register(stream: mio::net::UnixStream) -> io::Result<UnixStream> {
         Ok(UnixStream {
             io: IoSource::new(stream, Interest::READABLE | Interest::WRITABLE)?,
+        })
+    }
+
+    /// A connection a listener accepted: registered with the workers' pollers in turn, not
+    /// with the accepting worker's (see `IoSource::new_spread`).
+    fn register_accepted(stream: mio::net::UnixStream) -> io::Result<UnixStream> {
+        Ok(UnixStream {
+            io: IoSource::new_spread(stream, Interest::READABLE | Interest::WRITABLE)?,
         })
     }
 

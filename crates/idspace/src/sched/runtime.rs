@@ -1010,6 +1010,42 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "Miri has no sockets")]
+    fn accepted_connections_are_spread_over_the_workers_pollers() {
+        let runtime = Builder::new()
+            .workers(2)
+            .poller(Poller::PerWorker)
+            .build()
+            .expect("a runtime");
+        let per_worker = runtime
+            .block_on(async {
+                let listener =
+                    crate::net::TcpListener::bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))?;
+                let addr = listener.local_addr()?;
+                let clients = std::thread::spawn(move || {
+                    (0..4)
+                        .map(|_| std::net::TcpStream::connect(addr))
+                        .collect::<std::io::Result<Vec<_>>>()
+                });
+                let mut accepted = Vec::new();
+                for _ in 0..4 {
+                    accepted.push(listener.accept().await?.0);
+                }
+                let clients = clients.join().expect("the client thread")?;
+                // The listener itself is registered with one poller; the four connections
+                // alternate between both.
+                let shared = &runtime.handle().shared;
+                let counts: Vec<usize> = shared.reactors().map(Reactor::sources).collect();
+                drop((accepted, clients));
+                std::io::Result::Ok(counts)
+            })
+            .expect("block_on")
+            .expect("loopback connections");
+        assert_eq!(per_worker.iter().sum::<usize>(), 5, "{per_worker:?}");
+        assert!(per_worker.iter().all(|&n| n >= 2), "{per_worker:?}");
+    }
+
+    #[test]
     fn pending_wakeups_count_as_load_when_choosing_a_target() {
         let shared = Builder::new().workers(3).shared();
         for worker in shared.workers.iter() {

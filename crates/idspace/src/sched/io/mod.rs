@@ -5,7 +5,9 @@
 //!
 //! With [`Poller::PerWorker`] each worker owns a `mio::Poll` ([`Reactor`]). A resource is
 //! registered with the poller of the worker that creates it (or, from a `block_on` thread, of
-//! a worker chosen round-robin). The owning worker polls it:
+//! a worker chosen round-robin); connections a listener accepts go to the workers' pollers in
+//! turn, so that the worker running the accept loop does not deliver every connection's
+//! events. The owning worker polls it:
 //!
 //! * **idle**, it sleeps in `epoll_wait` instead of on its futex, as long as resources are
 //!   registered with it, bounded by its next timer, so that I/O, timers and wakeups all end

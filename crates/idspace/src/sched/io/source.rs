@@ -47,10 +47,33 @@ impl<S: Source> IoSource<S> {
     ///
     /// # Errors
     /// No runtime is current; the runtime shut down; the kernel refused the registration.
-    pub(crate) fn new(mut io: S, interest: Interest) -> io::Result<Self> {
+    pub(crate) fn new(io: S, interest: Interest) -> io::Result<Self> {
+        Self::register_with(io, interest, |driver, here| {
+            here.unwrap_or_else(|| driver.io_home())
+        })
+    }
+
+    /// Registers `io` with the poller of a worker chosen round-robin, whoever calls: for the
+    /// connections a listener accepts. Registered with the accepting worker, as [`new`](Self::new)
+    /// would, every connection's events would be delivered by the one worker that runs the
+    /// accept loop, and the other workers would get work only by stealing it; spread, each
+    /// worker's poller delivers its share, as listeners per core (`SO_REUSEPORT`) spread
+    /// connections in thread-per-core servers.
+    ///
+    /// # Errors
+    /// As for [`new`](Self::new).
+    pub(crate) fn new_spread(io: S, interest: Interest) -> io::Result<Self> {
+        Self::register_with(io, interest, |driver, _| driver.io_home())
+    }
+
+    fn register_with(
+        mut io: S,
+        interest: Interest,
+        choose: impl FnOnce(&dyn Driver, Option<usize>) -> usize,
+    ) -> io::Result<Self> {
         let driver = runtime::current_driver().ok_or_else(no_runtime_error)?;
         let here = driver.here();
-        let worker = here.unwrap_or_else(|| driver.io_home());
+        let worker = choose(&*driver, here);
         let state = driver.reactor(worker).register(&mut io, interest)?;
         if here != Some(worker) {
             // The registration raised the worker's source count (the published work); the
