@@ -104,15 +104,22 @@ pub(crate) fn run(
         .map_err(|e| format!("cannot run {}: {e}", tool.display()))?;
     let deadline = Duration::from_secs(load.seconds + 30);
     let stdout = wait(child, deadline)?;
-    let report = parse(&stdout)?;
-    Ok(if load.depth > 1 {
-        Report {
-            p50: None,
-            p99: None,
-            ..report
-        }
+    if load.depth > 1 {
+        parse_pipelined(&stdout)
     } else {
-        report
+        parse(&stdout)
+    }
+}
+
+/// [`parse`] for a pipelined run: its requests and rate only, whatever the percentiles say
+/// (they are not measurements there, see [`PIPELINED`], and wrk prints impossible ones at
+/// times).
+fn parse_pipelined(out: &str) -> Result<Report, String> {
+    let report = parse_counts(out)?;
+    Ok(Report {
+        p50: None,
+        p99: None,
+        ..report
     })
 }
 
@@ -152,6 +159,22 @@ fn wait(mut child: Child, deadline: Duration) -> Result<String, String> {
 /// the load, would then be what is measured), or if a percentile is impossible (zero, or below
 /// the median: wrk's percentile walk fell off its histogram, see [`PIPELINED`]).
 pub(crate) fn parse(out: &str) -> Result<Report, String> {
+    let report = parse_counts(out)?;
+    let (Some(p50), Some(p99)) = (report.p50, report.p99) else {
+        return Err(unreadable(out));
+    };
+    if p50 <= 0.0 || p99 < p50 {
+        return Err(format!(
+            "wrk printed impossible latency percentiles (p50 {p50} µs, p99 {p99} µs): {}",
+            out.trim()
+        ));
+    }
+    Ok(report)
+}
+
+/// The lines of wrk's report, with its percentiles unchecked; an error for socket errors,
+/// non-2xx answers, a missing rate, or no response at all.
+fn parse_counts(out: &str) -> Result<Report, String> {
     let mut report = Report {
         requests: 0,
         per_second: f64::NAN,
@@ -172,17 +195,8 @@ pub(crate) fn parse(out: &str) -> Result<Report, String> {
             report.requests = count.trim().parse().map_err(|_| unreadable(out))?;
         }
     }
-    let (Some(p50), Some(p99)) = (report.p50, report.p99) else {
-        return Err(unreadable(out));
-    };
     if report.per_second.is_nan() {
         return Err(unreadable(out));
-    }
-    if p50 <= 0.0 || p99 < p50 {
-        return Err(format!(
-            "wrk printed impossible latency percentiles (p50 {p50} µs, p99 {p99} µs): {}",
-            out.trim()
-        ));
     }
     if report.requests == 0 {
         return Err(format!("wrk got no response: {}", out.trim()));
@@ -249,6 +263,10 @@ Transfer/sec:      8.05MB
             .replace("90%  700.00us", "90%    0.00us")
             .replace("99%    1.20ms", "99%    0.00us");
         assert!(parse(&fell_off).unwrap_err().contains("impossible"));
+        // A pipelined run keeps its rate; its percentiles are dropped.
+        let pipelined = parse_pipelined(&fell_off).unwrap();
+        assert_eq!(pipelined.per_second, 102_874.56);
+        assert_eq!((pipelined.p50, pipelined.p99), (None, None));
     }
 
     #[test]
