@@ -12,9 +12,11 @@
 //! A missing tool (a compiler without the sanitizers, no valgrind, no pkg-config) is a loud
 //! skip: a line on stderr that names it.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// What a Rust static library needs from the system when linked into a C program.
 const NATIVE_LIBS: &[&str] = &["-lpthread", "-ldl", "-lm", "-lrt", "-lutil", "-lgcc_s"];
@@ -60,10 +62,57 @@ fn loud_skip(what: &str) {
     eprintln!("!!! SKIPPED: {what}");
 }
 
+/// How long any one command may take: minutes more than the slowest (the stress program under
+/// ThreadSanitizer or valgrind on a loaded machine), so that a program that hangs (a spin-wait
+/// whose condition never comes) fails the test instead of holding it forever.
+const DEADLINE: Duration = Duration::from_secs(600);
+
 fn run(command: &mut Command) -> Output {
-    let output = command
-        .output()
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
+    // The pipes are drained while the program runs, so that a full pipe cannot stop it.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() > DEADLINE => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{command:?} did not finish within {DEADLINE:?}; killed");
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => panic!("waiting for {command:?}: {e}"),
+        }
+    };
+    let output = Output {
+        status,
+        stdout: stdout.join().expect("the stdout reader"),
+        stderr: stderr.join().expect("the stderr reader"),
+    };
     assert!(
         output.status.success(),
         "{command:?} failed ({}):\n{}\n{}",
