@@ -74,10 +74,7 @@ pub extern "C" fn idspace_counter_add(counter: IdspaceCounter, n: u64) -> c_int 
     // The common path is one section and cannot panic (no call, no indexing that panics), so
     // it needs no boundary; everything else is `add_slowly`, called in tail position, so that
     // this function saves no register and builds no frame.
-    if let Some((generation, expected, stable)) = registry::stable(counter.raw) {
-        // SAFETY: a counter's stable pointer is a leaked `PerCidCounter`, never freed
-        // (`counters::take`), whatever became of the handle.
-        let inner = unsafe { &*stable.cast::<PerCidCounter>() };
+    if let Some((generation, expected, inner)) = guarded_counter(counter) {
         // The generation is compared inside the add's section: a destroy restarts the
         // sections in flight before it recycles the counter (see the registry's docs).
         match inner.add_if_once(n, generation, expected) {
@@ -89,6 +86,23 @@ pub extern "C" fn idspace_counter_add(counter: IdspaceCounter, n: u64) -> c_int 
     add_slowly(counter, n)
 }
 
+/// The slot's generation word, the generation `counter` expects in it, and its counter, for
+/// a counter whose adds take no hazard (see the registry's docs); `None` otherwise.
+#[inline(always)]
+fn guarded_counter(
+    counter: IdspaceCounter,
+) -> Option<(
+    &'static core::sync::atomic::AtomicU32,
+    u32,
+    &'static PerCidCounter,
+)> {
+    let (generation, expected, stable) = registry::stable(counter.raw)?;
+    // SAFETY: a counter's stable pointer is a leaked `PerCidCounter`, never freed
+    // (`counters::take`), whatever became of the handle.
+    let inner = unsafe { &*stable.cast::<PerCidCounter>() };
+    Some((generation, expected, inner))
+}
+
 /// `idspace_counter_add` after its section did not decide: the section with its retries, or
 /// the registry's hazard for a counter whose adds are not sections (or a thread without an
 /// rseq area). `extern "C"`, so that no unwind can leave it into the caller's frame.
@@ -96,9 +110,7 @@ pub extern "C" fn idspace_counter_add(counter: IdspaceCounter, n: u64) -> c_int 
 #[inline(never)]
 extern "C" fn add_slowly(counter: IdspaceCounter, n: u64) -> c_int {
     boundary::mutate(|| {
-        if let Some((generation, expected, stable)) = registry::stable(counter.raw) {
-            // SAFETY: as in `idspace_counter_add`.
-            let inner = unsafe { &*stable.cast::<PerCidCounter>() };
+        if let Some((generation, expected, inner)) = guarded_counter(counter) {
             match inner.add_if(n, generation, expected) {
                 Ok(true) => return Ok(()),
                 Ok(false) => return Err(libc::EBADF),
