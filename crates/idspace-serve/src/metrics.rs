@@ -60,15 +60,15 @@ impl Metrics {
 
     /// Counts one request of `route` answered after `took`, and its error code if it failed.
     pub fn record(&self, route: Route, took: Duration, error: Option<&'static str>) {
-        let index = ROUTES.iter().position(|(r, _)| *r == route).unwrap_or(5);
-        self.requests[index].add(1);
-        let micros = took.as_micros().min(u128::from(u64::MAX)) as u64;
+        // `ROUTES` lists the routes in their declaration order (checked by a test).
+        self.requests[route as usize].add(1);
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        let micros = nanos / 1_000;
         let bucket = BUCKETS_US
             .iter()
             .position(|bound| micros <= *bound)
             .unwrap_or(BUCKETS_US.len());
         self.buckets[bucket].add(1);
-        let nanos = took.as_nanos().min(u128::from(u64::MAX)) as u64;
         self.latency_ns.add(nanos);
         if let Some(code) = error {
             let mut errors = self.errors.lock().unwrap_or_else(|p| p.into_inner());
@@ -141,4 +141,41 @@ pub(crate) fn label(value: &str) -> String {
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_are_listed_in_declaration_order() {
+        for (index, (route, _)) in ROUTES.iter().enumerate() {
+            assert_eq!(*route as usize, index, "{route:?}");
+        }
+    }
+
+    #[test]
+    fn a_request_counts_in_its_route_and_bucket() {
+        let metrics = Metrics::new();
+        metrics.record(Route::Ids, Duration::from_micros(30), None);
+        metrics.record(Route::Other, Duration::from_secs(5), Some("not_found"));
+        let mut out = String::new();
+        metrics.render(&mut out);
+        assert!(
+            out.contains("idspace_serve_requests_total{route=\"ids\"} 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("idspace_serve_requests_total{route=\"other\"} 1\n"),
+            "{out}"
+        );
+        assert!(out.contains("{le=\"0.000025\"} 0\n"), "{out}");
+        assert!(out.contains("{le=\"0.00005\"} 1\n"), "{out}");
+        assert!(out.contains("{le=\"1\"} 1\n"), "{out}");
+        assert!(out.contains("{le=\"+Inf\"} 2\n"), "{out}");
+        assert!(
+            out.contains("idspace_serve_errors_total{code=\"not_found\"} 1\n"),
+            "{out}"
+        );
+    }
 }

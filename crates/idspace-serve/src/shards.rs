@@ -8,6 +8,11 @@
 //! line no other running thread touches. A write (a space's node started, the stop) updates
 //! every copy: the kernel's percpu reader-writer semaphore, in the shape of a map.
 //!
+//! The maps hash with foldhash rather than std's SipHash: a space name is hashed at every
+//! request, and SipHash costs several times as much on short keys. Flooding a map with
+//! colliding names is not open to clients: a name enters the maps only once its space's node
+//! has started, which takes a space created in the store.
+//!
 //! Correctness does not depend on which slot a caller gets: every copy is locked by itself,
 //! and every write changes all of them, one after the other, under `Shards::write`'s own lock.
 
@@ -16,21 +21,24 @@ use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
 use idspace::percid::PerCid;
 
+/// A map of one copy.
+type Map<V> = HashMap<String, V, foldhash::fast::RandomState>;
+
 /// A map from names to `V`, copied per concurrency ID.
 pub(crate) struct Shards<V> {
-    copies: PerCid<RwLock<HashMap<String, V>>>,
+    copies: PerCid<RwLock<Map<V>>>,
     /// Serialises writers, so that all copies change in the same order.
     write: Mutex<()>,
 }
 
-fn read<V>(copy: &RwLock<HashMap<String, V>>) -> RwLockReadGuard<'_, HashMap<String, V>> {
+fn read<V>(copy: &RwLock<Map<V>>) -> RwLockReadGuard<'_, Map<V>> {
     copy.read().unwrap_or_else(|p| p.into_inner())
 }
 
 impl<V: Clone> Shards<V> {
     pub(crate) fn new() -> Shards<V> {
         Shards {
-            copies: PerCid::new(|_| RwLock::new(HashMap::new())),
+            copies: PerCid::new(|_| RwLock::new(Map::default())),
             write: Mutex::new(()),
         }
     }
@@ -41,12 +49,12 @@ impl<V: Clone> Shards<V> {
     }
 
     /// The whole map (the caller's copy; all are equal outside a write).
-    pub(crate) fn all(&self) -> RwLockReadGuard<'_, HashMap<String, V>> {
+    pub(crate) fn all(&self) -> RwLockReadGuard<'_, Map<V>> {
         read(self.copies.current())
     }
 
     /// Applies `change` to every copy.
-    fn write(&self, mut change: impl FnMut(&mut HashMap<String, V>)) {
+    fn write(&self, mut change: impl FnMut(&mut Map<V>)) {
         let _writer = self.write.lock().unwrap_or_else(|p| p.into_inner());
         for copy in self.copies.iter() {
             change(&mut copy.write().unwrap_or_else(|p| p.into_inner()));
@@ -61,7 +69,7 @@ impl<V: Clone> Shards<V> {
     }
 
     /// Empties every copy and returns the entries (no copy holds a clone of them any more).
-    pub(crate) fn take_all(&self) -> HashMap<String, V> {
+    pub(crate) fn take_all(&self) -> Map<V> {
         let mut taken = None;
         self.write(|map| {
             let entries = std::mem::take(map);
