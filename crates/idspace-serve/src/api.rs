@@ -47,7 +47,7 @@ pub(crate) struct Service {
 /// A request's answer before it becomes a response: status, content type, body.
 struct Answer {
     status: u16,
-    content_type: &'static str,
+    content_type: HeaderValue,
     body: Bytes,
 }
 
@@ -55,7 +55,9 @@ impl Answer {
     fn text(status: u16, body: impl Into<Bytes>) -> Answer {
         Answer {
             status,
-            content_type: "text/plain; charset=utf-8",
+            // Checked at compile time: `from_static` at run time walks the string's bytes at
+            // every request.
+            content_type: const { HeaderValue::from_static("text/plain; charset=utf-8") },
             body: body.into(),
         }
     }
@@ -63,10 +65,16 @@ impl Answer {
     fn json(status: u16, body: impl Into<Bytes>) -> Answer {
         Answer {
             status,
-            content_type: "application/json",
+            content_type: const { HeaderValue::from_static("application/json") },
             body: body.into(),
         }
     }
+}
+
+/// A request [`Service::answer_now`] could not answer at once, and when it came in.
+pub(crate) struct Later<B> {
+    request: Request<B>,
+    started: Instant,
 }
 
 /// The body of a single ID: `prefix`, the ID in decimal, `suffix`, in one allocation of its
@@ -104,14 +112,44 @@ impl Service {
         }
     }
 
-    /// Answers one request.
-    pub(crate) async fn handle<B>(&self, request: Request<B>) -> Response<Full<Bytes>>
+    /// Answers `request` at once when nothing has to be awaited (an ID route whose space's
+    /// node runs, `/metrics`, every refusal), which is nearly every request; else hands it
+    /// back, to be answered by [`Service::answer_later`].
+    ///
+    /// A synchronous answer needs no future of its own: hyper gets a ready one, the request
+    /// is read where it lies instead of being moved into a handler's state, and the
+    /// connection's handle on the service is not cloned per request.
+    pub(crate) fn answer_now<B>(
+        &self,
+        request: Request<B>,
+    ) -> Result<Response<Full<Bytes>>, Box<Later<B>>> {
+        let started = Instant::now();
+        match self.route_now(&request) {
+            Some((route, answer)) => Ok(self.respond(started, route, answer)),
+            // Boxed: a request is large, and the rare case pays for moving it.
+            None => Err(Box::new(Later { request, started })),
+        }
+    }
+
+    /// Answers a request [`Service::answer_now`] handed back: starts a space's node (off the
+    /// worker's thread), creates a space or checks the store, awaiting the result.
+    pub(crate) async fn answer_later<B>(&self, later: Box<Later<B>>) -> Response<Full<Bytes>>
     where
         B: Body<Data = Bytes>,
         B::Error: std::error::Error + Send + Sync + 'static,
     {
-        let started = Instant::now();
-        let (route, answer) = self.route(request).await;
+        let Later { request, started } = *later;
+        let (route, answer) = self.route_later(request).await;
+        self.respond(started, route, answer)
+    }
+
+    /// The response to a request of `route` that came in at `started`, counted in the metrics.
+    fn respond(
+        &self,
+        started: Instant,
+        route: Route,
+        answer: Result<Answer, ApiError>,
+    ) -> Response<Full<Bytes>> {
         let took = started.elapsed();
         let (answer, retry_after, code) = match answer {
             Ok(answer) => (answer, None, None),
@@ -126,66 +164,78 @@ impl Service {
         *response.status_mut() =
             StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let headers = response.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static(answer.content_type));
+        headers.insert(CONTENT_TYPE, answer.content_type);
         if let Some(seconds) = retry_after {
             headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }
 
-    async fn route<B>(&self, request: Request<B>) -> (Route, Result<Answer, ApiError>)
+    /// The route and answer of `request` if nothing has to be awaited for it; `None` for an
+    /// ID route whose space has no node yet, `POST /v1/spaces` and `GET /healthz`.
+    fn route_now<B>(&self, request: &Request<B>) -> Option<(Route, Result<Answer, ApiError>)> {
+        let path = request.uri().path();
+        let get = request.method() == Method::GET;
+        let wrong = || Err(ApiError::method_not_allowed(request.method().as_str()));
+        if let Some((route, space)) = id_route(path) {
+            let answer = match route {
+                _ if !get => wrong(),
+                Route::Segment => self.segment(space)?,
+                _ => self.ids(space, request)?,
+            };
+            return Some((route, answer));
+        }
+        let answer = match path {
+            "/v1/spaces" if request.method() == Method::POST => return None,
+            "/v1/spaces" => (Route::CreateSpace, wrong()),
+            "/healthz" if get => return None,
+            "/healthz" => (Route::Health, wrong()),
+            "/metrics" if get => (Route::Metrics, Ok(self.render())),
+            "/metrics" => (Route::Metrics, wrong()),
+            _ => (Route::Other, Err(ApiError::not_found(path))),
+        };
+        Some(answer)
+    }
+
+    /// The route and answer of a request [`Service::route_now`] could not answer.
+    async fn route_later<B>(&self, request: Request<B>) -> (Route, Result<Answer, ApiError>)
     where
         B: Body<Data = Bytes>,
         B::Error: std::error::Error + Send + Sync + 'static,
     {
-        // Matched on the path as it is, without copying or splitting it: a space is one
-        // segment, so a `/` in the rest matches no route.
         let path = request.uri().path();
-        let get = request.method() == Method::GET;
-        let wrong = || Err(ApiError::method_not_allowed(request.method().as_str()));
-        if let Some(space) = segment(path.strip_prefix("/api/segment/get/")) {
-            let answer = if get {
-                self.segment(space).await
-            } else {
-                wrong()
-            };
-            (Route::Segment, answer)
-        } else if let Some(space) = segment(
-            path.strip_prefix("/v1/spaces/")
-                .and_then(|rest| rest.strip_suffix("/ids")),
-        ) {
-            let answer = if get {
-                self.ids(space, &request).await
-            } else {
-                wrong()
-            };
-            (Route::Ids, answer)
-        } else if path == "/v1/spaces" {
-            let answer = if request.method() == Method::POST {
-                self.create(request).await
-            } else {
-                wrong()
-            };
-            (Route::CreateSpace, answer)
-        } else if path == "/healthz" {
-            let answer = if get { self.health().await } else { wrong() };
-            (Route::Health, answer)
-        } else if path == "/metrics" {
-            let answer = if get { Ok(self.render()) } else { wrong() };
-            (Route::Metrics, answer)
-        } else {
-            (Route::Other, Err(ApiError::not_found(path)))
+        if path == "/v1/spaces" {
+            return (Route::CreateSpace, self.create(request).await);
         }
+        if path == "/healthz" {
+            return (Route::Health, self.health().await);
+        }
+        // An ID route whose space has no node yet: start it, then answer as at once.
+        let route = id_route(path).map_or(Route::Other, |(route, _)| route);
+        if let Some((route, space)) = id_route(path) {
+            if let Err(error) = self.start(space).await {
+                return (route, Err(error));
+            }
+        }
+        // No answer now even so: the node was stopped meanwhile.
+        self.route_now(&request)
+            .unwrap_or_else(|| (route, Err(ApiError::shutting_down())))
     }
 
-    async fn segment(&self, space: &str) -> Result<Answer, ApiError> {
+    /// One ID of `space`; `None` if its node has not started.
+    fn segment(&self, space: &str) -> Option<Result<Answer, ApiError>> {
         let mut taken = 0;
-        self.take(space, 1, |id| taken = id).await?;
-        Ok(Answer::text(200, one_id("", taken, "")))
+        let taken = self.take(space, 1, |id| taken = id)?.map(|()| taken);
+        Some(taken.map(|id| Answer::text(200, one_id("", id, ""))))
     }
 
-    async fn ids<B>(&self, space: &str, request: &Request<B>) -> Result<Answer, ApiError> {
-        let count = parse_count(request.uri().query())?;
+    /// The IDs a `/v1/spaces/{space}/ids` request asks for; `None` if the space's node has not
+    /// started.
+    fn ids<B>(&self, space: &str, request: &Request<B>) -> Option<Result<Answer, ApiError>> {
+        let count = match parse_count(request.uri().query()) {
+            Ok(count) => count,
+            Err(error) => return Some(Err(error)),
+        };
         let json = request
             .headers()
             .get_all(ACCEPT)
@@ -193,40 +243,58 @@ impl Service {
             .any(|value| value.to_str().is_ok_and(|v| v.contains("application/json")));
         if count == 1 {
             let mut taken = 0;
-            self.take(space, 1, |id| taken = id).await?;
-            return Ok(if json {
-                Answer::json(200, one_id("[", taken, "]"))
-            } else {
-                Answer::text(200, one_id("", taken, "\n"))
-            });
+            let taken = self.take(space, 1, |id| taken = id)?.map(|()| taken);
+            return Some(taken.map(|id| {
+                if json {
+                    Answer::json(200, one_id("[", id, "]"))
+                } else {
+                    Answer::text(200, one_id("", id, "\n"))
+                }
+            }));
         }
         // The IDs are written into the body as they are taken: no list of them in between.
         let mut body = String::with_capacity(count * 12 + 2);
         if json {
             body.push('[');
-            self.take(space, count, |id| {
+            let taken = self.take(space, count, |id| {
                 let comma = if body.len() > 1 { "," } else { "" };
                 let _ = write!(body, "{comma}{id}");
-            })
-            .await?;
+            })?;
             body.push(']');
-            Ok(Answer::json(200, body))
+            Some(taken.map(|()| Answer::json(200, body)))
         } else {
-            self.take(space, count, |id| {
+            let taken = self.take(space, count, |id| {
                 let _ = writeln!(body, "{id}");
-            })
-            .await?;
-            Ok(Answer::text(200, body))
+            })?;
+            Some(taken.map(|()| Answer::text(200, body)))
         }
     }
 
-    async fn take(&self, space: &str, count: usize, each: impl FnMut(u64)) -> Result<(), ApiError> {
+    /// `count` IDs of `space` for `each`; `None` if its node has not started.
+    fn take(
+        &self,
+        space: &str,
+        count: usize,
+        each: impl FnMut(u64),
+    ) -> Option<Result<(), ApiError>> {
         // Relaxed: a stop flag; a request racing with it is answered either way.
+        if self.stopping.load(Ordering::Relaxed) {
+            return Some(Err(ApiError::shutting_down()));
+        }
+        match decode_space(space) {
+            Ok(space) => self.spaces.take(&space, count, each),
+            Err(error) => Some(Err(error)),
+        }
+    }
+
+    /// Starts the node of `space` (a path segment) unless it runs.
+    async fn start(&self, space: &str) -> Result<(), ApiError> {
+        // Relaxed: a stop flag.
         if self.stopping.load(Ordering::Relaxed) {
             return Err(ApiError::shutting_down());
         }
         let space = decode_space(space)?;
-        self.spaces.take(&space, count, each).await
+        self.spaces.start(&space).await
     }
 
     async fn create<B>(&self, request: Request<B>) -> Result<Answer, ApiError>
@@ -276,7 +344,7 @@ impl Service {
         self.spaces.render(&mut out);
         Answer {
             status: 200,
-            content_type: "text/plain; version=0.0.4; charset=utf-8",
+            content_type: const { HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8") },
             body: out.into(),
         }
     }
@@ -288,6 +356,19 @@ impl Service {
         self.stopping.store(true, Ordering::Relaxed);
         self.spaces.shutdown();
     }
+}
+
+/// The ID route of `path` and its space segment (not yet decoded), if it is one. Matched on
+/// the path as it is, without copying or splitting it: a space is one segment, so a `/` in the
+/// rest matches no route.
+fn id_route(path: &str) -> Option<(Route, &str)> {
+    if let Some(space) = segment(path.strip_prefix("/api/segment/get/")) {
+        return Some((Route::Segment, space));
+    }
+    let ids = path
+        .strip_prefix("/v1/spaces/")
+        .and_then(|rest| rest.strip_suffix("/ids"));
+    segment(ids).map(|space| (Route::Ids, space))
 }
 
 /// `rest` if it is one path segment (no `/`).

@@ -6,17 +6,21 @@
 //! and closes an idle keep-alive connection at once); the loop then waits for the last
 //! connection, at most [`GRACE`].
 
-use std::future::{poll_fn, Future};
+use std::convert::Infallible;
+use std::future::{poll_fn, ready, Future, Ready};
 use std::io;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use http_body_util::Full;
 use hyper::rt::{Read, Timer, Write};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
+use hyper::Response;
 use tokio::sync::{watch, Notify};
 
 use crate::api::Service;
@@ -66,6 +70,24 @@ impl Drop for Opened {
         // Release pairs with the Acquire loads of the graceful stop.
         if self.0.count.fetch_sub(1, Ordering::Release) == 1 {
             self.0.closed.notify_waiters();
+        }
+    }
+}
+
+/// A request's answer, as hyper's handler future: ready, or awaiting the store (boxed: the
+/// rare case pays for its size).
+enum Answering {
+    Now(Ready<Response<Full<Bytes>>>),
+    Later(Pin<Box<dyn Future<Output = Response<Full<Bytes>>> + Send>>),
+}
+
+impl Future for Answering {
+    type Output = Result<Response<Full<Bytes>>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Answering::Now(ready) => Pin::new(ready).poll(cx).map(Ok),
+            Answering::Later(future) => future.as_mut().poll(cx).map(Ok),
         }
     }
 }
@@ -156,13 +178,16 @@ where
     I: Read + Write + Unpin + Send + 'static,
     T: Timer + Send + Sync + 'static,
 {
-    // hyper's handler futures must own what they use (`Service::call` lends nothing). Cloning
-    // the node-wide `Arc<Service>` per request would write its count's cache line from every
-    // worker; this connection's own `Arc` around it is written by its task alone.
-    let service = Arc::new(service);
-    let handler = service_fn(move |request| {
-        let service = service.clone();
-        async move { Ok::<_, std::convert::Infallible>(service.handle(request).await) }
+    // Nearly every request is answered in the handler's call (`Service::answer_now`), and
+    // hyper gets a ready future. The rest own a clone of the service (hyper's handler futures
+    // must own what they use); that writes the node-wide `Arc`'s count from every worker, but
+    // only for a space's first request, space creation and health checks.
+    let handler = service_fn(move |request| match service.answer_now(request) {
+        Ok(response) => Answering::Now(ready(response)),
+        Err(later) => {
+            let service = service.clone();
+            Answering::Later(Box::pin(async move { service.answer_later(later).await }))
+        }
     });
     let mut builder = http1::Builder::new();
     builder

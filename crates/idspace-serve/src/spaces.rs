@@ -96,20 +96,25 @@ impl Spaces {
         }
     }
 
-    /// `count` IDs of `space` for `each` (see [`SpaceNode::take`]), its node started (off the
-    /// caller's thread) if it is not yet.
-    pub async fn take(
-        self: &Arc<Self>,
+    /// `count` IDs of `space` for `each` (see [`SpaceNode::take`]); `None` if its node has not
+    /// started (see [`Spaces::start`]).
+    pub fn take(
+        &self,
         space: &str,
         count: usize,
-        mut each: impl FnMut(u64),
-    ) -> Result<(), ApiError> {
-        if let Some(taken) = self.nodes.with(space, |node| node.take(count, &mut each)) {
-            return taken;
+        each: impl FnMut(u64),
+    ) -> Option<Result<(), ApiError>> {
+        self.nodes.with(space, |node| node.take(count, each))
+    }
+
+    /// Starts the node of `space` (off the caller's thread) unless it runs.
+    pub async fn start(self: &Arc<Self>, space: &str) -> Result<(), ApiError> {
+        if self.nodes.with(space, |_| ()).is_some() {
+            return Ok(());
         }
         let (spaces, name) = (self.clone(), space.to_string());
-        let node = off_thread(move || spaces.start_once(&name)).await??;
-        node.take(count, each)
+        off_thread(move || spaces.start_once(&name)).await??;
+        Ok(())
     }
 
     fn start_once(&self, space: &str) -> Result<Arc<SpaceNode>, ApiError> {
@@ -121,12 +126,12 @@ impl Spaces {
         if self.closed.load(Ordering::Relaxed) {
             return Err(ApiError::shutting_down());
         }
-        let node = Arc::new(self.start(space)?);
+        let node = Arc::new(self.start_node(space)?);
         self.nodes.insert(space, node.clone());
         Ok(node)
     }
 
-    fn start(&self, space: &str) -> Result<SpaceNode, ApiError> {
+    fn start_node(&self, space: &str) -> Result<SpaceNode, ApiError> {
         let config = &self.config;
         let mut builder = Node::builder(&config.url, space)
             .ttl(config.ttl)
