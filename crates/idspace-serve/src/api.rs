@@ -19,7 +19,6 @@ use std::borrow::Cow;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -29,7 +28,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde::Deserialize;
 
 use crate::error::ApiError;
-use crate::metrics::{Metrics, Route};
+use crate::metrics::{monotonic_ns, Metrics, Route};
 use crate::spaces::{NodeConfig, Spaces};
 use crate::MAX_COUNT;
 
@@ -74,7 +73,8 @@ impl Answer {
 /// A request [`Service::answer_now`] could not answer at once, and when it came in.
 pub(crate) struct Later<B> {
     request: Request<B>,
-    started: Instant,
+    /// [`monotonic_ns`] when it came in.
+    started: u64,
 }
 
 /// The body of a single ID: `prefix`, the ID in decimal, `suffix`, in one allocation of its
@@ -123,7 +123,7 @@ impl Service {
         &self,
         request: Request<B>,
     ) -> Result<Response<Full<Bytes>>, Box<Later<B>>> {
-        let started = Instant::now();
+        let started = monotonic_ns();
         match self.route_now(&request) {
             Some((route, answer)) => Ok(self.respond(started, route, answer)),
             // Boxed: a request is large, and the rare case pays for moving it.
@@ -146,11 +146,11 @@ impl Service {
     /// The response to a request of `route` that came in at `started`, counted in the metrics.
     fn respond(
         &self,
-        started: Instant,
+        started: u64,
         route: Route,
         answer: Result<Answer, ApiError>,
     ) -> Response<Full<Bytes>> {
-        let took = started.elapsed();
+        let took = monotonic_ns().saturating_sub(started);
         let (answer, retry_after, code) = match answer {
             Ok(answer) => (answer, None, None),
             Err(error) => (
