@@ -45,6 +45,11 @@ mod time;
 mod timers;
 mod wake;
 
+/// The `wake` experiment's workloads and runners, for drivers that run one workload alone under a
+/// profiler (`examples/wake_messaging.rs`); not part of the lab's interface.
+#[doc(hidden)]
+pub use wake::workloads;
+
 // The lab's own tests measure memory too.
 #[cfg(test)]
 #[global_allocator]

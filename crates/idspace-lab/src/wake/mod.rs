@@ -6,7 +6,7 @@
 
 pub(crate) mod kernel;
 pub(crate) mod primitives;
-pub(crate) mod workloads;
+pub mod workloads;
 
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
