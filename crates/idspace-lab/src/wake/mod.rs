@@ -5,7 +5,7 @@
 //! run.
 
 pub(crate) mod kernel;
-pub(crate) mod primitives;
+pub mod primitives;
 pub mod workloads;
 
 use std::cell::RefCell;
