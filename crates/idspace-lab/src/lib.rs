@@ -45,6 +45,12 @@ mod time;
 mod timers;
 mod wake;
 
+/// The `wake` experiment's workloads and runners, and the primitives they are built of, for
+/// drivers that run one workload alone under a profiler (`examples/wake_*.rs`); not part of the
+/// lab's interface.
+#[doc(hidden)]
+pub use wake::{primitives, workloads};
+
 // The lab's own tests measure memory too.
 #[cfg(test)]
 #[global_allocator]

@@ -5,8 +5,8 @@
 //! run.
 
 pub(crate) mod kernel;
-pub(crate) mod primitives;
-pub(crate) mod workloads;
+pub mod primitives;
+pub mod workloads;
 
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};

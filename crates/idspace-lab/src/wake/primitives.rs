@@ -32,6 +32,7 @@ struct PipeState {
 }
 
 impl Pipe {
+    /// An empty pipe.
     pub fn new() -> Arc<Pipe> {
         Arc::new(Pipe {
             state: Mutex::new(PipeState {
@@ -122,6 +123,7 @@ impl Ord for Deadline {
 }
 
 impl Timer {
+    /// Starts the timer's thread.
     pub fn start() -> Result<Timer, String> {
         let shared = Arc::new(TimerShared {
             state: Mutex::new(TimerState {

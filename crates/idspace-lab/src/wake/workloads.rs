@@ -28,8 +28,11 @@ pub enum Runner {
 /// What a run returns: its wall time, the process's CPU time over the same interval
 /// ([`CpuClock`]) and, for our runtime, how its wakeups travelled.
 pub struct Ran {
+    /// Wall time from the first spawn to the last task's end.
     pub elapsed: Duration,
+    /// CPU time of the whole process over the same interval.
     pub cpu: Duration,
+    /// Our runtime's counters (`None` for tokio).
     pub stats: Option<Stats>,
 }
 

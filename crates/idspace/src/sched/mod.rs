@@ -44,7 +44,7 @@
 //! 3. a waker whose recent wakees keep changing is *wide*: its wakeups skip the slot;
 //! 4. every other wakeup (wide, from outside, from a timer between polls) goes to the wakee's
 //!    last worker if idle, otherwise an idle one, otherwise the less loaded of the waker's and
-//!    its last one (`wake_affine_weight`).
+//!    its last one (`wake_affine_weight`), or, for a wide waker's wakee, the waker's.
 //!
 //! Balancing (`balance.rs`): a worker that finds nothing to run steals the back half of the
 //! busiest run queue before it goes idle (newidle), and a worker with two or more tasks waiting
@@ -105,7 +105,11 @@
 //!   score; a different wakee adds 8) instead of per second, so that no clock is read on a
 //!   wakeup; a waker goes wide after about six wakeups of different tasks in a row. The
 //!   kernel also asks the wakee to flip, which a schbench worker, always waking its one
-//!   message thread, never does.
+//!   message thread, never does. A wide waker's wakee that finds no worker idle stays on the
+//!   waker's worker rather than going to the less loaded one: the kernel, which does not call
+//!   a hackbench sender wide (its receivers do not flip), pulls those wakees towards the
+//!   sender's CPU too, and weighing the loads kept each group split over two CPUs
+//!   (`placement.rs`).
 //! * Balancing counts tasks, not weighted load, and has one domain. A steal takes half the
 //!   victim's waiting tasks (rounded up) from the back of its queue, the ones that would wait
 //!   longest there; the next slot and the wakelists are never stolen from (tokio 1.51 made its

@@ -24,8 +24,26 @@
 //! Every other wakeup (one from a thread outside the runtime, a timer firing between polls, a
 //! wide waker's) is placed as before: the wakee's last worker if it is idle, else the first
 //! idle worker after it (`select_idle_sibling`), else the less loaded of the waker's worker and
-//! the last one (`wake_affine_weight`). Once a remote target is chosen, the runtime's
+//! the last one (`wake_affine_weight`); a wide waker's wakee then stays on the waker's worker
+//! whatever the loads (below). Once a remote target is chosen, the runtime's
 //! [`Policy`](super::Policy) decides how the wakeup travels there.
+//!
+//! **With no worker idle, a wide waker's wakee stays with the waker** ([`select_wide`]). The
+//! kernel's `wake_wide` also asks the wakee to flip, and a hackbench receiver, waking nobody
+//! but the odd writer, never does: the kernel does not find hackbench's senders wide, and pulls
+//! their receivers towards the sender's CPU (`wake_affine`). Our `wake_wide` looks at the waker
+//! only (so that a schbench message task, which the kernel's rule also calls affine, spreads
+//! its workers over the idle workers), and so calls the senders wide. Sending their wakees to
+//! the less loaded of two busy workers (a coin toss between two busy queues' lengths) kept
+//! every group of hackbench split over both workers for the whole run: a receiver
+//! drained its pipe on one CPU while the senders filled it on the other, and every message
+//! moved the pipe's lock and buffer lines between CPUs. Keeping the wakee with its waker keeps
+//! communicating tasks together (tokio keeps every wakeup made on a worker local); an idle
+//! worker still gets the wakee first, and a worker that runs dry steals (`balance.rs`). On the
+//! lab's `-g 4 -l 250` messaging (2 workers, alternated runs on a quiet machine) our CPU per
+//! message went from about 1.3x tokio's to about 1.05-1.1x; ties or a one-task bias towards
+//! the waker in the load test kept most of the cost. Wakeups made between polls (timers, I/O
+//! delivery) and from outside keep the load test: no waker is about to sleep there.
 //!
 //! [`Placement::Remote`] turns the slot off, never chooses the waker's own worker when another
 //! exists, and turns balancing off (a steal would pull the wakee back to its waker's worker):
@@ -60,7 +78,8 @@ use crate::sync::UnsafeCell;
 pub enum Placement {
     /// As the kernel decides: a sync wakeup from a running task runs its wakee next on the
     /// waker's worker (capped, and not for fan-out wakers); other wakeups go to the wakee's
-    /// last worker if idle, else to an idle worker, else stay with the less loaded of the two.
+    /// last worker if idle, else to an idle worker, else stay with the less loaded of the two
+    /// (with the waker, for a fan-out waker's wakee).
     #[default]
     Kernel,
     /// Every wakeup made on a worker goes to another worker (the wakee's last one if that is not
@@ -163,8 +182,11 @@ unsafe impl<H: Hooks> Sync for Local<H> {}
 
 /// What a sync wakeup did with the wakee.
 pub(crate) enum Affine<H: Hooks> {
-    /// Not a sync wakeup (no task is being polled, or the waker is wide): place it as usual.
+    /// Not a sync wakeup (no task is being polled): place it as usual.
     No(TaskRef<H>),
+    /// A wakeup by a wide waker: place it as usual, but with the waker if no worker is idle
+    /// ([`select_wide`]).
+    Wide(TaskRef<H>),
     /// The wakee is in the next slot; the task it displaced, if any, must be queued.
     Slotted(Option<TaskRef<H>>),
 }
@@ -213,14 +235,13 @@ impl<H: Hooks> Local<H> {
         // closure only moves references (a displaced task is dropped, if ever, by the caller).
         unsafe {
             self.with(|state| {
-                let affine = match state.running.as_mut() {
-                    Some(waker) => !waker.record(task.id()),
-                    None => false,
+                let Some(waker) = state.running.as_mut() else {
+                    return Affine::No(task);
                 };
-                if affine {
-                    Affine::Slotted(state.next.replace(task))
+                if waker.record(task.id()) {
+                    Affine::Wide(task)
                 } else {
-                    Affine::No(task)
+                    Affine::Slotted(state.next.replace(task))
                 }
             })
         }
@@ -265,6 +286,16 @@ pub(crate) fn select_idle<H: Hooks>(
         Some(this) if workers[this].load() < workers[prev].load() => this,
         _ => prev,
     }
+}
+
+/// The choice for a wakeup by a wide waker running on worker `waker`: the wakee's last worker
+/// `prev` if it is idle, else the first idle worker after it, as [`select_idle`]; with none
+/// idle, the waker's worker, whatever the loads (see the module's documentation).
+pub(crate) fn select_wide<H: Hooks>(workers: &[Worker<H>], prev: usize, waker: usize) -> usize {
+    if workers[prev].is_idle() {
+        return prev;
+    }
+    idle_worker(workers, prev, None).unwrap_or(waker)
 }
 
 /// [`Placement::Remote`]'s choice: like [`select_idle`] but never the waker's worker `here`

@@ -183,7 +183,8 @@ impl<H: Hooks> RuntimeState<H> {
     /// policy.
     fn wake(&self, task: TaskRef<H>) {
         let here = worker::current(self);
-        let task = match (here, self.placement) {
+        // `wide`: the worker of a wide waker, whose wakee stays there if no worker is idle.
+        let (task, wide) = match (here, self.placement) {
             (Some(this), Placement::Kernel) => {
                 let worker = &self.workers[this];
                 // The poller's worker delivering I/O events keeps the first wakee when nothing
@@ -204,15 +205,17 @@ impl<H: Hooks> RuntimeState<H> {
                         }
                         return;
                     }
-                    Affine::No(task) => task,
+                    Affine::Wide(task) => (task, Some(this)),
+                    Affine::No(task) => (task, None),
                 }
             }
-            _ => task,
+            _ => (task, None),
         };
         let prev = task.last_worker();
-        let target = match self.placement {
-            Placement::Kernel => placement::select_idle(&self.workers, prev, here),
-            Placement::Remote => placement::select_remote(&self.workers, prev, here),
+        let target = match (self.placement, wide) {
+            (Placement::Kernel, Some(this)) => placement::select_wide(&self.workers, prev, this),
+            (Placement::Kernel, None) => placement::select_idle(&self.workers, prev, here),
+            (Placement::Remote, _) => placement::select_remote(&self.workers, prev, here),
         };
         self.queue(task, target, here);
     }
@@ -1073,6 +1076,13 @@ mod tests {
         assert!(shared.workers[2].enqueue(idle_task(&shared, 2, 1)).is_ok());
         assert_eq!(select(&shared, 2, Some(0)), 0);
         assert_eq!(select(&shared, 0, Some(1)), 0);
+        // A wide waker's wakee stays with the waker, whatever the queues' lengths.
+        assert_eq!(placement::select_wide(&shared.workers, 0, 1), 1);
+        assert_eq!(
+            placement::select_wide(&shared.workers, 0, 2),
+            2,
+            "the longest queue"
+        );
         // Closing hands the tasks back, so the test leaves nothing behind.
         for worker in shared.workers.iter() {
             drop(worker.close());
