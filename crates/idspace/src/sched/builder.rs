@@ -26,7 +26,7 @@ pub const MAX_POLL: Duration = Duration::from_secs(1);
 pub const DEFAULT_BLOCKING_THREADS: usize = 64;
 
 /// The poller shape a [`Builder`] starts with (see [`Poller`]).
-pub const DEFAULT_POLLER: Poller = Poller::PerWorker;
+pub const DEFAULT_POLLER: Poller = Poller::Shared;
 
 /// How a wakeup reaches a task's target worker.
 ///

@@ -31,7 +31,8 @@
 //! # Where we differ from tokio
 //!
 //! tokio shares one driver among its workers, held by whichever parked worker takes it first;
-//! the others sleep on a condition variable. Per-worker pollers (thread-per-core style) need
+//! the others sleep on a condition variable; ours does the same by default. Per-worker pollers
+//! (thread-per-core style), the other shape, need
 //! no lock around the poller and keep a resource's events on one CPU, and they keep the wakelist
 //! series' path for cross-worker wakeups. Their cost: a resource's events are delivered
 //! only by its worker, so a worker stuck in a long poll delays them (the busy poll bounds it),
@@ -41,27 +42,30 @@
 //!
 //! # The shape chosen
 //!
-//! Per-worker pollers stay the default ([`DEFAULT_POLLER`](super::DEFAULT_POLLER)): they were
-//! the faster on every workload where the shapes differed, and the shared shape won only the
-//! server's CPU per HTTP request, by less than it lost in requests per second. The lab's `io`
-//! experiment runs the default build with each shape; medians of six quick runs, on this 2-core
-//! machine while other builds kept it loaded (load average 20 to 80, so single runs swung by
-//! 2x either way), as per-worker ÷ shared, above 1 when per-worker is the better:
+//! The shared poller is the default ([`DEFAULT_POLLER`](super::DEFAULT_POLLER)): it serves
+//! HTTP with a quarter less CPU per request and a fraction of the tail latency when the
+//! server shares its CPUs with other threads, and the two shapes tie on the scheduler
+//! benchmarks. The lab's `io` experiment runs the default build with each shape; medians of
+//! six quiet quick runs on this 2-core machine (nothing else running), as per-worker ÷ shared,
+//! above 1 when per-worker is the better:
 //!
 //! | workload (2 workers) | per-worker ÷ shared |
 //! |---|---:|
-//! | hackbench over socketpairs, `-g 1 -l 40` / `-g 4 -l 10` | 1.15x / 1.08x |
-//! | hackbench over pipes, `-g 1 -l 40` / `-g 4 -l 10` | 1.19x / 1.20x |
-//! | pipe context switching | 1.00x |
-//! | HTTP under wrk, unpinned, 64 connections: requests/s | 1.12x |
-//! | HTTP, same: server CPU per request | 0.94x |
+//! | hackbench over socketpairs, `-g 1 -l 40` / `-g 4 -l 10` | 1.05x / 0.99x |
+//! | hackbench over pipes, `-g 1 -l 40` / `-g 4 -l 10` | 0.98x / 1.00x |
+//! | pipe context switching | 0.99x |
+//! | HTTP under wrk, unpinned, 64 connections: requests/s | 0.83x |
+//! | HTTP, same: server CPU per request | 0.75x |
 //!
-//! The likely cause, not measured apart: where the workers are busy (hackbench, HTTP), a
-//! worker woken out of the shared poller to run the tasks its events woke leaves the poller
-//! free, and events then wait for a busy worker's periodic look or for the other worker to
-//! park; per-worker pollers always have their worker in `epoll_wait` when it idles. The shapes
-//! do not differ with one worker (the pinned HTTP rows), and the shared shape's cost (a
-//! try-lock per look) showed nowhere.
+//! In the unpinned HTTP row, the server's two workers and `wrk` are three busy threads on two
+//! CPUs, so the kernel keeps taking a worker off its CPU for a few milliseconds. With a poller
+//! per worker, the connections registered with that worker wait for it: its p99 latency was
+//! 3.5 to 4.3 ms in every run, against 0.75 to 0.9 ms with the shared poller (the locked
+//! policy; tokio's 0.7 to 1.2 ms), since any worker that gets to the shared poller delivers
+//! every connection's events. An earlier comparison, made while other builds kept the
+//! machine loaded (load average 20 to 80), had favoured per-worker pollers by 8 to 20% on
+//! hackbench; quiet runs do not show it. The shapes do not differ with one worker (the pinned
+//! HTTP rows), and the shared shape's cost (a try-lock per look) showed nowhere.
 //!
 //! # Where a message's time goes
 //!
