@@ -14,31 +14,9 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use idspace::sched::Policy;
+use idspace_lab::driver::{arg, median, runner};
 use idspace_lab::primitives::Timer;
 use idspace_lab::workloads::{lab_timer, latency, percentile, LatencyShape, Runner};
-
-fn parse_runner(name: &str) -> Result<(String, Runner), String> {
-    if name == "tokio" {
-        return Ok((name.to_string(), Runner::Tokio));
-    }
-    let policy: Policy = name.parse().map_err(|e| format!("{e}"))?;
-    Ok((name.to_string(), Runner::Ours(policy)))
-}
-
-fn arg<T: std::str::FromStr>(args: &[String], at: usize, default: T) -> Result<T, String> {
-    match args.get(at) {
-        None => Ok(default),
-        Some(text) => text
-            .parse()
-            .map_err(|_| format!("argument {at}: cannot parse {text:?}")),
-    }
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
 
 /// p50, p99, p99.9 (µs) and CPU µs per wakeup of one run.
 fn one_run(runner: Runner, shape: LatencyShape, timer: &Timer) -> Result<[f64; 4], String> {
@@ -63,7 +41,7 @@ fn run() -> Result<(), String> {
         .get(1)
         .map_or("locked,wakelist,wakelist-always,tokio", String::as_str)
         .split(',')
-        .map(parse_runner)
+        .map(runner)
         .collect::<Result<Vec<_>, _>>()?;
     let shape = LatencyShape {
         messengers: arg(&args, 2, 2)?,

@@ -14,30 +14,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use idspace::sched::Policy;
-use idspace_lab::workloads::{messaging, Runner};
-
-fn parse_runner(name: &str) -> Result<(String, Runner), String> {
-    if name == "tokio" {
-        return Ok((name.to_string(), Runner::Tokio));
-    }
-    let policy: Policy = name.parse().map_err(|e| format!("{e}"))?;
-    Ok((name.to_string(), Runner::Ours(policy)))
-}
-
-fn arg<T: std::str::FromStr>(args: &[String], at: usize, default: T) -> Result<T, String> {
-    match args.get(at) {
-        None => Ok(default),
-        Some(text) => text
-            .parse()
-            .map_err(|_| format!("argument {at}: cannot parse {text:?}")),
-    }
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
+use idspace_lab::driver::{arg, median, runner};
+use idspace_lab::workloads::messaging;
 
 fn run() -> Result<(), String> {
     let args: Vec<String> = std::env::args().collect();
@@ -45,7 +23,7 @@ fn run() -> Result<(), String> {
         .get(1)
         .map_or("locked,wakelist,wakelist-always,tokio", String::as_str)
         .split(',')
-        .map(parse_runner)
+        .map(runner)
         .collect::<Result<Vec<_>, _>>()?;
     let groups: usize = arg(&args, 2, 4)?;
     let loops: usize = arg(&args, 3, 250)?;

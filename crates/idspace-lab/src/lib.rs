@@ -49,7 +49,7 @@ mod wake;
 /// drivers that run one workload alone under a profiler (`examples/wake_*.rs`); not part of the
 /// lab's interface.
 #[doc(hidden)]
-pub use wake::{primitives, workloads};
+pub use wake::{driver, primitives, workloads};
 
 // The lab's own tests measure memory too.
 #[cfg(test)]

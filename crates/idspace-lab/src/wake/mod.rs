@@ -4,6 +4,7 @@
 //! multi-thread runtime with the same futures, and on the kernel (OS threads and pipes), all in one
 //! run.
 
+pub mod driver;
 pub(crate) mod kernel;
 pub mod primitives;
 pub mod workloads;
