@@ -1,8 +1,9 @@
 //! Loom models of the tables' concurrent protocols: create, get and remove on the scaled hash's
 //! chains while another thread splits buckets (growth by linear hashing, which lock-free
 //! lookups validate with the bucket's split count), in every design a lookup racing a remove or
-//! a `remove_owner`, its entry then held across both, and in the hash designs a lock-free walk
-//! over a node that is removed and freed meanwhile.
+//! a `remove_owner`, its entry then held across both, in the hash designs a lock-free walk
+//! over a node that is removed and freed meanwhile, and a create through an owner handle (no
+//! registry lock) racing `remove_owner` and `forget_idle`.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_table`.
 //! Tables start with one bucket and split past one entry per bucket, so each model crosses at
@@ -55,14 +56,24 @@ fn prefilled() -> Arc<ScaledHash<u64>> {
 }
 
 /// An owner whose first create on the prefilled table overflows a chain and splits buckets.
-/// Hashing is deterministic, so a scratch table tells.
+/// Hashing is deterministic, so a scratch table tells; each candidate is tried in a model of
+/// its own (one execution, one thread), so that the search's operations do not count towards
+/// the racing model's branch limit.
 fn splitting_owner() -> u64 {
-    let before = prefilled().buckets();
     (3..1000)
         .find(|&owner| {
-            let scratch = prefilled();
-            scratch.create(owner, 0).unwrap();
-            scratch.buckets() > before
+            let splits = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let found = splits.clone();
+            loom::model(move || {
+                let scratch = prefilled();
+                let before = scratch.buckets();
+                scratch.create(owner, 0).unwrap();
+                found.store(
+                    scratch.buckets() > before,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+            });
+            splits.load(std::sync::atomic::Ordering::Relaxed)
         })
         .expect("some owner's key collides")
 }
@@ -71,8 +82,8 @@ fn splitting_owner() -> u64 {
 /// existing entries live in: the lookup must find its entry whichever bucket it is in.
 #[test]
 fn lookup_and_remove_race_a_split() {
-    run_model("lookup_and_remove_race_a_split", || {
-        let splitter = splitting_owner();
+    let splitter = splitting_owner();
+    run_model("lookup_and_remove_race_a_split", move || {
         let table = prefilled();
         let before = table.buckets();
         let creator = table.clone();
@@ -285,5 +296,64 @@ fn creates_and_a_remove_of_one_owner() {
         expected.sort_unstable();
         assert_eq!(table.ids(1), expected);
         assert_eq!(table.len(), 2);
+    });
+}
+
+/// A create through an owner handle (which takes no registry lock) races `remove_owner` of its
+/// owner: either the create came first and `remove_owner` removes its entry too, or it comes
+/// after and creates afresh through the registry, as any create after the removal. No entry is
+/// left in a chain without its owner's list naming it.
+#[test]
+fn a_handle_create_races_remove_owner() {
+    run_model("a_handle_create_races_remove_owner", || {
+        let table = std::sync::Arc::new(
+            ScaledHash::<u64>::with_sizing(Sizing::Fixed { buckets: 2 }).unwrap(),
+        );
+        let handle = table.owner_handle(1).unwrap();
+        assert_eq!(table.create_in(&handle, 100), Ok(0));
+        let creator = table.clone();
+        let create = thread::spawn(move || creator.create_in(&handle, 200).unwrap());
+        let removed = table.remove_owner(1);
+        let id = create.join().unwrap();
+        match removed {
+            // The create came first: both entries went with the owner.
+            2 => {
+                assert_eq!(id, 1);
+                assert!(table.ids(1).is_empty());
+                assert!(table.get(1, 1).is_none(), "an entry outlived its owner");
+                assert_eq!(table.len(), 0);
+            }
+            // It came after: a fresh state, from ID 0, or from 1 if the removed entry 0 was
+            // not yet unhashed (a removed ID stays taken until then, as with a create by
+            // number racing `remove_owner`).
+            1 => {
+                assert!(id <= 1, "ID {id}");
+                assert_eq!(table.ids(1), [id]);
+                assert_eq!(table.get(1, id).map(|e| *e), Some(200));
+                assert!(
+                    table.get(1, 1 - id).is_none(),
+                    "an entry outlived its owner"
+                );
+            }
+            other => panic!("remove_owner removed {other} entries"),
+        }
+    });
+}
+
+/// A create through an owner handle races `forget_idle` while the owner holds nothing: a state
+/// someone keeps is never dropped as idle, so the entry stays listed under its owner.
+#[test]
+fn a_handle_create_races_forget_idle() {
+    run_model("a_handle_create_races_forget_idle", || {
+        let table = tiny();
+        let handle = table.owner_handle(1).unwrap();
+        let creator = table.clone();
+        let create = thread::spawn(move || creator.create_in(&handle, 7).unwrap());
+        table.forget_idle();
+        let id = create.join().unwrap();
+        assert_eq!(id, 0);
+        assert_eq!(table.ids(1), [0], "the entry left its owner's list");
+        assert_eq!(table.get(1, 0).map(|e| *e), Some(7));
+        assert_eq!(table.owners(), [1]);
     });
 }

@@ -475,3 +475,52 @@ fn sparse_ids_fit_in_a_hundred_kilobytes_on_two_cpus() {
     eprintln!("sparse: {bytes} bytes, {} buckets", table.buckets());
     assert!(bytes <= 100_000, "{bytes} bytes");
 }
+
+/// Creates through an owner handle answer as creates by number: the same cursor, wrap and
+/// `Full`; a handle keeps its owner's state from being dropped as idle; after `remove_owner`, or
+/// in another table, a handle creates through the registry.
+#[test]
+fn owner_handles_create_as_creates_by_number() {
+    use idspace::table::{ScaledHash, Sizing};
+    let table = ScaledHash::with_sizing_and_max_id(Sizing::growing(), 2).unwrap();
+    let handle = table.owner_handle(1).unwrap();
+    assert_eq!(handle.owner(), 1);
+    // A kept state is not idle: it stays though it is back to the initial one.
+    table.set_restore(1, true);
+    table.set_restore(1, false);
+    assert_eq!((table.forget_idle(), table.owners()), (0, vec![1]));
+    assert_eq!(table.create_in(&handle, 10), Ok(0));
+    assert_eq!(
+        table.create(1, 11),
+        Ok(1),
+        "one cursor, by handle or by number"
+    );
+    assert_eq!(table.create_in(&handle.clone(), 12), Ok(2));
+    assert_eq!(table.remove(1, 0).map(|e| *e), Ok(10));
+    assert_eq!(
+        table.create_in(&handle, 13),
+        Ok(0),
+        "wrapped past the largest ID"
+    );
+    let full = table.create_in(&handle, 14).unwrap_err();
+    assert_eq!((full.error, full.value), (TableError::Full, 14));
+    assert_eq!(table.ids(1), [0, 1, 2]);
+    // After the owner's removal the old handle still creates, from a fresh state through the
+    // registry.
+    assert_eq!(table.remove_owner(1), 3);
+    assert_eq!(table.create_in(&handle, 15), Ok(0));
+    assert_eq!(table.create_in(&handle, 16), Ok(1));
+    assert_eq!(table.ids(1), [0, 1]);
+    // A handle of another table creates for its owner there, through the registry.
+    let other = ScaledHash::new();
+    assert_eq!(other.create_in(&handle, 17), Ok(0));
+    assert_eq!((other.ids(1), table.ids(1)), (vec![0], vec![0, 1]));
+    let fresh = table.owner_handle(2).unwrap();
+    drop(fresh);
+    assert_eq!(
+        table.forget_idle(),
+        1,
+        "owner 2, no longer kept, holds nothing"
+    );
+    assert_eq!(table.owners(), [1]);
+}

@@ -11,7 +11,7 @@ mod common;
 use std::collections::{BTreeMap, HashMap};
 
 use common::{label, table_designs};
-use idspace::table::{Id, TableError, MAX_ID};
+use idspace::table::{Id, IdTable, OwnerHandle, ScaledHash, Sizing, TableError, MAX_ID};
 use proptest::prelude::*;
 
 #[derive(Default)]
@@ -103,9 +103,98 @@ fn op_strategy(max_id: Id) -> impl Strategy<Value = Op> {
     ]
 }
 
+/// How the check creates: through `IdTable::create`, or through owner handles a caller keeps.
+trait Creator {
+    fn create(
+        &mut self,
+        table: &dyn IdTable<u64>,
+        owner: u64,
+        value: u64,
+    ) -> Result<Id, (TableError, u64)>;
+    fn owner_removed(&mut self, _owner: u64, _step: usize) {}
+}
+
+/// Creates with `IdTable::create`.
+struct ByNumber;
+
+impl Creator for ByNumber {
+    fn create(
+        &mut self,
+        table: &dyn IdTable<u64>,
+        owner: u64,
+        value: u64,
+    ) -> Result<Id, (TableError, u64)> {
+        table.create(owner, value).map_err(|r| (r.error, r.value))
+    }
+}
+
+/// Creates through an owner handle per owner, made on first use, in a `ScaledHash`. After a
+/// `remove_owner` the handle is kept on odd steps (its creates then go through the registry)
+/// and made afresh on even ones.
+struct ByHandle<'a> {
+    table: &'a ScaledHash<u64>,
+    handles: HashMap<u64, OwnerHandle>,
+}
+
+impl Creator for ByHandle<'_> {
+    fn create(
+        &mut self,
+        _: &dyn IdTable<u64>,
+        owner: u64,
+        value: u64,
+    ) -> Result<Id, (TableError, u64)> {
+        let table = self.table;
+        let handle = self
+            .handles
+            .entry(owner)
+            .or_insert_with(|| table.owner_handle(owner).expect("memory for an owner"));
+        assert_eq!(handle.owner(), owner);
+        table
+            .create_in(handle, value)
+            .map_err(|r| (r.error, r.value))
+    }
+
+    fn owner_removed(&mut self, owner: u64, step: usize) {
+        if step % 2 == 0 {
+            self.handles.remove(&owner);
+        }
+    }
+}
+
 fn check(max_id: Id, ops: &[Op]) {
     for (index, table) in table_designs(max_id).iter().enumerate() {
         let name = label(table.as_ref(), index);
+        check_one(table.as_ref(), &name, &mut ByNumber, max_id, ops);
+    }
+    // Creates through owner handles answer as creates by number do.
+    for (index, sizing) in [
+        Sizing::Growing {
+            initial: 1,
+            max_load: 1,
+        },
+        Sizing::growing(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let table = ScaledHash::with_sizing_and_max_id(sizing, max_id).expect("a valid sizing");
+        let mut creator = ByHandle {
+            table: &table,
+            handles: HashMap::new(),
+        };
+        let name = format!("scaled with owner handles #{index}");
+        check_one(&table, &name, &mut creator, max_id, ops);
+    }
+}
+
+fn check_one(
+    table: &dyn IdTable<u64>,
+    name: &str,
+    creator: &mut dyn Creator,
+    max_id: Id,
+    ops: &[Op],
+) {
+    {
         let mut model = Model {
             max_id,
             owners: HashMap::new(),
@@ -115,7 +204,7 @@ fn check(max_id: Id, ops: &[Op]) {
             let at = format!("{name}, step {step}: {op:?}");
             match *op {
                 Op::Create(owner) => {
-                    let got = table.create(owner, value).map_err(|r| (r.error, r.value));
+                    let got = creator.create(table, owner, value);
                     let want = model.create(owner, value).map_err(|e| (e, value));
                     assert_eq!(got, want, "{at}");
                 }
@@ -166,6 +255,7 @@ fn check(max_id: Id, ops: &[Op]) {
                 Op::RemoveOwner(owner) => {
                     let want = model.owners.remove(&owner).map_or(0, |s| s.entries.len());
                     assert_eq!(table.remove_owner(owner), want, "{at}");
+                    creator.owner_removed(owner, step);
                 }
             }
         }

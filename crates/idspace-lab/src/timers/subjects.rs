@@ -3,11 +3,12 @@
 
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
 
 use crossbeam_utils::CachePadded;
 use dashmap::DashMap;
 use foldhash::fast::FixedState;
-use idspace::table::{GlobalHash, IdTable, Radix, ScaledHash, MAX_ID};
+use idspace::table::{GlobalHash, IdTable, OwnerHandle, Radix, ScaledHash, MAX_ID};
 
 use super::kernel::KernelTimers;
 
@@ -74,12 +75,12 @@ pub fn candidates() -> Vec<Candidate> {
         Candidate {
             name: "scaled",
             kind: Kind::InProcess,
-            make: || Box::new(Ours(ScaledHash::new())),
+            make: || Box::new(Handled::new(ScaledHash::new())),
         },
         Candidate {
             name: "scaled-fixed",
             kind: Kind::InProcess,
-            make: || Box::new(Ours(ScaledHash::kernel_sized())),
+            make: || Box::new(Handled::new(ScaledHash::kernel_sized())),
         },
         Candidate {
             name: "radix",
@@ -128,6 +129,60 @@ impl<D: IdTable<Handle>> Subject for Ours<D> {
     }
     fn memory_bytes(&self) -> Option<usize> {
         Some(self.0.memory_bytes())
+    }
+}
+
+/// Our hash table as a process uses it: each owner's handle is made on its first create and
+/// kept, as a process keeps its own state (the kernel's `current->signal`), so that a create
+/// takes no lock of the owner registry. The handles are found by index, as the peers' cursors
+/// are. Everything but the create is [`Ours`].
+pub struct Handled {
+    table: Ours<ScaledHash<Handle>>,
+    handles: Box<[OnceLock<OwnerHandle>]>,
+}
+
+impl Handled {
+    fn new(table: ScaledHash<Handle>) -> Self {
+        Handled {
+            table: Ours(table),
+            handles: (0..MAX_OWNERS).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The owner's handle, made on first use; `None` for an owner beyond the slots, or if
+    /// there is no memory for its state.
+    #[inline]
+    fn handle(&self, owner: u64) -> Option<&OwnerHandle> {
+        let slot = self.handles.get(usize::try_from(owner).ok()?)?;
+        if slot.get().is_none() {
+            // A racing first create may set it first: either handle is the owner's.
+            let _ = slot.set(self.table.0.owner_handle(owner).ok()?);
+        }
+        slot.get()
+    }
+}
+
+impl Subject for Handled {
+    #[inline]
+    fn create(&self, owner: u64) -> Option<u32> {
+        match self.handle(owner) {
+            Some(kept) => self.table.0.create_in(kept, handle(owner, 0)).ok(),
+            None => self.table.create(owner),
+        }
+    }
+    #[inline]
+    fn lookup(&self, owner: u64, id: u32) -> bool {
+        self.table.lookup(owner, id)
+    }
+    #[inline]
+    fn delete(&self, owner: u64, id: u32) -> bool {
+        self.table.delete(owner, id)
+    }
+    fn create_exact(&self, owner: u64, id: u32) -> bool {
+        self.table.create_exact(owner, id)
+    }
+    fn memory_bytes(&self) -> Option<usize> {
+        self.table.memory_bytes()
     }
 }
 

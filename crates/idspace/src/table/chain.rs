@@ -8,10 +8,10 @@ use core::ptr::NonNull;
 use super::entry::Entry;
 use super::limbo::{Limbo, Retired};
 use super::node::Node;
-use super::owners::Owners;
+use super::owners::{Counted, Owners, Shared};
 use super::{exact_id_refusal, next_id, Id, IdTable, Owner, Rejected, TableError, MAX_ID};
-use crate::lock::{Locks, Mutex, MutexGuard};
-use crate::sync::{exclusive_load, AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use crate::lock::{DefaultLocks, Locks, Mutex, MutexGuard};
+use crate::sync::{exclusive_load, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use crate::util::hash::mix;
 use crate::util::idset::IdSet;
 use crate::util::readers::{Readers, Section};
@@ -256,9 +256,9 @@ impl<L: Locks> Default for IdStripe<L> {
 /// An owner's list of live IDs (the kernel's per-process timer list under `siglock`), striped
 /// by ID so that creates and removes of one owner on different CPUs take different locks.
 ///
-/// Each stripe's lock is held only to add or remove one ID, never together with a chain's lock
-/// or another stripe's: a thread preempted while it holds one stalls only the few operations
-/// that need the same stripe during those nanoseconds.
+/// Each stripe's lock is held only to add or remove one ID (with the ID's one chain lock
+/// inside it), never together with another stripe's: a thread preempted while it holds one
+/// stalls only the few operations that need the same stripe during those nanoseconds.
 struct OwnerIds<L: Locks> {
     stripes: [IdStripe<L>; ID_STRIPES],
 }
@@ -276,13 +276,6 @@ impl<L: Locks> OwnerIds<L> {
     fn stripe(&self, id: Id) -> (&Mutex<L, Stripe>, Id) {
         let stripes = ID_STRIPES as Id;
         (&self.stripes[(id % stripes) as usize].ids, id / stripes)
-    }
-
-    /// Records `id`; false if it was already there.
-    #[inline]
-    fn insert(&self, id: Id) -> bool {
-        let (stripe, value) = self.stripe(id);
-        stripe.lock().ids.insert(value)
     }
 
     /// Forgets `id` and runs `then` on the stripe's limbo with the stripe still locked;
@@ -350,7 +343,28 @@ pub(crate) struct OwnerSlot<L: Locks> {
     cursor: AtomicU32,
     /// Restore mode. Relaxed: a flag read on its own; no other data hangs on it.
     restoring: AtomicBool,
+    /// Set once `remove_owner` took the state out of the registry: a create through an owner
+    /// handle then links nothing (see `OwnerSlot::link_and_record`). Relaxed: it is stored
+    /// before `remove_owner` takes each stripe's lock and read under a stripe's lock, so the
+    /// stripe locks order it.
+    detached: AtomicBool,
+    /// Pointers to the state: the registry's and the owner handles' (see `owners::Shared`).
+    pointers: AtomicUsize,
     ids: OwnerIds<L>,
+}
+
+impl<L: Locks> Counted for OwnerSlot<L> {
+    fn pointers(&self) -> &AtomicUsize {
+        &self.pointers
+    }
+}
+
+/// Why [`OwnerSlot::link_and_record`] linked nothing; the node comes back.
+enum Unlinked<T> {
+    /// The chain already holds the key.
+    Taken(Box<Node<T>>),
+    /// The state was detached by `remove_owner`.
+    Detached(Box<Node<T>>),
 }
 
 impl<L: Locks> Default for OwnerSlot<L> {
@@ -358,6 +372,9 @@ impl<L: Locks> Default for OwnerSlot<L> {
         OwnerSlot {
             cursor: AtomicU32::new(0),
             restoring: AtomicBool::new(false),
+            detached: AtomicBool::new(false),
+            // The registry's (see `owners::Counted`).
+            pointers: AtomicUsize::new(1),
             ids: OwnerIds::default(),
         }
     }
@@ -370,6 +387,33 @@ impl<L: Locks> OwnerSlot<L> {
         self.cursor.load(Ordering::Relaxed) == 0
             && !self.restoring.load(Ordering::Relaxed)
             && self.ids.len() == 0
+    }
+
+    /// Links `node` into its chain with `link` and records its ID in the list, both under
+    /// the ID's stripe lock, unless `remove_owner` detached the state (then nothing is linked).
+    ///
+    /// The stripe is held across the link so that a create through an owner handle, which
+    /// holds no registry lock, cannot add an entry `remove_owner` would miss: `remove_owner`
+    /// sets `detached` and then takes every stripe's lock before it reads the list, so a
+    /// create's section either ran before (its ID is listed) or sees the flag. Stripe before
+    /// chain is the order a remove takes them in too.
+    #[inline]
+    fn link_and_record<T>(
+        &self,
+        node: Box<Node<T>>,
+        link: impl FnOnce(Box<Node<T>>) -> Result<Inserted, Box<Node<T>>>,
+    ) -> Result<Inserted, Unlinked<T>> {
+        let id = node.id;
+        let (stripe, value) = self.ids.stripe(id);
+        let mut stripe = stripe.lock();
+        if self.detached.load(Ordering::Relaxed) {
+            return Err(Unlinked::Detached(node));
+        }
+        let inserted = link(node).map_err(Unlinked::Taken)?;
+        // Newly in the chain, so not in the list (see `ChainedTable`).
+        let recorded = stripe.ids.insert(value);
+        debug_assert!(recorded, "ID {id} was listed but not in its chain");
+        Ok(inserted)
     }
 
     /// Claims the cursor's ID and moves the cursor past it: the kernel's
@@ -401,6 +445,47 @@ impl<L: Locks> OwnerSlot<L> {
     }
 }
 
+/// An owner's state in one table, kept by a caller that creates for the owner often (a process
+/// keeping its own, as the kernel reaches it through `current->signal`): a create through it
+/// takes no lock of the owner registry. Made by `ScaledHash::owner_handle`.
+///
+/// While a handle lives, the owner's state is not dropped as idle (an owner with no entries,
+/// cursor 0 and restore mode off stays listed by [`IdTable::owners`]); `remove_owner` still
+/// removes the owner, after which creates through the handle go through the registry, as
+/// `create(handle.owner(), value)` would.
+pub struct OwnerHandle<L: Locks = DefaultLocks> {
+    owner: Owner,
+    /// The number of the table that made the handle.
+    table: usize,
+    slot: Shared<OwnerSlot<L>>,
+}
+
+impl<L: Locks> OwnerHandle<L> {
+    /// The owner the handle creates for.
+    pub fn owner(&self) -> Owner {
+        self.owner
+    }
+}
+
+impl<L: Locks> Clone for OwnerHandle<L> {
+    fn clone(&self) -> Self {
+        OwnerHandle {
+            owner: self.owner,
+            table: self.table,
+            slot: self.slot.clone(),
+        }
+    }
+}
+
+impl<L: Locks> core::fmt::Debug for OwnerHandle<L> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("OwnerHandle")
+            .field("owner", &self.owner)
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Reader slots of a table: two per CPU, at least 4 and at most 64 (`Readers::new` rounds up
 /// to a power of two; two in loom models). A lookup that finds them all taken locks its chain
 /// instead of waiting, so a few suffice.
@@ -414,16 +499,20 @@ fn reader_slots() -> usize {
 
 /// The hash designs' [`IdTable`], written once over their [`Chains`].
 ///
-/// Two locks nest in one order only: a remove holds the stripe of its ID while it takes the
-/// ID out of its chain (so that it can retire the node into the stripe's limbo under the same
-/// lock); nothing takes a stripe while holding a chain. An ID enters the chain before the list
-/// and leaves the list before the chain, so an ID in an owner's list is always in its chain: a
-/// remove that wins the ID in the list is the one remove that takes it out of the chain, and a
-/// create that inserted an ID into the chain finds it missing from the list. Every operation on an owner runs with the registry's shard held
-/// for reading, which `remove_owner` excludes with the write lock.
+/// Two locks nest in one order only, stripe before chain: a create holds the stripe of its ID
+/// while it inserts the ID into its chain and lists it (so that `remove_owner` orders it, see
+/// `OwnerSlot::link_and_record`), and a remove holds it while it takes the ID out of its chain
+/// (so that it can retire the node into the stripe's limbo under the same lock); nothing takes
+/// a stripe while holding a chain. An ID enters the chain before the list and leaves the list
+/// before the chain, so an ID in an owner's list is always in its chain: a remove that wins the
+/// ID in the list is the one remove that takes it out of the chain, and a create that inserted
+/// an ID into the chain finds it missing from the list. Every operation on an owner by number
+/// runs with the registry's shard held for reading, which `remove_owner` excludes with the
+/// write lock; a create through an owner handle holds no registry lock, and `remove_owner`
+/// detaches the state before it reads the list (see `OwnerSlot::detached`).
 pub(crate) struct ChainedTable<C, L: Locks> {
     chains: C,
-    owners: Owners<OwnerSlot<L>, L>,
+    owners: Owners<OwnerSlot<L>, L, Shared<OwnerSlot<L>>>,
     /// Lookups in flight. A remove unlinks its node under the chain's lock and hands the
     /// chain's reference to the caller at once, but the table's pin on the node's memory goes
     /// to the limbo of the ID's stripe, which releases it only after a grace period
@@ -433,7 +522,14 @@ pub(crate) struct ChainedTable<C, L: Locks> {
     /// sees no unlinked node).
     readers: Readers,
     max_id: Id,
+    /// The table's number, unique in the process: an owner handle names the table it was made
+    /// by, and another table does not take it for its own.
+    id: usize,
 }
+
+/// Numbers tables for their owner handles. `core`'s atomic, not the `sync` module's: a
+/// counter of the process (loom's atomics live in one model), in no protocol; Relaxed.
+static TABLES: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
 
 impl<C, L: Locks> ChainedTable<C, L> {
     pub(crate) fn new(chains: C, max_id: Id) -> Self {
@@ -442,6 +538,7 @@ impl<C, L: Locks> ChainedTable<C, L> {
             owners: Owners::new(),
             readers: Readers::new(reader_slots()),
             max_id,
+            id: TABLES.fetch_add(1, core::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -498,39 +595,9 @@ impl<T: Send + Sync, L: Locks, C: Chains<T, L>> IdTable<T> for ChainedTable<C, L
     }
 
     fn create(&self, owner: Owner, value: T) -> Result<Id, Rejected<T>> {
-        let max_id = self.max_id;
-        // The registry's shard stays read-locked across the create: a `remove_owner`, which
-        // write-locks it, sees the entry in the owner's list or starts after the create.
         // The entry's one allocation, made before any lock is taken.
         let node = Node::try_boxed(owner, 0, value).map_err(no_memory)?;
-        let (id, inserted) = self.owners.try_with(
-            owner,
-            node,
-            |slot, mut node| {
-                // Every ID claimed in turn, at most once each: Full if all are taken.
-                for _ in 0..=u64::from(max_id) {
-                    let id = slot.claim(max_id);
-                    node.id = id;
-                    match try_insert(&self.chains, node) {
-                        Ok(inserted) => {
-                            // Newly in the chain, so not in the list (see `ChainedTable`).
-                            let recorded = slot.ids.insert(id);
-                            debug_assert!(recorded, "ID {id} was listed but not in its chain");
-                            return Ok((id, inserted));
-                        }
-                        Err(back) => node = back,
-                    }
-                }
-                Err(Rejected {
-                    error: TableError::Full,
-                    value: Node::into_value(*node), // never linked, so ours alone
-                })
-            },
-            |node| Err(no_memory(Node::into_value(*node))),
-        )?;
-        // Growth runs with no lock held, so other creators of this owner do not wait for it.
-        self.chains.inserted(inserted.hash, inserted.len);
-        Ok(id)
+        self.create_node(node)
     }
 
     fn create_at(&self, owner: Owner, id: Id, value: T) -> Result<Id, Rejected<T>> {
@@ -545,17 +612,16 @@ impl<T: Send + Sync, L: Locks, C: Chains<T, L>> IdTable<T> for ChainedTable<C, L
                         return Err(Rejected { error, value });
                     }
                     let node = Node::try_boxed(owner, id, value).map_err(no_memory)?;
-                    match try_insert(&self.chains, node) {
+                    match slot.link_and_record(node, |node| try_insert(&self.chains, node)) {
                         Ok(inserted) => {
-                            let recorded = slot.ids.insert(id);
-                            debug_assert!(recorded, "ID {id} was listed but not in its chain");
                             slot.cursor.store(next_id(id, max_id), Ordering::Relaxed);
                             Ok(inserted)
                         }
-                        Err(node) => Err(Rejected {
+                        Err(Unlinked::Taken(node)) => Err(Rejected {
                             error: TableError::Busy,
                             value: Node::into_value(*node), // never linked, so ours alone
                         }),
+                        Err(Unlinked::Detached(_)) => unreachable!("{DETACHED_IN_REGISTRY}"),
                     }
                 },
                 // An owner without state has restore mode off.
@@ -665,7 +731,11 @@ impl<T: Send + Sync, L: Locks, C: Chains<T, L>> IdTable<T> for ChainedTable<C, L
         let Some(slot) = self.owners.remove(owner) else {
             return 0;
         };
-        // No other thread can reach `slot` any more; its locks are uncontended.
+        // No other thread reaches `slot` through the registry any more, but a create through an
+        // owner handle may. Once the flag is set and every stripe's lock was taken after it
+        // (draining the limbos does), no create links or lists anything more: the list read
+        // below is final (see `OwnerSlot::link_and_record`).
+        slot.detached.store(true, Ordering::Relaxed);
         let mut retired = Vec::new();
         slot.ids.drain_limbo(&mut retired);
         let values: Vec<Entry<T>> = slot
@@ -750,6 +820,113 @@ impl<T: Send + Sync, L: Locks, C: Chains<T, L>> IdTable<T> for ChainedTable<C, L
         });
         self.release_after_grace(retired.into_inner());
         dropped
+    }
+}
+
+/// Why an unreachable arm is so: the registry's paths hold its shard for reading, and a state
+/// is detached only after `remove_owner` took it out under the write lock.
+const DETACHED_IN_REGISTRY: &str = "a state found in the registry is not detached";
+
+/// How a create through one owner state ended without an entry; the node comes back.
+enum Refused<T> {
+    /// Every ID is taken.
+    Full(Box<Node<T>>),
+    /// `remove_owner` detached the state.
+    Detached(Box<Node<T>>),
+}
+
+impl<C, L: Locks> ChainedTable<C, L> {
+    /// Claims IDs from the state's cursor until one is free in its chain, links `node` with it
+    /// and lists it (the kernel's `posix_timer_add`). Every ID is claimed at most once: `Full`
+    /// if all are taken.
+    #[inline]
+    fn claim_and_link<T>(
+        &self,
+        slot: &OwnerSlot<L>,
+        mut node: Box<Node<T>>,
+    ) -> Result<(Id, Inserted), Refused<T>>
+    where
+        C: Chains<T, L>,
+    {
+        let max_id = self.max_id;
+        for _ in 0..=u64::from(max_id) {
+            let id = slot.claim(max_id);
+            node.id = id;
+            match slot.link_and_record(node, |node| try_insert(&self.chains, node)) {
+                Ok(inserted) => return Ok((id, inserted)),
+                Err(Unlinked::Taken(back)) => node = back,
+                Err(Unlinked::Detached(back)) => return Err(Refused::Detached(back)),
+            }
+        }
+        Err(Refused::Full(node))
+    }
+
+    /// [`IdTable::create`] of an allocated node, through the registry.
+    fn create_node<T>(&self, node: Box<Node<T>>) -> Result<Id, Rejected<T>>
+    where
+        C: Chains<T, L>,
+    {
+        // The registry's shard stays read-locked across the create: a `remove_owner`, which
+        // write-locks it, sees the entry in the owner's list or starts after the create.
+        let (id, inserted) = self.owners.try_with(
+            node.owner,
+            node,
+            |slot, node| match self.claim_and_link(slot, node) {
+                Ok(created) => Ok(created),
+                Err(Refused::Full(node)) => Err(Rejected {
+                    error: TableError::Full,
+                    value: Node::into_value(*node), // never linked, so ours alone
+                }),
+                Err(Refused::Detached(_)) => unreachable!("{DETACHED_IN_REGISTRY}"),
+            },
+            |node| Err(no_memory(Node::into_value(*node))),
+        )?;
+        // Growth runs with no lock held, so other creators of this owner do not wait for it.
+        self.chains.inserted(inserted.hash, inserted.len);
+        Ok(id)
+    }
+
+    /// A handle on the owner's state (made if the owner has none), for
+    /// [`create_in`](Self::create_in).
+    ///
+    /// # Errors
+    /// [`TableError::NoMemory`] if there is no memory for a new owner's state.
+    pub(crate) fn owner_handle(&self, owner: Owner) -> Result<OwnerHandle<L>, TableError> {
+        let slot = self.owners.share(owner).ok_or(TableError::NoMemory)?;
+        Ok(OwnerHandle {
+            owner,
+            table: self.id,
+            slot,
+        })
+    }
+
+    /// [`IdTable::create`] through an owner handle: the registry is not consulted, as the
+    /// kernel's `timer_create` finds its process's state through `current->signal`. A handle
+    /// of another table, or one whose owner `remove_owner` dropped since, creates through the
+    /// registry instead (as `create(handle.owner(), value)`).
+    #[inline]
+    pub(crate) fn create_in<T>(&self, handle: &OwnerHandle<L>, value: T) -> Result<Id, Rejected<T>>
+    where
+        C: Chains<T, L>,
+    {
+        let node = Node::try_boxed(handle.owner, 0, value).map_err(no_memory)?;
+        if handle.table != self.id {
+            return self.create_node(node);
+        }
+        match self.claim_and_link(&handle.slot, node) {
+            Ok((id, inserted)) => {
+                // Growth runs with no lock held, as in `create_node`.
+                self.chains.inserted(inserted.hash, inserted.len);
+                Ok(id)
+            }
+            Err(Refused::Full(node)) => Err(Rejected {
+                error: TableError::Full,
+                value: Node::into_value(*node), // never linked, so ours alone
+            }),
+            // The owner was removed: its next create makes a fresh state, as after any
+            // `remove_owner`.
+            Err(Refused::Detached(node)) => self.create_node(node),
+        }
     }
 }
 

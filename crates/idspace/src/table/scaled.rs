@@ -12,7 +12,7 @@ use super::chain::{
 };
 use super::node::Node;
 use super::Entry;
-use super::{Id, Owner, Rejected, SizingError, TableError, MAX_ID};
+use super::{Id, Owner, OwnerHandle, Rejected, SizingError, TableError, MAX_ID};
 use crate::util::hash::mix;
 use crate::util::readers::Section;
 use smallvec::SmallVec;
@@ -533,9 +533,10 @@ impl<T, L: Locks> Drop for ScaledChains<T, L> {
 /// by default (see [`Sizing`]).
 ///
 /// Lookups take no lock (see "Lookups without locks" below); creates claim an ID from the
-/// owner's atomic cursor, insert under
-/// one bucket's lock and then record the ID under one stripe of the owner's list; removes forget
-/// the ID in its stripe, then take it out of its bucket. No two of these locks are held at once. With
+/// owner's atomic cursor and, holding the ID's stripe of the owner's list, insert under one
+/// bucket's lock and record the ID in the stripe; removes forget the ID in its stripe, then
+/// take it out of its bucket under the same stripe. A create through an owner handle
+/// ([`ScaledHash::owner_handle`]) takes no lock of the owner registry. With
 /// [`Sizing::Growing`] the table splits buckets as it fills, keeping chains short without ever
 /// stopping other threads. This is the recommended table design.
 ///
@@ -721,6 +722,42 @@ impl<T: Send + Sync, L: Locks> ScaledHash<T, L> {
     /// The largest ID this table hands out.
     pub fn max_id(&self) -> Id {
         self.table.max_id()
+    }
+
+    /// A handle on the owner's state, made if the owner has none, for
+    /// [`create_in`](Self::create_in): what a caller keeps that creates for one owner often (a
+    /// process its own timers, as the kernel reaches them through `current->signal`).
+    ///
+    /// # Errors
+    /// [`TableError::NoMemory`] if there is no memory for a new owner's state.
+    ///
+    /// ```
+    /// use idspace::table::{IdTable, ScaledHash};
+    ///
+    /// let timers = ScaledHash::new();
+    /// let process = timers.owner_handle(7)?;
+    /// assert_eq!(timers.create_in(&process, "tick"), Ok(0));
+    /// assert_eq!(timers.create(7, "tock"), Ok(1)); // the same owner, through the registry
+    /// assert_eq!(timers.ids(7), [0, 1]);
+    /// // After the owner's removal the handle creates as `create(7, ..)` would: afresh.
+    /// assert_eq!(timers.remove_owner(7), 2);
+    /// assert_eq!(timers.create_in(&process, "again"), Ok(0));
+    /// assert_eq!(timers.ids(7), [0]);
+    /// # Ok::<(), idspace::table::TableError>(())
+    /// ```
+    pub fn owner_handle(&self, owner: Owner) -> Result<OwnerHandle<L>, TableError> {
+        self.table.owner_handle(owner)
+    }
+
+    /// [`IdTable::create`](super::IdTable::create) for the handle's owner, without the owner registry's lock: the
+    /// same ID, cursor and errors as `create(handle.owner(), value)`. A handle of another
+    /// table creates through this table's registry.
+    ///
+    /// # Errors
+    /// As [`IdTable::create`](super::IdTable::create).
+    #[inline]
+    pub fn create_in(&self, handle: &OwnerHandle<L>, value: T) -> Result<Id, Rejected<T>> {
+        self.table.create_in(handle, value)
     }
 }
 
