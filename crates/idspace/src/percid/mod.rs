@@ -95,9 +95,9 @@
 //! 2.3 ns; a `std` `thread_local!` `RefCell<Vec>` cache's pair takes 4.4 ns there, the
 //! difference being steps 2 to 4, which a per-thread cache does not need.
 //!
-//! The pool's path was then cut from about 55 instructions per take or give (as the lab's
-//! `percid` experiment calls them, through `&dyn Fn`) to about 30, below the `thread_local`
-//! crate's cache (about 40 with its `get_or` lookup): the section's operands had taken ten
+//! The pool's path was then cut from 55 or 56 instructions per take or give (as the lab's
+//! `percid` experiment calls them, through `&dyn Fn`, counted in the x86-64 build) to 32 or
+//! 34, below the `thread_local` crate's cache (41 or 49 with its `get_or` lookup): the section's operands had taken ten
 //! registers (the `rseq_cs` and index fields' addresses, the length's, the cells', the
 //! capacity, two scratch words), so the inlined path saved six callee-saved registers on every
 //! call, and the decoding of a miss was a call that kept the pool and the object live across
