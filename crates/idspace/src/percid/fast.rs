@@ -15,8 +15,8 @@ use crate::sys::rseq::Field;
 ))]
 mod imp {
     use super::*;
-    use crate::sys::rseq::{mm_cid_filled, Area, Registrar};
-    use crate::sys::rseq_cs::{self, Outcome};
+    use crate::sys::rseq::{self, mm_cid_filled, Area, Registrar};
+    use crate::sys::rseq_cs::{self, Outcome, Status};
 
     /// The calling thread's area and the field it indexes by. Not `Send`: made for one thread.
     /// Two words, passed by value (also to the out-of-line retries, so nothing is spilled).
@@ -49,6 +49,43 @@ mod imp {
     #[inline(always)]
     pub(crate) fn current_quick(field: Field) -> Option<Fast> {
         Area::this_thread_quick().map(|area| Fast { area, field })
+    }
+
+    /// A structure's quick path, decided when it is built: glibc's area offset and the field
+    /// it indexes by, or nothing (no rseq source, or glibc registered no areas). Kept in the
+    /// structure, it is read with the structure's other words: no load of the published
+    /// offset through the GOT, and no separate check of the source.
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct Quick {
+        /// glibc's `__rseq_offset`, or 0 (which it never is) for no quick path.
+        offset: isize,
+        field: Field,
+    }
+
+    impl Quick {
+        /// The quick path of a structure on `source`.
+        pub(crate) fn new(source: IndexSource) -> Quick {
+            match (field(source), rseq::glibc_offset()) {
+                (Some(field), Some(offset)) => Quick { offset, field },
+                _ => Quick {
+                    offset: 0,
+                    field: Field::MmCid,
+                },
+            }
+        }
+
+        /// The calling thread's fast path, as [`current_quick`]; `None` also where the
+        /// structure has no quick path.
+        #[inline(always)]
+        pub(crate) fn current(self) -> Option<Fast> {
+            if self.offset == 0 {
+                return None;
+            }
+            Area::at_glibc_offset(self.offset).map(|area| Fast {
+                area,
+                field: self.field,
+            })
+        }
     }
 
     pub(crate) fn available(source: IndexSource) -> bool {
@@ -153,25 +190,43 @@ mod imp {
             let Some(list) = lists.get(index as usize) else {
                 return Some(Pushed::NoSlot);
             };
-            // Under an rseq source every store to a list's length and cells is such a section
-            // or a pop, indexed by the list's own index; `len <= items.len()`.
-            // SAFETY: the list's words are live and aligned, borrowed for the call.
-            let outcome = unsafe {
-                self.area.push(
-                    self.field,
-                    index,
-                    list.len.as_ptr(),
-                    list.items.as_ptr().cast_mut().cast(),
-                    list.items.len(),
-                    // The assembly moves the pointer as a word; `pop` turns it back.
-                    item as usize,
-                )
+            // SAFETY: as in `push_quick`.
+            let status = unsafe {
+                self.area
+                    .push(self.field, index, list.header(), item as usize)
             };
-            match outcome {
+            match status.outcome(()) {
                 Outcome::Committed(()) => Some(Pushed::Done),
                 Outcome::Refused => Some(Pushed::Full),
                 Outcome::Aborted | Outcome::Moved => None,
             }
+        }
+
+        /// [`push`](Self::push) for the inlined fast path: `Ok` if it committed, else how it
+        /// missed (also for no slot), which the caller hands to its out-of-line path with
+        /// nothing decoded and no call made here.
+        #[inline(always)]
+        pub(crate) fn push_quick(
+            self,
+            lists: &[CachePadded<List>],
+            item: *mut (),
+        ) -> Result<(), Missed> {
+            let index = self.area.index(self.field);
+            let Some(list) = lists.get(index as usize) else {
+                return Err(Missed::UNTRIED);
+            };
+            // Under an rseq source every store to a list's length and cells is such a section
+            // or a pop, indexed by the list's own index; `len <= capacity`.
+            // SAFETY: the list's header and cells are live and aligned, borrowed for the call;
+            // the assembly moves the pointer as a word (`pop` turns it back).
+            let status = unsafe {
+                self.area
+                    .push(self.field, index, list.header(), item as usize)
+            };
+            if status.committed() {
+                return Ok(());
+            }
+            Err(Missed(status))
         }
 
         /// Pops an item from the current index's list with one section: `None` if it was
@@ -182,22 +237,78 @@ mod imp {
             let Some(list) = lists.get(index as usize) else {
                 return Some(Popped::NoSlot);
             };
-            // As in `push`.
-            // SAFETY: the list's words are live and aligned, borrowed for the call.
-            let outcome = unsafe {
-                self.area.pop(
-                    self.field,
-                    index,
-                    list.len.as_ptr(),
-                    list.items.as_ptr().cast(),
-                )
-            };
-            match outcome {
+            // SAFETY: as in `push_quick`.
+            let (status, item) = unsafe { self.area.pop(self.field, index, list.header()) };
+            match status.outcome(item) {
                 // The word a committed `push` stored, from a pointer the pool owns.
                 Outcome::Committed(item) => Some(Popped::Item(item as *mut ())),
                 Outcome::Refused => Some(Popped::Empty),
                 Outcome::Aborted | Outcome::Moved => None,
             }
+        }
+
+        /// [`pop`](Self::pop) for the inlined fast path, as [`push_quick`](Self::push_quick):
+        /// the item if it committed, else how it missed (also for an empty list).
+        #[inline(always)]
+        pub(crate) fn pop_quick(self, lists: &[CachePadded<List>]) -> Result<*mut (), Missed> {
+            let index = self.area.index(self.field);
+            let Some(list) = lists.get(index as usize) else {
+                return Err(Missed::UNTRIED);
+            };
+            // SAFETY: as in `push_quick`.
+            let (status, item) = unsafe { self.area.pop(self.field, index, list.header()) };
+            if status.committed() {
+                // The word a committed `push` stored, from a pointer the pool owns.
+                return Ok(item as *mut ());
+            }
+            Err(Missed(status))
+        }
+    }
+
+    /// How a quick attempt ([`Fast::push_quick`], [`Fast::pop_quick`]) missed: a section's
+    /// status, undecoded, or none if no section ran. The out-of-line path that takes over
+    /// [`settle`](Self::settle)s it first, so that a kernel abort is still counted.
+    #[derive(Clone, Copy)]
+    pub(crate) struct Missed(Status);
+
+    impl Missed {
+        /// No section ran (no area, no rseq source, no slot for the index).
+        pub(crate) const UNTRIED: Missed = Missed(Status::NOT_STARTED);
+
+        /// Counts a kernel abort, if the section was aborted.
+        pub(crate) fn settle(self) {
+            self.0.settle();
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// A structure's kept quick path finds the area the full lookup finds, on this thread
+        /// and on another (the offset is glibc's, the same for every thread); a source without
+        /// rseq has none.
+        #[test]
+        fn the_quick_path_finds_the_area_the_full_lookup_finds() {
+            let check = || {
+                for source in [IndexSource::MmCid, IndexSource::CpuId] {
+                    let (Some(field), true) = (field(source), available(source)) else {
+                        continue;
+                    };
+                    let full = current(field).map(|fast| fast.area.base());
+                    let kept = Quick::new(source).current().map(|fast| fast.area.base());
+                    match registration() {
+                        Some(Registration::Glibc) => assert_eq!(kept, full, "{source:?}"),
+                        // Our own areas are not at glibc's offset: no quick path.
+                        _ => assert_eq!(kept, None, "{source:?}"),
+                    }
+                }
+                assert!(Quick::new(IndexSource::ThreadIds).current().is_none());
+            };
+            check();
+            std::thread::spawn(check)
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         }
     }
 }
@@ -274,9 +385,47 @@ mod imp {
         pub(crate) fn pop(self, _lists: &[CachePadded<List>]) -> Option<Popped> {
             match self {}
         }
+
+        pub(crate) fn push_quick(
+            self,
+            _lists: &[CachePadded<List>],
+            _item: *mut (),
+        ) -> Result<(), Missed> {
+            match self {}
+        }
+
+        pub(crate) fn pop_quick(self, _lists: &[CachePadded<List>]) -> Result<*mut (), Missed> {
+            match self {}
+        }
+    }
+
+    /// No structure has a quick path in this build.
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct Quick;
+
+    impl Quick {
+        pub(crate) fn new(_source: IndexSource) -> Quick {
+            Quick
+        }
+
+        #[inline]
+        pub(crate) fn current(self) -> Option<Fast> {
+            None
+        }
+    }
+
+    /// No section ever runs in this build, so none ever misses.
+    #[derive(Clone, Copy)]
+    pub(crate) struct Missed;
+
+    impl Missed {
+        pub(crate) const UNTRIED: Missed = Missed;
+
+        pub(crate) fn settle(self) {}
     }
 }
 
 pub(crate) use imp::{
     aborts, available, current, current_quick, field, registration, restart_all, thread_aborts,
+    Missed, Quick,
 };

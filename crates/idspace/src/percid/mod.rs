@@ -58,24 +58,32 @@
 //!
 //! An rseq op (a counter's add, a pool's push or pop) under glibc's registration is, in order:
 //!
-//! 1. **which path**: one compare of the field the structure chose when it was built (the
-//!    rseq sources keep their `cpu_id`/`mm_cid` field, whose value is its offset in the area;
-//!    thread IDs and the task CID take a function of their own, never inlined);
-//! 2. **the area**: a load of glibc's `__rseq_offset`, published once in a plain static, plus
-//!    the thread pointer, and one load of `cpu_id` to check that this thread's registration
-//!    worked (a thread whose registration failed has a negative `cpu_id` for its whole life,
-//!    and an `mm_cid` nobody maintains);
+//! 1. **which path**: one compare of what the structure chose when it was built (the counter
+//!    keeps the rseq `cpu_id`/`mm_cid` field, whose value is its offset in the area; the pool
+//!    keeps glibc's area offset with it, 0 for none; thread IDs and the task CID take a
+//!    function of their own, never inlined);
+//! 2. **the area**: glibc's `__rseq_offset` (the counter loads it from a plain static where it
+//!    is published once, the pool from its own words, with no GOT load) plus the thread
+//!    pointer, and one load of `cpu_id` to check that this thread's registration worked (a
+//!    thread whose registration failed has a negative `cpu_id` for its whole life, and an
+//!    `mm_cid` nobody maintains);
 //! 3. **the slot**: a load of the index and a compare with the slot count (a thread whose
 //!    index has no slot goes to the shared fallback);
 //! 4. **the section**: one store arms it, one compare checks the index is still the one the
-//!    addresses were computed from, then the body (an add; or a length load, a compare, the
-//!    item's load or store and the length store that commits);
-//! 5. **the outcome**: one test of the status. Aborts, moves and refusals (a full or empty
-//!    list) are decoded out of line, into a type that cannot say "committed", and a retry
-//!    runs in a cold function of its own: a retry loop around the section, or a decoding that
-//!    could yield a commit, would merge the committed path with the others and cost it a dozen
-//!    instructions of enum shuffling. On x86-64 the exits that do not commit sit in a section
-//!    of their own, so a committed section runs straight through.
+//!    addresses were computed from, then the body (an add; or a length load, a compare with
+//!    the capacity, the item's load or store and the length store that commits). The
+//!    assembly is given the area and the field's offset, and reaches `rseq_cs` and the index
+//!    by addressing modes; a list section is given one pointer, to the list's header (length,
+//!    capacity, the cells' address), and loads the rest itself;
+//! 5. **the outcome**: one test of the status. The counter decodes aborts, moves and
+//!    refusals out of line, into a type that cannot say "committed", and retries in a cold
+//!    function of its own: a retry loop around the section, or a decoding that could yield a
+//!    commit, would merge the committed path with the others and cost it a dozen
+//!    instructions of enum shuffling. The pool does not even decode: whatever did not commit
+//!    (no area, no slot, an abort, a move, a full or empty list) goes, undecoded, to one
+//!    out-of-line function that counts an abort and starts over, which is safe because a
+//!    section that did not commit changed nothing. On x86-64 the exits that do not commit sit
+//!    in a section of their own, so a committed section runs straight through.
 //!
 //! About thirty instructions, no call, no atomic read-modify-write and no memory shared with
 //! another running thread. What it no longer does: look glibc's answer up in a `OnceLock`
@@ -87,17 +95,30 @@
 //! 2.3 ns; a `std` `thread_local!` `RefCell<Vec>` cache's pair takes 4.4 ns there, the
 //! difference being steps 2 to 4, which a per-thread cache does not need.
 //!
+//! The pool's path was then cut from 55 or 56 instructions per take or give (as the lab's
+//! `percid` experiment calls them, through `&dyn Fn`, counted in the x86-64 build) to 32 or
+//! 34, below the `thread_local` crate's cache (41 or 49 with its `get_or` lookup): the section's operands had taken ten
+//! registers (the `rseq_cs` and index fields' addresses, the length's, the cells', the
+//! capacity, two scratch words), so the inlined path saved six callee-saved registers on every
+//! call, and the decoding of a miss was a call that kept the pool and the object live across
+//! it. Now the section takes seven, the length doubles as the status register and the arming
+//! scratch as the cells' address, and a miss is a tail call: the inlined take or give is a
+//! leaf that pushes nothing.
+//!
 //! What is left is what the design needs. The index is read before the section so the list's
 //! address can be computed in Rust and checked against the slot count; reading it inside the
 //! section instead (as tcmalloc does) would save the second compare but tie the assembly to
-//! the lists' layout. The area is not cached in a thread-local either: the offset is already
-//! one load, and a thread-local in a shared library (the C interface's `cdylib`) is a call to
-//! `__tls_get_addr`. Beyond that a structure must add nothing to its rseq path: the spill and
-//! refill to the shared list are out of line and cold, and the locked and task-CID paths sit in
-//! functions of their own, so that the rseq path is not a branch in a body too large to inline
-//! into the caller's loop (which is where the pool's time once went: two calls and a frame per
-//! take or give). Kernel aborts are rare (a section is a few instructions; the lab reports the
-//! count): the time is in the path, not in retries.
+//! the layout of the lists' array as well as to one list's header. The area is not cached in
+//! a thread-local either: the offset is already one load, and a thread-local in a shared
+//! library (the C interface's `cdylib`) is a call to `__tls_get_addr`. The status is a
+//! register the caller tests after the section, a compare that `asm goto` (Rust 1.87, above
+//! this crate's minimum version) would fold into the section's own exits. Beyond that a
+//! structure must add nothing to its rseq path: the spill and refill to the shared list are
+//! out of line and cold, and the locked and task-CID paths sit in functions of their own, so
+//! that the rseq path is not a branch in a body too large to inline into the caller's loop
+//! (which is where the pool's time once went: two calls and a frame per take or give).
+//! Kernel aborts are rare (a section is a few instructions; the lab reports the count): the
+//! time is in the path, not in retries.
 //!
 //! # Example
 //!

@@ -38,6 +38,8 @@ pub struct PerCidPool<T> {
     source: IndexSource,
     /// The rseq field the source indexes by, if it has a fast path (decided once, at build).
     rseq: Option<Field>,
+    /// The inlined path's area offset and field, if glibc registered the areas (at build).
+    quick: fast::Quick,
     /// The process whose running tasks own the lists, under the task CID.
     binding: Option<Binding>,
     lists: Box<[CachePadded<List>]>,
@@ -114,6 +116,7 @@ impl<T> PerCidPool<T> {
         PerCidPool {
             source,
             rseq: fast::field(source),
+            quick: fast::Quick::new(source),
             binding,
             lists: (0..slots)
                 .map(|_| CachePadded::new(List::new(capacity)))
@@ -135,18 +138,17 @@ impl<T> PerCidPool<T> {
 
     /// The most objects one slot's list holds.
     pub fn capacity(&self) -> usize {
-        self.lists[0].items.len()
+        self.lists[0].capacity()
     }
 
     /// An object from the pool, if it has one at hand: from the current slot's list, else a
     /// batch from the shared list (the rest of which goes onto the slot's list).
     #[inline(always)]
     pub fn take(&self) -> Option<Box<T>> {
-        let object = match self.pop_local() {
-            Popped::Item(object) => Some(object),
-            Popped::Empty => self.refill(),
-            Popped::NoSlot => lock(&self.shared).pop(),
-        }?;
+        let object = match self.pop_quick() {
+            Ok(object) => object,
+            Err(missed) => self.take_slowly(missed)?,
+        };
         // SAFETY: every pointer on a list came from `Box::into_raw` in `give`, and a pop hands
         // each to exactly one caller (a committed section or a locked list), which now owns it.
         Some(unsafe { Box::from_raw(object.cast::<T>()) })
@@ -163,6 +165,51 @@ impl<T> PerCidPool<T> {
     #[inline(always)]
     pub fn give(&self, object: Box<T>) {
         let object = Box::into_raw(object).cast::<()>();
+        if let Err(missed) = self.push_quick(object) {
+            self.give_slowly(object, missed);
+        }
+    }
+
+    /// The inlined part of `take`: one pop section under an rseq source, where glibc
+    /// registered the area. Everything else (no such source or area, an abort, a move, an
+    /// empty list) is `take_slowly`'s, which starts over; a section that did not commit
+    /// changed nothing, so starting over is safe. No call on any path keeps everything in
+    /// caller-saved registers: the inlined code pushes and pops none.
+    #[inline(always)]
+    fn pop_quick(&self) -> Result<*mut (), fast::Missed> {
+        let Some(fast) = self.quick.current() else {
+            return Err(fast::Missed::UNTRIED);
+        };
+        fast.pop_quick(&self.lists)
+    }
+
+    /// The inlined part of `give`, as `pop_quick` is `take`'s.
+    #[inline(always)]
+    fn push_quick(&self, object: *mut ()) -> Result<(), fast::Missed> {
+        let Some(fast) = self.quick.current() else {
+            return Err(fast::Missed::UNTRIED);
+        };
+        fast.push_quick(&self.lists, object)
+    }
+
+    /// `take` after `pop_quick` missed: counts a kernel abort, then pops again from the
+    /// current slot's list (any source), refilling from the shared list when it is empty.
+    #[cold]
+    #[inline(never)]
+    fn take_slowly(&self, missed: fast::Missed) -> Option<*mut ()> {
+        missed.settle();
+        match self.pop_local() {
+            Popped::Item(object) => Some(object),
+            Popped::Empty => self.refill(),
+            Popped::NoSlot => lock(&self.shared).pop(),
+        }
+    }
+
+    /// `give` after `push_quick` missed, as `take_slowly` is `take`'s: spills a full list.
+    #[cold]
+    #[inline(never)]
+    fn give_slowly(&self, object: *mut (), missed: fast::Missed) {
+        missed.settle();
         match self.push_local(object) {
             Pushed::Done => {}
             Pushed::Full => self.spill(object),
@@ -218,26 +265,12 @@ impl<T> PerCidPool<T> {
         lock(&self.shared).extend(moving);
     }
 
-    /// Pushes onto the current slot's list. The rseq sources' path comes first and is all that
-    /// is inlined into `give`; the locked and task-CID paths sit in `push_other`.
-    #[inline(always)]
+    /// Pushes onto the current slot's list, retrying a section until it commits or is
+    /// refused.
     fn push_local(&self, object: *mut ()) -> Pushed {
         let Some(field) = self.rseq else {
             return self.push_other(object);
         };
-        match fast::current(field).map(|fast| fast.push(&self.lists, object)) {
-            Some(Some(pushed)) => pushed,
-            Some(None) => self.push_again(field, object),
-            None => Pushed::NoSlot,
-        }
-    }
-
-    /// `push_local` after its inline section was aborted or the thread moved: tries again
-    /// with the index read afresh. Out of line with only `self` and `object` live, so that
-    /// the inline attempt keeps nothing in registers or on the stack for it.
-    #[cold]
-    #[inline(never)]
-    fn push_again(&self, field: Field, object: *mut ()) -> Pushed {
         loop {
             let Some(fast) = fast::current(field) else {
                 return Pushed::NoSlot;
@@ -249,17 +282,16 @@ impl<T> PerCidPool<T> {
     }
 
     /// `push_local` under thread IDs (a slot lock) or the task CID (plain accesses).
-    #[inline(never)]
     fn push_other(&self, object: *mut ()) -> Pushed {
         if self.source == IndexSource::ThreadIds {
             let list = &self.lists[index::thread_id() % self.lists.len()];
             let _held = lock(&list.lock);
             // Relaxed throughout: the list lock orders every access to the list.
             let len = list.len.load(Ordering::Relaxed);
-            if len == list.items.len() {
+            if len == list.capacity() {
                 return Pushed::Full;
             }
-            list.items[len].store(object, Ordering::Relaxed);
+            list.items()[len].store(object, Ordering::Relaxed);
             list.len.store(len + 1, Ordering::Relaxed);
             return Pushed::Done;
         }
@@ -271,34 +303,21 @@ impl<T> PerCidPool<T> {
             // accesses happen before these (see `percid`'s `task` module): plain loads and
             // stores, Relaxed because the CID's hand-off orders them.
             let len = list.len.load(Ordering::Relaxed);
-            if len == list.items.len() {
+            if len == list.capacity() {
                 return Pushed::Full;
             }
-            list.items[len].store(object, Ordering::Relaxed);
+            list.items()[len].store(object, Ordering::Relaxed);
             list.len.store(len + 1, Ordering::Relaxed);
             return Pushed::Done;
         }
         Pushed::NoSlot
     }
 
-    /// Pops from the current slot's list; split as `push_local` is.
-    #[inline(always)]
+    /// Pops from the current slot's list, retrying as `push_local` does.
     fn pop_local(&self) -> Popped {
         let Some(field) = self.rseq else {
             return self.pop_other();
         };
-        match fast::current(field).map(|fast| fast.pop(&self.lists)) {
-            Some(Some(popped)) => popped,
-            Some(None) => self.pop_again(field),
-            None => Popped::NoSlot,
-        }
-    }
-
-    /// `pop_local` after its inline section was aborted or the thread moved, as
-    /// [`push_again`](Self::push_again).
-    #[cold]
-    #[inline(never)]
-    fn pop_again(&self, field: Field) -> Popped {
         loop {
             let Some(fast) = fast::current(field) else {
                 return Popped::NoSlot;
@@ -310,7 +329,6 @@ impl<T> PerCidPool<T> {
     }
 
     /// `pop_local` under thread IDs or the task CID.
-    #[inline(never)]
     fn pop_other(&self) -> Popped {
         if self.source == IndexSource::ThreadIds {
             let list = &self.lists[index::thread_id() % self.lists.len()];
@@ -321,7 +339,7 @@ impl<T> PerCidPool<T> {
                 return Popped::Empty;
             }
             list.len.store(len - 1, Ordering::Relaxed);
-            return Popped::Item(list.items[len - 1].load(Ordering::Relaxed));
+            return Popped::Item(list.items()[len - 1].load(Ordering::Relaxed));
         }
         if let Some(binding) = self.binding {
             let Some(list) = binding.cid().and_then(|cid| self.lists.get(cid)) else {
@@ -333,7 +351,7 @@ impl<T> PerCidPool<T> {
                 return Popped::Empty;
             }
             list.len.store(len - 1, Ordering::Relaxed);
-            return Popped::Item(list.items[len - 1].load(Ordering::Relaxed));
+            return Popped::Item(list.items()[len - 1].load(Ordering::Relaxed));
         }
         Popped::NoSlot
     }
@@ -351,7 +369,7 @@ impl<T> Drop for PerCidPool<T> {
         let on_lists = self.lists.iter().flat_map(|list| {
             // Relaxed: `&mut self` means no other thread touches the lists any more.
             let len = list.len.load(Ordering::Relaxed);
-            list.items[..len]
+            list.items()[..len]
                 .iter()
                 .map(|item| item.load(Ordering::Relaxed))
         });

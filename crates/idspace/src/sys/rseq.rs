@@ -180,8 +180,17 @@ impl Area {
         if offset == NO_GLIBC_OFFSET {
             return None;
         }
+        Self::at_glibc_offset(offset)
+    }
+
+    /// The calling thread's area at glibc's `offset` (from [`glibc_offset`], which a structure
+    /// may keep, so that its fast path reads it with the structure's other words instead of
+    /// through the GOT), if the thread's registration worked.
+    #[inline(always)]
+    pub(crate) fn at_glibc_offset(offset: isize) -> Option<Self> {
         let area = Self(thread_pointer()?.wrapping_offset(offset));
-        // As in `this_thread`.
+        // A thread whose registration failed has a negative `cpu_id` for its whole life, and
+        // an `mm_cid` nobody maintains: it must not index by either.
         if (area.cpu_id() as i32) < 0 {
             return None;
         }
@@ -228,16 +237,11 @@ impl Area {
         self.read_u32(field.offset())
     }
 
-    /// The address of the index field `field` (read inside critical sections).
+    /// The area's address, which the critical sections reach `rseq_cs` and the index fields
+    /// from by their offsets.
     #[inline]
-    pub(crate) fn index_field(self, field: Field) -> *const u32 {
-        self.0.wrapping_add(field.offset()).cast()
-    }
-
-    /// The address of the `rseq_cs` field, the one field user space writes.
-    #[inline]
-    pub(crate) fn rseq_cs_field(self) -> *mut u64 {
-        self.0.wrapping_add(RSEQ_CS_OFFSET).cast()
+    pub(crate) fn base(self) -> *mut u8 {
+        self.0
     }
 
     /// Reads the kernel-owned `u32` field at `offset`.
@@ -293,6 +297,16 @@ static GLIBC_OFFSET: AtomicIsize = AtomicIsize::new(NO_GLIBC_OFFSET);
 /// the thread control block (x86-64: its self pointer; AArch64: the DTV pointer), not at an
 /// area. (Were it ever 0, the slow path would still find the area, only more slowly.)
 const NO_GLIBC_OFFSET: isize = 0;
+
+/// glibc's `__rseq_offset` where glibc registers an area for every thread (looked up now if it
+/// was not yet), for [`Area::at_glibc_offset`]; `None` where it does not. glibc never changes
+/// it after startup, so a structure may keep it.
+pub(crate) fn glibc_offset() -> Option<isize> {
+    match glibc_area_offset() {
+        GlibcArea::Registered(offset) if offset != NO_GLIBC_OFFSET => Some(offset),
+        _ => None,
+    }
+}
 
 /// What glibc says, looked up once: glibc never changes it after startup.
 #[inline]

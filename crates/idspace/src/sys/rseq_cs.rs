@@ -39,6 +39,13 @@
 //! the commit is an ordinary aligned store of a whole word, so other threads that read the
 //! word with atomic loads see either the old or the new value.
 //!
+//! # List header
+//!
+//! The array-list sections (push and pop) take one pointer, to three words: the length at
+//! offset 0 (the word the commit stores), the capacity at 8 and the address of the cells at 16
+//! (`percid::list::List` is laid out so, and asserts it). The section loads the capacity and
+//! the cells' address itself, so that it needs two fewer registers than with three operands.
+//!
 //! # Results
 //!
 //! Every operation returns an [`Outcome`]: committed, aborted by the kernel (counted in
@@ -53,7 +60,7 @@
 use crate::sync::unmodeled::AtomicU64;
 use crate::sync::Ordering;
 
-use super::rseq::{Area, Field};
+use super::rseq::{Area, Field, RSEQ_CS_OFFSET};
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
@@ -145,19 +152,52 @@ pub(crate) enum Outcome<T> {
     Refused,
 }
 
-/// The outcome a section's status code means. A commit, the case every caller waits for, is
-/// told apart with one compare; the rest is decoded out of line, into a type that cannot say
-/// "committed", so that the compiler sees the two paths never meet again.
+/// A section's status code, undecoded: what a fast path that hands every failure to an
+/// out-of-line path keeps, so that nothing but one compare follows the section inline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Status(u32);
+
+impl Status {
+    /// The status of a section that never began (no area, no slot): not committed, and no
+    /// abort to count.
+    pub(crate) const NOT_STARTED: Status = Status(MOVED);
+
+    /// Whether the commit store happened.
+    #[inline(always)]
+    pub(crate) fn committed(self) -> bool {
+        self.0 == COMMITTED
+    }
+
+    /// The outcome this status means, with the value the section produced. A commit, the case
+    /// every caller waits for, is told apart with one compare; the rest is decoded out of line,
+    /// into a type that cannot say "committed", so that the compiler sees the two paths never
+    /// meet again.
+    #[inline(always)]
+    pub(crate) fn outcome<T>(self, value: T) -> Outcome<T> {
+        if self.committed() {
+            return Outcome::Committed(value);
+        }
+        match not_committed(self.0) {
+            Failure::Aborted => Outcome::Aborted,
+            Failure::Moved => Outcome::Moved,
+            Failure::Refused => Outcome::Refused,
+        }
+    }
+
+    /// Decodes a status that did not commit only for its side effect, counting a kernel abort
+    /// (see [`aborts`]), for callers that retry whatever the cause.
+    #[inline]
+    pub(crate) fn settle(self) {
+        if !self.committed() {
+            not_committed(self.0);
+        }
+    }
+}
+
+/// The outcome a section's status code means; see [`Status::outcome`].
 #[inline(always)]
 fn outcome<T>(status: u32, value: T) -> Outcome<T> {
-    if status == COMMITTED {
-        return Outcome::Committed(value);
-    }
-    match not_committed(status) {
-        Failure::Aborted => Outcome::Aborted,
-        Failure::Moved => Outcome::Moved,
-        Failure::Refused => Outcome::Refused,
-    }
+    Status(status).outcome(value)
 }
 
 /// How a section that did not commit ended.
@@ -205,15 +245,7 @@ impl Area {
         n: u64,
     ) -> Outcome<()> {
         // SAFETY: the area is this thread's (`Area`'s invariant); the caller vouches for `word`.
-        let status = unsafe {
-            arch::add(
-                self.rseq_cs_field(),
-                self.index_field(field),
-                index,
-                word,
-                n,
-            )
-        };
+        let status = unsafe { arch::add(self.base(), field.offset(), index, word, n) };
         outcome(status, ())
     }
 
@@ -237,80 +269,47 @@ impl Area {
     ) -> Outcome<()> {
         // SAFETY: the area is this thread's (`Area`'s invariant); the caller vouches for
         // `word` and `guard`.
-        let status = unsafe {
-            arch::add_if(
-                self.rseq_cs_field(),
-                self.index_field(field),
-                index,
-                guard,
-                expected,
-                word,
-                n,
-            )
-        };
+        let status =
+            unsafe { arch::add_if(self.base(), field.offset(), index, guard, expected, word, n) };
         outcome(status, ())
     }
 
-    /// Pushes `item` onto the array list (`*len` items in `items[..capacity]`) if the thread's
-    /// `field` is still `index` and the list is not full: the item goes into the first free
-    /// cell, then one store of the new length commits.
+    /// Pushes `item` onto the array list whose header is at `list` (see "List header" in the
+    /// module docs) if the thread's `field` is still `index` and the list is not full: the
+    /// item goes into the first free cell, then one store of the new length commits. The
+    /// status, undecoded ([`Status::outcome`] decodes it).
     ///
     /// # Safety
     ///
-    /// `len` is valid and aligned, `*len <= capacity`, `items` points to `capacity` valid,
-    /// aligned words, and both are only ever written by sections of this kind or
-    /// [`pop`](Self::pop) indexed by `index` of `field`.
-    #[inline]
+    /// `list` is a valid, aligned list header with `length <= capacity` and `capacity` valid,
+    /// aligned words at `items`, and the length and the cells are only ever written by sections
+    /// of this kind or [`pop`](Self::pop) indexed by `index` of `field`.
+    #[inline(always)]
     pub(crate) unsafe fn push(
         self,
         field: Field,
         index: u32,
-        len: *mut usize,
-        items: *mut usize,
-        capacity: usize,
+        list: *mut usize,
         item: usize,
-    ) -> Outcome<()> {
+    ) -> Status {
         // SAFETY: the area is this thread's; the caller vouches for the list.
-        let status = unsafe {
-            arch::push(
-                self.rseq_cs_field(),
-                self.index_field(field),
-                index,
-                len,
-                items,
-                capacity,
-                item,
-            )
-        };
-        outcome(status, ())
+        let status = unsafe { arch::push(self.base(), field.offset(), index, list, item) };
+        Status(status)
     }
 
-    /// Pops the last item of the array list (`*len` items in `items`) if the thread's `field`
+    /// Pops the last item of the array list whose header is at `list` if the thread's `field`
     /// is still `index` and the list is not empty: load the length, compare it with zero, load
-    /// the item, and one store of the new length commits.
+    /// the item, and one store of the new length commits. The status, undecoded, and the item
+    /// (meaningful only if committed).
     ///
     /// # Safety
     ///
     /// As for [`push`](Self::push).
-    #[inline]
-    pub(crate) unsafe fn pop(
-        self,
-        field: Field,
-        index: u32,
-        len: *mut usize,
-        items: *const usize,
-    ) -> Outcome<usize> {
+    #[inline(always)]
+    pub(crate) unsafe fn pop(self, field: Field, index: u32, list: *mut usize) -> (Status, usize) {
         // SAFETY: the area is this thread's; the caller vouches for the list.
-        let (status, item) = unsafe {
-            arch::pop(
-                self.rseq_cs_field(),
-                self.index_field(field),
-                index,
-                len,
-                items,
-            )
-        };
-        outcome(status, item)
+        let (status, item) = unsafe { arch::pop(self.base(), field.offset(), index, list) };
+        (Status(status), item)
     }
 
     /// Stores `new` into `*word` if the thread's `field` is still `index` and `*word` holds
@@ -333,16 +332,8 @@ impl Area {
         new: usize,
     ) -> Outcome<()> {
         // SAFETY: the area is this thread's; the caller vouches for `word`.
-        let status = unsafe {
-            arch::compare_store(
-                self.rseq_cs_field(),
-                self.index_field(field),
-                index,
-                word,
-                expected,
-                new,
-            )
-        };
+        let status =
+            unsafe { arch::compare_store(self.base(), field.offset(), index, word, expected, new) };
         outcome(status, ())
     }
 }
@@ -388,36 +379,39 @@ mod tests {
             let moved = unsafe { area.add(field, wrong, &mut word, 7) };
             assert_eq!((moved, word), (Outcome::Moved, 12), "{field:?}");
 
-            let mut len = 0usize;
             let mut items = [0usize; 2];
-            let items_ptr = items.as_mut_ptr();
+            // A list header: length, capacity, the cells' address.
+            let mut list = [0usize, 2, items.as_mut_ptr() as usize];
+            let list_ptr = list.as_mut_ptr();
             for item in [10, 20] {
                 // SAFETY: a local list of capacity 2 only this thread touches.
                 let done = retry(area, field, |i| unsafe {
-                    area.push(field, i, &mut len, items_ptr, 2, item)
+                    area.push(field, i, list_ptr, item).outcome(())
                 });
                 assert_eq!(done, Outcome::Committed(()));
             }
             // SAFETY: as above.
             let full = retry(area, field, |i| unsafe {
-                area.push(field, i, &mut len, items_ptr, 2, 30)
+                area.push(field, i, list_ptr, 30).outcome(())
             });
-            assert_eq!((full, len), (Outcome::Refused, 2));
-            // SAFETY: as above.
-            let popped = retry(area, field, |i| unsafe {
-                area.pop(field, i, &mut len, items_ptr)
-            });
-            assert_eq!((popped, len), (Outcome::Committed(20), 1));
-            // SAFETY: as above.
-            let popped = retry(area, field, |i| unsafe {
-                area.pop(field, i, &mut len, items_ptr)
-            });
-            assert_eq!((popped, len), (Outcome::Committed(10), 0));
-            // SAFETY: as above.
-            let empty = retry(area, field, |i| unsafe {
-                area.pop(field, i, &mut len, items_ptr)
-            });
+            assert_eq!((full, list[0]), (Outcome::Refused, 2));
+            let pop = |i| {
+                // SAFETY: as above.
+                let (status, item) = unsafe { area.pop(field, i, list_ptr) };
+                status.outcome(item)
+            };
+            let popped = retry(area, field, pop);
+            assert_eq!((popped, list[0]), (Outcome::Committed(20), 1));
+            let popped = retry(area, field, pop);
+            assert_eq!((popped, list[0]), (Outcome::Committed(10), 0));
+            let empty = retry(area, field, pop);
             assert_eq!(empty, Outcome::Refused);
+            assert_eq!(items, [10, 20], "the cells hold what was pushed");
+            // A wrong index moves: nothing is pushed.
+            let wrong = area.index(field).wrapping_add(1);
+            // SAFETY: as above.
+            let moved = unsafe { area.push(field, wrong, list_ptr, 40) };
+            assert_eq!((moved.outcome(()), list[0]), (Outcome::Moved, 0));
 
             let mut word = 1usize;
             // SAFETY: a local word only this thread touches.

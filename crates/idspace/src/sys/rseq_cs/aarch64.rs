@@ -6,9 +6,10 @@
 //! Labels: 2 start, 3 post-commit, 4 descriptor, 5 abort handler, 6 moved, 8 refused, 9 end.
 
 /// One critical section: `$body` runs between the index check and the post-commit label, and
-/// must end with its single commit store.
+/// must end with its single commit store. The body may use `scratch` (free once the index is
+/// checked) and `status` (written only once the section is over) as scratch registers.
 macro_rules! section {
-    ($status:ident, $cs:expr, $index_field:expr, $index:expr; [$($body:literal),* $(,)?]; $($operands:tt)*) => {
+    ($status:ident, $area:expr, $field:expr, $index:expr; [$($body:literal),* $(,)?]; $($operands:tt)*) => {
         core::arch::asm!(
             // The descriptor: version 0, flags 0, start_ip, post_commit_offset, abort_ip.
             ".pushsection __rseq_cs, \"aw\"",
@@ -20,10 +21,10 @@ macro_rules! section {
             // Arm: one 64-bit store of the descriptor's address into `rseq_cs`.
             "adrp {scratch}, 4b",
             "add {scratch}, {scratch}, :lo12:4b",
-            "str {scratch}, [{cs}]",
+            "str {scratch}, [{area}, #{cs_offset}]",
             "2:",
             // Still the index the caller computed its addresses from?
-            "ldr {scratch:w}, [{index_field}]",
+            "ldr {scratch:w}, [{area}, {field}]",
             "cmp {scratch:w}, {index:w}",
             "b.ne 6f",
             $($body,)*
@@ -42,8 +43,9 @@ macro_rules! section {
             "8:",
             "mov {status:w}, #3",
             "9:",
-            cs = in(reg) $cs,
-            index_field = in(reg) $index_field,
+            area = in(reg) $area,
+            field = in(reg) $field,
+            cs_offset = const super::RSEQ_CS_OFFSET,
             index = in(reg) $index,
             scratch = out(reg) _,
             status = out(reg) $status,
@@ -57,21 +59,15 @@ macro_rules! section {
 ///
 /// # Safety
 ///
-/// `cs` and `index_field` point into the calling thread's registered area; `word` as
-/// `Area::add` requires.
+/// `area` is the calling thread's registered area and `field` an index field's offset in
+/// it; `word` as `Area::add` requires.
 #[inline]
-pub(super) unsafe fn add(
-    cs: *mut u64,
-    index_field: *const u32,
-    index: u32,
-    word: *mut u64,
-    n: u64,
-) -> u32 {
+pub(super) unsafe fn add(area: *mut u8, field: usize, index: u32, word: *mut u64, n: u64) -> u32 {
     let status: u32;
     // SAFETY: the section writes `rseq_cs` (ours to write) and, as its commit, the word the
     // caller vouches for; it reads only the index field and that word; no stack, no calls.
     unsafe {
-        section!(status, cs, index_field, index; [
+        section!(status, area, field, index; [
             "ldr {value}, [{word}]",
             "add {value}, {value}, {n}",
             "str {value}, [{word}]",
@@ -88,8 +84,8 @@ pub(super) unsafe fn add(
 #[inline]
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn add_if(
-    cs: *mut u64,
-    index_field: *const u32,
+    area: *mut u8,
+    field: usize,
     index: u32,
     guard: *const u32,
     expected: u32,
@@ -100,7 +96,7 @@ pub(super) unsafe fn add_if(
     // SAFETY: as in `add`; the section also reads the guard word, and refuses (status 3)
     // without a store if it does not hold `expected`.
     unsafe {
-        section!(status, cs, index_field, index; [
+        section!(status, area, field, index; [
             "ldr {value:w}, [{guard}]",
             "cmp {value:w}, {expected:w}",
             "b.ne 8f",
@@ -113,67 +109,70 @@ pub(super) unsafe fn add_if(
     status
 }
 
-/// Pushes onto an array list as a section; see `Area::push`.
+/// Pushes onto an array list as a section; see `Area::push`. `status` holds the length in
+/// the body, `scratch` the capacity, then the cells' address.
 ///
 /// # Safety
 ///
-/// `cs` and `index_field` point into the calling thread's registered area; the list as
-/// `Area::push` requires.
-#[inline]
+/// `area` is the calling thread's registered area and `field` an index field's offset in
+/// it; the list as `Area::push` requires.
+#[inline(always)]
 pub(super) unsafe fn push(
-    cs: *mut u64,
-    index_field: *const u32,
+    area: *mut u8,
+    field: usize,
     index: u32,
-    len: *mut usize,
-    items: *mut usize,
-    capacity: usize,
+    list: *mut usize,
     item: usize,
 ) -> u32 {
     let status: u32;
     // SAFETY: the item store goes to the cell just above the length, unused until the length
     // store commits it (an abort leaves a dead value there); the cell is inside the array
-    // because the length is below the capacity; the commit is the length store.
+    // because the length is below the capacity (header offsets 8 and 16, the parent's list
+    // layout); the commit is the length store.
     unsafe {
-        section!(status, cs, index_field, index; [
-            "ldr {length}, [{len}]",
-            "cmp {length}, {capacity}",
+        section!(status, area, field, index; [
+            "ldr {status:x}, [{list}]",
+            "ldr {scratch}, [{list}, #8]",
+            "cmp {status:x}, {scratch}",
             "b.hs 8f",
-            "str {item}, [{items}, {length}, lsl #3]",
-            "add {length}, {length}, #1",
-            "str {length}, [{len}]",
-        ]; len = in(reg) len, items = in(reg) items, capacity = in(reg) capacity,
-           item = in(reg) item, length = out(reg) _,)
+            "ldr {scratch}, [{list}, #16]",
+            "str {item}, [{scratch}, {status:x}, lsl #3]",
+            "add {status:x}, {status:x}, #1",
+            "str {status:x}, [{list}]",
+        ]; list = in(reg) list, item = in(reg) item,)
     };
     status
 }
 
 /// Pops from an array list as a section; see `Area::pop`. Returns the status and the item
-/// (meaningful only if committed).
+/// (meaningful only if committed). `status` holds the length in the body, `scratch` the
+/// cells' address.
 ///
 /// # Safety
 ///
-/// `cs` and `index_field` point into the calling thread's registered area; the list as
-/// `Area::pop` requires.
-#[inline]
+/// `area` is the calling thread's registered area and `field` an index field's offset in
+/// it; the list as `Area::pop` requires.
+#[inline(always)]
 pub(super) unsafe fn pop(
-    cs: *mut u64,
-    index_field: *const u32,
+    area: *mut u8,
+    field: usize,
     index: u32,
-    len: *mut usize,
-    items: *const usize,
+    list: *mut usize,
 ) -> (u32, usize) {
     let status: u32;
     let item: usize;
-    // SAFETY: the section reads the length and the last item (inside the array, as the length
-    // is positive and at most the capacity) and commits with the length store.
+    // SAFETY: the section reads the length, the cells' address and the last item (inside the
+    // array, as the length is positive and at most the capacity) and commits with the length
+    // store.
     unsafe {
-        section!(status, cs, index_field, index; [
-            "ldr {length}, [{len}]",
-            "cbz {length}, 8f",
-            "sub {length}, {length}, #1",
-            "ldr {item}, [{items}, {length}, lsl #3]",
-            "str {length}, [{len}]",
-        ]; len = in(reg) len, items = in(reg) items, length = out(reg) _, item = out(reg) item,)
+        section!(status, area, field, index; [
+            "ldr {status:x}, [{list}]",
+            "cbz {status:x}, 8f",
+            "sub {status:x}, {status:x}, #1",
+            "ldr {scratch}, [{list}, #16]",
+            "ldr {item}, [{scratch}, {status:x}, lsl #3]",
+            "str {status:x}, [{list}]",
+        ]; list = in(reg) list, item = out(reg) item,)
     };
     (status, item)
 }
@@ -182,13 +181,13 @@ pub(super) unsafe fn pop(
 ///
 /// # Safety
 ///
-/// `cs` and `index_field` point into the calling thread's registered area; `word` as
-/// `Area::compare_store` requires.
+/// `area` is the calling thread's registered area and `field` an index field's offset in
+/// it; `word` as `Area::compare_store` requires.
 #[cfg_attr(not(test), allow(dead_code))]
 #[inline]
 pub(super) unsafe fn compare_store(
-    cs: *mut u64,
-    index_field: *const u32,
+    area: *mut u8,
+    field: usize,
     index: u32,
     word: *mut usize,
     expected: usize,
@@ -197,7 +196,7 @@ pub(super) unsafe fn compare_store(
     let status: u32;
     // SAFETY: the section reads the word the caller vouches for and commits with one store.
     unsafe {
-        section!(status, cs, index_field, index; [
+        section!(status, area, field, index; [
             "ldr {value}, [{word}]",
             "cmp {value}, {expected}",
             "b.ne 8f",

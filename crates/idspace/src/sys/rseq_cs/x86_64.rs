@@ -10,15 +10,19 @@
 //! 5 abort handler, 6 moved, 8 refused, 9 end.
 
 /// One critical section: `$body` runs between the index check and the post-commit label, and
-/// must end with its single commit store. The operands `cs` (the area's `rseq_cs` field),
-/// `index_field`, `index` and `status` are common to all.
+/// must end with its single commit store. The operands `area` (the thread's area), `field`
+/// (the index field's offset in it), `index`, `scratch` and `status` are common to all (the
+/// fields are reached by addressing modes, so that no register holds their addresses); the
+/// body may use `scratch` and `status` as scratch registers (the arming is done with the
+/// first, and the second is written only once the section is over), which keeps the inlined
+/// sections' register count down.
 ///
 /// The ways out that do not commit are out of line, in `__rseq_failure`: a conditional jump
 /// with a 32-bit displacement reaches them wherever the linker puts that section, and each
 /// jumps back to the end label. The abort handler is outside `[start, post-commit)` as the
 /// kernel requires, wherever it is.
 macro_rules! section {
-    ($status:ident, $cs:expr, $index_field:expr, $index:expr; [$($body:literal),* $(,)?]; $($operands:tt)*) => {
+    ($status:ident, $area:expr, $field:expr, $index:expr; [$($body:literal),* $(,)?]; $($operands:tt)*) => {
         core::arch::asm!(
             // The descriptor: version 0, flags 0, start_ip, post_commit_offset, abort_ip.
             ".pushsection __rseq_cs, \"aw\"",
@@ -28,11 +32,11 @@ macro_rules! section {
             ".quad 2f, 3f - 2f, 5f",
             ".popsection",
             // Arm: one 64-bit store of the descriptor's address into `rseq_cs`.
-            "lea {cs_address}, [rip + 4b]",
-            "mov qword ptr [{cs}], {cs_address}",
+            "lea {scratch}, [rip + 4b]",
+            "mov qword ptr [{area} + {cs_offset}], {scratch}",
             "2:",
             // Still the index the caller computed its addresses from?
-            "cmp dword ptr [{index_field}], {index:e}",
+            "cmp dword ptr [{area} + {field}], {index:e}",
             "jne 6f",
             $($body,)*
             "3:",
@@ -53,10 +57,11 @@ macro_rules! section {
             "mov {status:e}, 3",
             "jmp 9b",
             ".popsection",
-            cs = in(reg) $cs,
-            index_field = in(reg) $index_field,
+            area = in(reg) $area,
+            field = in(reg) $field,
+            cs_offset = const super::RSEQ_CS_OFFSET,
             index = in(reg) $index,
-            cs_address = out(reg) _,
+            scratch = out(reg) _,
             status = out(reg) $status,
             $($operands)*
             options(nostack)
@@ -68,21 +73,15 @@ macro_rules! section {
 ///
 /// # Safety
 ///
-/// `cs` and `index_field` point into the calling thread's registered area; `word` as
-/// `Area::add` requires.
+/// `area` is the calling thread's registered area and `field` an index field's offset in
+/// it; `word` as `Area::add` requires.
 #[inline]
-pub(super) unsafe fn add(
-    cs: *mut u64,
-    index_field: *const u32,
-    index: u32,
-    word: *mut u64,
-    n: u64,
-) -> u32 {
+pub(super) unsafe fn add(area: *mut u8, field: usize, index: u32, word: *mut u64, n: u64) -> u32 {
     let status: u32;
     // SAFETY: the section writes `rseq_cs` (ours to write) and, as its commit, the word the
     // caller vouches for; it reads only the index field and that word; no stack, no calls.
     unsafe {
-        section!(status, cs, index_field, index; [
+        section!(status, area, field, index; [
             "add qword ptr [{word}], {n}",
         ]; word = in(reg) word, n = in(reg) n,)
     };
@@ -97,8 +96,8 @@ pub(super) unsafe fn add(
 #[inline]
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn add_if(
-    cs: *mut u64,
-    index_field: *const u32,
+    area: *mut u8,
+    field: usize,
     index: u32,
     guard: *const u32,
     expected: u32,
@@ -109,7 +108,7 @@ pub(super) unsafe fn add_if(
     // SAFETY: as in `add`; the section also reads the guard word, and refuses (status 3)
     // without a store if it does not hold `expected`.
     unsafe {
-        section!(status, cs, index_field, index; [
+        section!(status, area, field, index; [
             "cmp dword ptr [{guard}], {expected:e}",
             "jne 8f",
             "add qword ptr [{word}], {n}",
@@ -119,68 +118,70 @@ pub(super) unsafe fn add_if(
     status
 }
 
-/// Pushes onto an array list as a section; see `Area::push`.
+/// Pushes onto an array list as a section; see `Area::push`. `status` holds the length in
+/// the body, `scratch` the cells' address.
 ///
 /// # Safety
 ///
-/// `cs` and `index_field` point into the calling thread's registered area; the list as
-/// `Area::push` requires.
-#[inline]
+/// `area` is the calling thread's registered area and `field` an index field's offset in
+/// it; the list as `Area::push` requires.
+#[inline(always)]
 pub(super) unsafe fn push(
-    cs: *mut u64,
-    index_field: *const u32,
+    area: *mut u8,
+    field: usize,
     index: u32,
-    len: *mut usize,
-    items: *mut usize,
-    capacity: usize,
+    list: *mut usize,
     item: usize,
 ) -> u32 {
     let status: u32;
     // SAFETY: the item store goes to the cell just above the length, unused until the length
     // store commits it (an abort leaves a dead value there); the cell is inside the array
-    // because the length is below the capacity; the commit is the length store.
+    // because the length is below the capacity (header offsets 8 and 16, the parent's list
+    // layout); the commit is the length store.
     unsafe {
-        section!(status, cs, index_field, index; [
-            "mov {length}, qword ptr [{len}]",
-            "cmp {length}, {capacity}",
+        section!(status, area, field, index; [
+            "mov {status:r}, qword ptr [{list}]",
+            "cmp {status:r}, qword ptr [{list} + 8]",
             "jae 8f",
-            "mov qword ptr [{items} + {length} * 8], {item}",
-            "add {length}, 1",
-            "mov qword ptr [{len}], {length}",
-        ]; len = in(reg) len, items = in(reg) items, capacity = in(reg) capacity,
-           item = in(reg) item, length = out(reg) _,)
+            "mov {scratch}, qword ptr [{list} + 16]",
+            "mov qword ptr [{scratch} + {status:r} * 8], {item}",
+            "add {status:r}, 1",
+            "mov qword ptr [{list}], {status:r}",
+        ]; list = in(reg) list, item = in(reg) item,)
     };
     status
 }
 
 /// Pops from an array list as a section; see `Area::pop`. Returns the status and the item
-/// (meaningful only if committed).
+/// (meaningful only if committed). `status` holds the length in the body, `scratch` the
+/// cells' address.
 ///
 /// # Safety
 ///
-/// `cs` and `index_field` point into the calling thread's registered area; the list as
-/// `Area::pop` requires.
-#[inline]
+/// `area` is the calling thread's registered area and `field` an index field's offset in
+/// it; the list as `Area::pop` requires.
+#[inline(always)]
 pub(super) unsafe fn pop(
-    cs: *mut u64,
-    index_field: *const u32,
+    area: *mut u8,
+    field: usize,
     index: u32,
-    len: *mut usize,
-    items: *const usize,
+    list: *mut usize,
 ) -> (u32, usize) {
     let status: u32;
     let item: usize;
-    // SAFETY: the section reads the length and the last item (inside the array, as the length
-    // is positive and at most the capacity) and commits with the length store.
+    // SAFETY: the section reads the length, the cells' address and the last item (inside the
+    // array, as the length is positive and at most the capacity) and commits with the length
+    // store.
     unsafe {
-        section!(status, cs, index_field, index; [
-            "mov {length}, qword ptr [{len}]",
-            "test {length}, {length}",
+        section!(status, area, field, index; [
+            "mov {status:r}, qword ptr [{list}]",
+            "test {status:r}, {status:r}",
             "jz 8f",
-            "sub {length}, 1",
-            "mov {item}, qword ptr [{items} + {length} * 8]",
-            "mov qword ptr [{len}], {length}",
-        ]; len = in(reg) len, items = in(reg) items, length = out(reg) _, item = out(reg) item,)
+            "sub {status:r}, 1",
+            "mov {scratch}, qword ptr [{list} + 16]",
+            "mov {item}, qword ptr [{scratch} + {status:r} * 8]",
+            "mov qword ptr [{list}], {status:r}",
+        ]; list = in(reg) list, item = out(reg) item,)
     };
     (status, item)
 }
@@ -189,13 +190,13 @@ pub(super) unsafe fn pop(
 ///
 /// # Safety
 ///
-/// `cs` and `index_field` point into the calling thread's registered area; `word` as
-/// `Area::compare_store` requires.
+/// `area` is the calling thread's registered area and `field` an index field's offset in
+/// it; `word` as `Area::compare_store` requires.
 #[cfg_attr(not(test), allow(dead_code))]
 #[inline]
 pub(super) unsafe fn compare_store(
-    cs: *mut u64,
-    index_field: *const u32,
+    area: *mut u8,
+    field: usize,
     index: u32,
     word: *mut usize,
     expected: usize,
@@ -204,7 +205,7 @@ pub(super) unsafe fn compare_store(
     let status: u32;
     // SAFETY: the section reads the word the caller vouches for and commits with one store.
     unsafe {
-        section!(status, cs, index_field, index; [
+        section!(status, area, field, index; [
             "cmp qword ptr [{word}], {expected}",
             "jne 8f",
             "mov qword ptr [{word}], {new}",
