@@ -19,8 +19,10 @@
 //!   next slot (see `placement.rs`).
 //!
 //! What is never stolen: the next slot (it is the running task's partner, and making it
-//! stealable cost tokio 1.51 up to a third of its throughput before it was reverted, #8100) and
-//! the wakelists (single consumer; a pending wakeup chose its target and stays there).
+//! stealable cost tokio 1.51 up to a third of its throughput before it was reverted, #8100). A
+//! pending wakeup chose its target and stays on its wakelist, unless that worker leaves it
+//! there so long that it is most likely off its CPU: then an idle worker rescues the whole list
+//! (`rescue.rs`).
 //!
 //! A steal moves tasks between two run queues under their locks, one after the other and never
 //! both at once: the victim's lock to detach them (into the stealer's own buffer, whose capacity

@@ -29,8 +29,8 @@
 //! # This module
 //!
 //! [`Runtime`] runs futures on N workers (the CPUs). Each worker has a run queue under its own
-//! lock, a wakelist (intrusive, multi-producer, single-consumer: push with one CAS, take all with
-//! one swap, reversed for FIFO order), and an idle word through which it polls and then sleeps on
+//! lock, a wakelist (intrusive, multi-producer, consumed by its worker: push with one CAS, take
+//! all with one swap, reversed for FIFO order), and an idle word through which it polls and then sleeps on
 //! a futex. Where a woken task runs is its [`Placement`] (`placement.rs`); under the default,
 //! [`Placement::Kernel`]:
 //!
@@ -112,9 +112,12 @@
 //!   (`placement.rs`).
 //! * Balancing counts tasks, not weighted load, and has one domain. A steal takes half the
 //!   victim's waiting tasks (rounded up) from the back of its queue, the ones that would wait
-//!   longest there; the next slot and the wakelists are never stolen from (tokio 1.51 made its
-//!   LIFO slot stealable and notified on every local wakeup: +8.5% CPU and up to a third less
-//!   throughput, reverted). The periodic balance is a kick, every 16 passes of a busy worker's
+//!   longest there; the next slot is never stolen from (tokio 1.51 made its LIFO slot
+//!   stealable and notified on every local wakeup: +8.5% CPU and up to a third less
+//!   throughput, reverted). A wakelist is taken by another worker only as a *rescue*
+//!   (`rescue.rs`): an idle worker about to sleep takes, whole, a wakelist whose head has not
+//!   moved for 20 µs, since its owner is then most likely off its CPU, where a kernel CPU never
+//!   is (but a vCPU can be: the kernel's `vcpu_is_preempted()` check serves the same end). The periodic balance is a kick, every 16 passes of a busy worker's
 //!   loop, of one idle worker, which then balances itself (as the nohz idle balancer does).
 //! * [`Placement::Remote`] exists for measurement: it turns the slot and balancing off and sends
 //!   every wakeup made on a worker to another worker, so that the policies are compared on the
@@ -146,6 +149,7 @@ pub use io::model as io_model;
 mod join;
 mod placement;
 mod registry;
+mod rescue;
 mod runtime;
 mod stats;
 mod task;

@@ -49,6 +49,9 @@ pub struct Stats {
     pub capped: u64,
     /// Tasks moved by steals of idle workers (newidle balance).
     pub stolen: u64,
+    /// Wakeups an idle worker took from the wakelist of a worker that had left them there too
+    /// long (most likely a worker the host had taken off its CPU).
+    pub rescued: u64,
     /// Notifications of an idle worker by an overloaded one (periodic balance).
     pub kicks: u64,
     /// Tasks cancelled at shutdown.
@@ -83,6 +86,7 @@ impl std::ops::Add for Stats {
             batches: self.batches + other.batches,
             capped: self.capped + other.capped,
             stolen: self.stolen + other.stolen,
+            rescued: self.rescued + other.rescued,
             kicks: self.kicks + other.kicks,
             cancelled: self.cancelled + other.cancelled,
         }
@@ -105,6 +109,7 @@ pub(crate) struct Counters {
     pub(crate) batches: Counter,
     pub(crate) capped: Counter,
     pub(crate) stolen: Counter,
+    pub(crate) rescued: Counter,
     pub(crate) kicks: Counter,
     pub(crate) cancelled: Counter,
 }
@@ -144,6 +149,7 @@ impl Counters {
         total.batches += self.batches.get();
         total.capped += self.capped.get();
         total.stolen += self.stolen.get();
+        total.rescued += self.rescued.get();
         total.kicks += self.kicks.get();
         total.cancelled += self.cancelled.get();
     }

@@ -2,8 +2,10 @@
 //! (the kernel's `llist` under `rq->wake_list`, later `call_single_queue`).
 //!
 //! Producers push with one compare-and-swap on the head and learn whether the list was empty,
-//! which is the only moment a notification is needed. The single consumer takes the whole list
-//! with one swap and reverses it, so that tasks come out in the order they were pushed. The
+//! which is the only moment a notification is needed. The consumer takes the whole list with one
+//! swap and reverses it, so that tasks come out in the order they were pushed. Another thread
+//! may take the whole list too, but only with a compare-and-swap from a head it saw
+//! ([`Wakelist::take_from`]: a worker rescuing a stalled worker's wakeups, see `rescue.rs`). The
 //! links live in the items themselves: a push allocates nothing.
 //!
 //! At shutdown the list is *closed*: the head is replaced by a sentinel that no push gets past,
@@ -80,7 +82,8 @@ impl<T: Linked> Wakelist<T> {
     }
 
     /// Takes everything pushed so far, in push order. Only the list's consumer calls this, and
-    /// never once [`close`](Self::close) may run.
+    /// never once [`close`](Self::close) may run. A concurrent [`take_from`](Self::take_from)
+    /// may have emptied the list since the look below: the swap then takes nothing.
     pub(crate) fn take_all(&self) -> Batch<T> {
         let head = self.head.load(Ordering::Relaxed);
         if head.is_null() || head == Self::closed() {
@@ -92,6 +95,33 @@ impl<T: Linked> Wakelist<T> {
         let head = self.head.swap(ptr::null_mut(), Ordering::Acquire);
         debug_assert!(head != Self::closed(), "take_all raced with close");
         Batch::reversed(head)
+    }
+
+    /// The head while the list holds items, as an opaque mark for [`take_from`](Self::take_from):
+    /// a list whose mark stays the same holds the same items, none taken. Relaxed: a hint, and
+    /// `take_from`'s compare-and-swap decides.
+    pub(crate) fn mark(&self) -> Option<Mark<T>> {
+        let head = self.head.load(Ordering::Relaxed);
+        (!head.is_null() && head != Self::closed()).then_some(Mark(head))
+    }
+
+    /// Takes everything, in push order, if the head is still `mark`; else nothing. Any thread
+    /// may call this beside the consumer: it never takes a closed list (the sentinel is no
+    /// mark) and never reopens one, and the consumer's swap then finds the list empty. A head
+    /// that left and came back (ABA) is harmless: nothing is read from it before the CAS, so
+    /// what is taken is what the list held at the CAS.
+    pub(crate) fn take_from(&self, mark: Mark<T>) -> Batch<T> {
+        // Acquire on success pairs with the pushes' Release, as in `take_all`. Relaxed on
+        // failure: nothing is taken, nothing read.
+        match self.head.compare_exchange(
+            mark.0,
+            ptr::null_mut(),
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
+            Ok(head) => Batch::reversed(head),
+            Err(_) => Batch::empty(),
+        }
     }
 
     /// Closes the list for good and returns what was on it. Pushes after this are refused.
@@ -108,6 +138,23 @@ impl<T: Linked> Wakelist<T> {
 impl<T: Linked> Drop for Wakelist<T> {
     fn drop(&mut self) {
         drop(self.close());
+    }
+}
+
+/// A wakelist's head as seen at one moment ([`Wakelist::mark`]): compared, never followed.
+pub(crate) struct Mark<T>(*mut T);
+
+impl<T> Clone for Mark<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Mark<T> {}
+
+impl<T> PartialEq for Mark<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
     }
 }
 

@@ -14,11 +14,12 @@ use super::idle::{Idle, Notice, PollGovernor};
 use super::io::{Reactor, IO_PASSES};
 use super::join::JoinError;
 use super::placement::{Local, Placement, MAX_NEXT_POLLS};
+use super::rescue;
 use super::runtime::{RuntimeState, TaskRef};
 use super::stats::Counters;
 use super::task::{Polled, TaskCell};
 use super::time::Expired;
-use super::wakelist::Wakelist;
+use super::wakelist::{Mark, Wakelist};
 // The runtime's state, type-erased elsewhere (see `runtime`).
 use crate::sync::unmodeled::Arc;
 use crate::sync::{self, AtomicUsize, Mutex, Ordering};
@@ -37,6 +38,9 @@ pub(crate) struct Inbox<H: Hooks> {
     list: Wakelist<TaskCell<Arc<RuntimeState<H>>>>,
     pending: AtomicUsize,
 }
+
+/// A worker's wakelist head as seen at one moment.
+pub(crate) type WakelistMark<H> = Mark<TaskCell<Arc<RuntimeState<H>>>>;
 
 /// One worker's shared state. Fields written by other workers sit on their own cache lines.
 pub(crate) struct Worker<H: Hooks> {
@@ -119,7 +123,7 @@ impl<H: Hooks> Worker<H> {
 
     /// Whether work is waiting. After [`Idle::start_polling`]'s fence, this is the recheck of
     /// the protocol's handshake; Relaxed loads suffice there (the fence orders them).
-    fn has_work(&self) -> bool {
+    pub(super) fn has_work(&self) -> bool {
         self.queued.load(Ordering::Relaxed) != 0 || !self.inbox.list.is_empty()
     }
 
@@ -146,6 +150,26 @@ impl<H: Hooks> Worker<H> {
         list.push(task).inspect_err(|_| {
             pending.fetch_sub(1, Ordering::Relaxed);
         })
+    }
+
+    /// The wakelist's head while wakeups wait on it, as a mark for
+    /// [`take_stalled`](Self::take_stalled).
+    pub(crate) fn wakelist_mark(&self) -> Option<WakelistMark<H>> {
+        self.inbox.list.mark()
+    }
+
+    /// Takes every wakeup on the wakelist into `into` if its head is still `mark` (a worker
+    /// that did not take them itself, see `rescue.rs`), and returns how many. They no longer
+    /// count as pending here: the caller queues them on its own run queue.
+    pub(crate) fn take_stalled(&self, mark: WakelistMark<H>, into: &mut Vec<TaskRef<H>>) -> usize {
+        let batch = self.inbox.list.take_from(mark);
+        let count = batch.len();
+        if count > 0 {
+            into.extend(batch);
+            // Relaxed: a placement hint, as in `take_queue`.
+            self.inbox.pending.fetch_sub(count, Ordering::Relaxed);
+        }
+        count
     }
 
     /// The next task to run: the task in the next slot while fewer than [`MAX_NEXT_POLLS`]
@@ -369,7 +393,8 @@ pub(crate) fn run<H: Hooks>(shared: Arc<RuntimeState<H>>, index: usize) {
             run_task(&shared, worker, index, task);
             continue;
         }
-        idle(&shared, worker, index, &mut expired, &mut governor);
+        let rescue = balancing.then_some(&mut stolen);
+        idle(&shared, worker, index, &mut expired, &mut governor, rescue);
     }
     // Shut down from one of its own polls, this worker was not waited for: a task woken into
     // its next slot after the queues closed is cancelled here, as shutdown cancels the rest.
@@ -428,13 +453,15 @@ fn run_task<H: Hooks>(
 }
 
 /// The idle loop: announce, recheck, poll for a bounded while (as long as `governor` says, and
-/// only while polling can pay), then sleep until notified or until the worker's next timer.
+/// only while polling can pay), rescue the wakeups a stalled worker left waiting (given a
+/// buffer for them: `rescue.rs`), then sleep until notified or until the worker's next timer.
 fn idle<H: Hooks>(
     shared: &RuntimeState<H>,
     worker: &Worker<H>,
     index: usize,
     expired: &mut Expired,
     governor: &mut PollGovernor,
+    rescue: Option<&mut Vec<TaskRef<H>>>,
 ) {
     worker.idle.start_polling();
     // The recheck after the fenced announcement: a waker that published before it is seen here;
@@ -455,6 +482,7 @@ fn idle<H: Hooks>(
             spin_budget(shared, index, governor, timer),
             timer,
         )
+        && !rescue.is_some_and(|buffer| rescue::stalled_wakelists(shared, index, buffer))
         && park(worker, timer)
     {
         worker.counters.parks.add(1);
