@@ -17,31 +17,17 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use idspace::percid::{IndexSource, PerCidPool};
+use idspace_lab::{take_give_bursts, PoolObject, POOL_CACHE as CACHE};
 use thread_local::ThreadLocal;
 
-/// The experiment's object: a cache line's worth of bytes.
-type Object = [u64; 8];
-/// Takes per burst, then as many gives.
-const BURST: usize = 4;
-/// What a slot's or a thread's cache keeps.
-const CACHE: usize = 64;
+type Object = PoolObject;
 
-/// The experiment's loop: `pairs` take+give pairs in bursts, each take and give an indirect
-/// call as in the experiment (where the closures cross `&dyn` boundaries the compiler does not
-/// see through; here it would, and inline one shape's closures and not the other's).
+/// The experiment's loop, each take and give an indirect call as in the experiment (where the
+/// closures cross `&dyn` boundaries the compiler does not see through; here it would, and
+/// inline one shape's closures and not the other's).
 fn run(pairs: u64, take: &dyn Fn() -> Box<Object>, give: &dyn Fn(Box<Object>)) {
     let (take, give) = black_box((take, give));
-    let mut burst = Vec::with_capacity(BURST);
-    for _ in 0..pairs.div_ceil(BURST as u64) {
-        for _ in 0..BURST {
-            let mut object = take();
-            object[0] += 1;
-            burst.push(object);
-        }
-        for object in burst.drain(..) {
-            give(black_box(object));
-        }
-    }
+    take_give_bursts(pairs, take, give);
 }
 
 fn main() -> ExitCode {

@@ -51,6 +51,11 @@ mod wake;
 #[doc(hidden)]
 pub use wake::{driver, primitives, workloads};
 
+/// The `percid` experiment's object-cache loop and object, for `examples/percid_pool.rs`; not
+/// part of the lab's interface.
+#[doc(hidden)]
+pub use percid::workloads::{take_give_bursts, Object as PoolObject, CACHE as POOL_CACHE};
+
 // The lab's own tests measure memory too.
 #[cfg(test)]
 #[global_allocator]

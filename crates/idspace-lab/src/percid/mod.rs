@@ -9,7 +9,7 @@
 //! Every multi-thread cell runs its threads at once for a time window
 //! ([`crate::measure::window_or_longer`]) and is refused, with its reason, if they did not.
 
-pub(crate) mod workloads;
+pub mod workloads;
 
 use std::time::Duration;
 

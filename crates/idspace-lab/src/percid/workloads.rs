@@ -225,12 +225,29 @@ pub const POOLS: [&str; 4] = [
 ];
 
 /// The object every cache holds: a cache line's worth of bytes.
-type Object = [u64; 8];
+pub type Object = [u64; 8];
 
 /// Objects a thread takes before it gives them back (a burst of allocations, then frees).
 const BURST: usize = 4;
 /// What a per-slot, per-thread or bounded cache keeps.
-const CACHE: usize = 64;
+pub const CACHE: usize = 64;
+
+/// `pairs` take/give pairs on the calling thread, in bursts of `BURST` takes, each object
+/// touched, then as many gives: the object-cache experiment's loop, which
+/// `examples/percid_pool.rs` runs alone under a profiler.
+pub fn take_give_bursts(pairs: u64, take: &dyn Fn() -> Box<Object>, give: &dyn Fn(Box<Object>)) {
+    let mut burst = Vec::with_capacity(BURST);
+    for _ in 0..pairs.div_ceil(BURST as u64) {
+        for _ in 0..BURST {
+            let mut object = take();
+            object[0] += 1;
+            burst.push(object);
+        }
+        for object in burst.drain(..) {
+            give(black_box(object));
+        }
+    }
+}
 
 /// What one pool run measured.
 pub struct PoolRun {
@@ -246,19 +263,7 @@ pub struct PoolRun {
 pub fn pool(shape: &str, threads: usize, duration: Duration) -> Result<PoolRun, String> {
     let make = || Box::new([0u64; 8]);
     let run = |take: &(dyn Fn() -> Box<Object> + Sync), give: &(dyn Fn(Box<Object>) + Sync)| {
-        window_or_longer(threads, duration, &|n| {
-            let mut burst = Vec::with_capacity(BURST);
-            for _ in 0..n.div_ceil(BURST as u64) {
-                for _ in 0..BURST {
-                    let mut object = take();
-                    object[0] += 1;
-                    burst.push(object);
-                }
-                for object in burst.drain(..) {
-                    give(black_box(object));
-                }
-            }
-        })
+        window_or_longer(threads, duration, &|n| take_give_bursts(n, take, give))
     };
     let (run, held) = match shape {
         "PerCidPool" => {
