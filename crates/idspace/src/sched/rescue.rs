@@ -167,6 +167,9 @@ mod tests {
         let ids: Vec<u64> = rescuer.close().iter().map(|task| task.id().0).collect();
         // Worker 2's list first (the next worker after the rescuer), each in push order.
         assert_eq!(ids, vec![3, 1, 2]);
+        for victim in [0, 2] {
+            assert!(shared.workers()[victim].close().is_empty());
+        }
     }
 
     #[test]
@@ -183,6 +186,9 @@ mod tests {
         assert_eq!(shared.workers()[0].pending(), 1);
         assert!(shared.workers()[0].wakelist_mark().is_some());
         assert_eq!(rescued(&shared), 0);
+        // Closing drops the tasks, which hold the runtime's state: no cycle is left behind.
+        let left: usize = shared.workers().iter().map(|w| w.close().len()).sum();
+        assert_eq!(left, 2);
     }
 }
 
