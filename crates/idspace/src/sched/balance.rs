@@ -204,7 +204,7 @@ mod tests {
 #[cfg(all(test, loom))]
 mod loom_steal {
     use super::*;
-    use crate::sched::runtime::test_support::{idle_task, shared};
+    use crate::sched::runtime::test_support::{close_all, idle_task, shared};
     use crate::sync::thread;
 
     #[test]
@@ -238,13 +238,7 @@ mod loom_steal {
             let ran_by_owner = owner.join().unwrap();
             waker.join().unwrap();
             let mut seen: Vec<u64> = ran_by_owner.into_iter().chain(thief).collect();
-            for worker in shared.workers() {
-                let queued = worker.queued();
-                let left = worker.close();
-                // The wakelist's entries are not counted as queued.
-                assert!(left.len() >= queued);
-                seen.extend(left.iter().map(|task| task.id().0));
-            }
+            seen.extend(close_all(&shared));
             seen.sort_unstable();
             assert_eq!(seen, vec![1, 2, 3, 4]);
         });
@@ -282,12 +276,7 @@ mod loom_steal {
             let ran_by_owner = owner.join().unwrap();
             waker.join().unwrap();
             let mut seen: Vec<u64> = ran_by_owner.into_iter().chain(thief).collect();
-            for worker in shared.workers() {
-                let (queued, pending) = (worker.queued(), worker.pending());
-                let left = worker.close();
-                assert_eq!(left.len(), queued + pending);
-                seen.extend(left.iter().map(|task| task.id().0));
-            }
+            seen.extend(close_all(&shared));
             seen.sort_unstable();
             assert_eq!(seen, vec![1, 2]);
         });

@@ -199,7 +199,7 @@ mod tests {
 #[cfg(all(test, loom))]
 mod loom_rescue {
     use super::*;
-    use crate::sched::runtime::test_support::{idle_task, shared};
+    use crate::sched::runtime::test_support::{close_all, idle_task, shared};
     use crate::sync::thread;
     use crate::sync::unmodeled::Arc;
 
@@ -233,12 +233,7 @@ mod loom_rescue {
             waker.join().unwrap();
             assert_eq!(rescued, shared.workers()[1].queued() > 0);
             let mut seen: Vec<u64> = ran_by_owner.into_iter().collect();
-            for worker in shared.workers() {
-                let (queued, pending) = (worker.queued(), worker.pending());
-                let left = worker.close();
-                assert_eq!(left.len(), queued + pending);
-                seen.extend(left.iter().map(|task| task.id().0));
-            }
+            seen.extend(close_all(&shared));
             seen.sort_unstable();
             assert_eq!(seen, vec![1, 2]);
         });

@@ -1001,6 +1001,20 @@ pub(crate) mod test_support {
             JoinSlot::<()>::new(),
         )
     }
+
+    /// Closes every worker of `shared` and returns the IDs of the tasks left on them, after
+    /// checking that each worker held exactly what its queued and pending counts said.
+    #[cfg(loom)]
+    pub(crate) fn close_all(shared: &RuntimeState<NoHooks>) -> Vec<u64> {
+        let mut left_ids = Vec::new();
+        for worker in shared.workers() {
+            let (queued, pending) = (worker.queued(), worker.pending());
+            let left = worker.close();
+            assert_eq!(left.len(), queued + pending);
+            left_ids.extend(left.iter().map(|task| task.id().0));
+        }
+        left_ids
+    }
 }
 
 #[cfg(all(test, not(loom)))]
