@@ -133,9 +133,9 @@ struct Constraints {
 /// sorted out of line.) The kernel pays
 /// that one too, but to the scheduler (its switch holds `rq->lock` already); our runtime's
 /// switch takes no lock the CID code could share, so the space takes its own. In that
-/// ping-pong the rework adds about 14 ns of CPU time per switch over a runtime without hooks;
-/// a build whose lock takes no compare-and-swap (unsound, for the measurement only) adds about
-/// 7 ns: the lock is half of what the switch adds. Dropping it needs an asymmetric fence
+/// ping-pong the rework adds about 18 ns of CPU time per switch over a runtime without hooks
+/// (on the lab's shared 2-core machine); a build whose lock takes no compare-and-swap (unsound,
+/// for the measurement only) adds about 7 ns: the lock is most of what the switch adds. Dropping it needs an asymmetric fence
 /// (`membarrier`, microseconds) in every walk, exit and migration instead, since a switch-in
 /// racing one of them is a store-then-load on both sides (the current task against the mode
 /// and the CPU's CID), which a plain store and load do not order. The rest is kept small by

@@ -28,11 +28,12 @@
 //! switch-out. Now the record the cell points at lives in the task's data and changes only in
 //! its CID word; readers follow the pointer. A 1-worker ping-pong (each pair a process, the
 //! `process_switch` driver of the lab) under callgrind runs 132 instructions per switch more
-//! than with no hooks, against 153 with the two cells (the bitmap's hooks add about 325, the
-//! lazy design's 300). In CPU time that is about 16 ns per switch over no hooks, of which the
-//! runqueue lock's compare-and-swap is about half (a profile puts a fifth of the worker loop's
-//! own samples on it; an uncontended compare-and-swap and unlock cost about 15 ns in a tight
-//! loop on the 2-core machine the lab runs on).
+//! than with no hooks, against 153 with the two cells (the bitmap's hooks add about 315, the
+//! lazy design's 300). In CPU time the rework adds about 18 ns per switch over no hooks
+//! (medians of 15 interleaved runs on the lab's shared 2-core machine), of which the runqueue
+//! lock's compare-and-swap is about 11: the same build with that lock taken by a plain load and
+//! store (unsound, for the measurement only) adds about 7 ns. That lock is what stands between
+//! these hooks and a switch cheaper than 10 ns; [`Rework`]'s docs say why it stays.
 
 use std::future::Future;
 
