@@ -240,8 +240,9 @@ impl Rqs {
         if word.rq() != cpu {
             return self.migrate(cpu, task);
         }
-        // An exited task is never current (exit clears `curr` under this lock), so a switch
-        // finds it claimable or nothing: it is refused either way.
+        // Exited: that is final (the word read under the lock stays true without it), and an
+        // exited task is never current (exit clears `curr` under the lock), so no switch-in
+        // of it is already done here.
         Err(CidError::UnknownTask)
     }
 
