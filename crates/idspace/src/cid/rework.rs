@@ -127,13 +127,15 @@ struct Constraints {
 /// cache line beyond the space's read-mostly mode and budget.
 ///
 /// What that costs, measured as the process hooks run it (a 1-worker ping-pong, each pair a
-/// process, under callgrind): about 100 instructions per switch-in and a store per switch-out,
-/// with one atomic read-modify-write: the runqueue lock's compare-and-swap. The kernel pays
+/// process, under callgrind): about 70 instructions per switch-in and a store per switch-out,
+/// with one atomic read-modify-write: the runqueue lock's compare-and-swap. (The claim checks
+/// the task's runqueue and that it did not exit in one compare of its word, the rare cases
+/// sorted out of line.) The kernel pays
 /// that one too, but to the scheduler (its switch holds `rq->lock` already); our runtime's
 /// switch takes no lock the CID code could share, so the space takes its own. In that
-/// ping-pong the rework adds about 14 ns of CPU time per switch over a runtime without hooks;
-/// a build whose lock takes no compare-and-swap (unsound, for the measurement only) adds about
-/// 7 ns: the lock is half of what the switch adds. Dropping it needs an asymmetric fence
+/// ping-pong the rework adds about 18 ns of CPU time per switch over a runtime without hooks
+/// (on the lab's shared 2-core machine); a build whose lock takes no compare-and-swap (unsound,
+/// for the measurement only) adds about 7 ns: the lock is most of what the switch adds. Dropping it needs an asymmetric fence
 /// (`membarrier`, microseconds) in every walk, exit and migration instead, since a switch-in
 /// racing one of them is a store-then-load on both sides (the current task against the mode
 /// and the CPU's CID), which a plain store and load do not order. The rest is kept small by

@@ -6,7 +6,8 @@
 //!
 //! A switch on a CPU of a task of that CPU's runqueue takes the CPU's lock (one
 //! compare-and-swap; unlocking is a Release store), reads the task's word (its runqueue, and
-//! whether it exited) and points the runqueue at it: the runqueue's current task is what says
+//! whether it exited: one compare, the migration and the refusal out of line) and points the
+//! runqueue at it: the runqueue's current task is what says
 //! who runs, so neither the next nor the previous task's word is written. That is the only
 //! atomic read-modify-write: no task lock, no reference count, and the runqueue is on a cache
 //! line of its own.
@@ -213,28 +214,36 @@ impl Rqs {
         loop {
             let guard = self.lock(cpu);
             let word = task.word();
-            if word.rq() != cpu {
+            if !word.live_on(cpu) {
+                // Another runqueue's task (it migrates here first), or one that exited.
                 drop(guard);
-                self.migrate(cpu, task)?;
+                self.not_live_here(cpu, task, word)?;
                 continue;
             }
             // A task of this runqueue: the lock held covers its word.
             let allowed = task.affinity() & (1 << cpu) != 0;
-            if is_curr(&guard, task) {
-                // Running here: nothing to switch, but the affinity still rules.
-                if !allowed {
-                    return Err(CidError::NotAllowed);
-                }
-                return Ok((guard, Claim::AlreadyHere(word.cid())));
-            }
-            if word.exited() {
-                return Err(CidError::UnknownTask);
-            }
             if !allowed {
                 return Err(CidError::NotAllowed);
             }
+            if is_curr(&guard, task) {
+                // Running here: nothing to switch.
+                return Ok((guard, Claim::AlreadyHere(word.cid())));
+            }
             return Ok((guard, Claim::Claimed(word.cid())));
         }
+    }
+
+    /// [`Rqs::lock_switch`] found `task` (word `word`) not live on `cpu`'s runqueue: migrates it
+    /// here if it is another's, or refuses it if it exited. The lock is not held.
+    #[cold]
+    fn not_live_here(&self, cpu: usize, task: &TaskInner, word: Word) -> Result<(), CidError> {
+        if word.rq() != cpu {
+            return self.migrate(cpu, task);
+        }
+        // Exited: that is final (the word read under the lock stays true without it), and an
+        // exited task is never current (exit clears `curr` under the lock), so no switch-in
+        // of it is already done here.
+        Err(CidError::UnknownTask)
     }
 
     /// Moves `task`, which is not running, to `cpu`'s runqueue, with both runqueues locked

@@ -54,6 +54,13 @@ impl Word {
         ((self.0 & Self::RQ_MASK) >> Self::RQ_SHIFT) as usize
     }
 
+    /// Whether the task is live on `cpu`'s runqueue: one compare for what a switch-in on
+    /// `cpu` checks first (its runqueue, and that it did not exit).
+    #[inline]
+    pub(crate) fn live_on(self, cpu: usize) -> bool {
+        self.0 & (Self::RQ_MASK | Self::EXITED) == (cpu as u64) << Self::RQ_SHIFT
+    }
+
     #[inline]
     pub(crate) fn exited(self) -> bool {
         self.0 & Self::EXITED != 0

@@ -3,13 +3,14 @@
 //! CPU) and leaves the CPU at switch-out; its exit (completed, panicked, cancelled or killed)
 //! is the thread's exit in the model.
 //!
-//! The switch hooks do only what the kernel's switch does for these IDs plus two thread-local
-//! stores (the running task's IDs and CID, which [`current`] and per-CID structures read): the
-//! IDs are copied from the task's data, made once at spawn, and the switch-out is the CID
-//! design's own (for the rework one store that leaves the CPU, without its runqueue lock, as
-//! the kernel's switch-out writes nothing; the baselines give their CID back there, as their
-//! kernels did). Its future runs inside a `Killable` (`kill.rs`), which
-//! stops it at its next poll once its thread is killed.
+//! The switch hooks do only what the kernel's switch does for these IDs plus one thread-local
+//! store (the worker's "current" pointer, which [`current`] and per-CID structures read): the
+//! switch-in stores the CID into the task's own record (its process's space, the space's size
+//! and the thread's IDs, made once at spawn) and points the worker's cell at that record, and
+//! the switch-out clears the cell and is then the CID design's own (for the rework one store
+//! that leaves the CPU, without its runqueue lock, as the kernel's switch-out writes nothing;
+//! the baselines give their CID back there, as their kernels did). Its future runs inside a
+//! `Killable` (`kill.rs`), which stops it at its next poll once its thread is killed.
 //!
 //! # What a switch costs
 //!
@@ -19,12 +20,21 @@
 //! only at the task's first poll (or when its waker changes), where it used to take it at
 //! every poll (a compare-and-swap and an exchange, about as much as the rest of the hooks
 //! together). The design's switch is inlined into the hooks, so the per-switch path is the
-//! hooks' own loads and stores around that one lock; a 1-worker ping-pong under callgrind
-//! runs about 160 instructions per switch more than with no hooks, against 330 before, and
-//! adds about 14 ns of CPU time per switch, against 47 before (the bitmap's hooks add about
-//! 69, the lazy design's 55), half of it the runqueue lock's compare-and-swap.
+//! hooks' own loads and stores around that one lock.
+//!
+//! The running task is one pointer per worker, as the kernel's `current` is: the hooks used to
+//! keep two thread-local cells (the task's IDs here, its space, size and CID in
+//! [`cid::current`]) and copy several words into each at switch-in and out of each at
+//! switch-out. Now the record the cell points at lives in the task's data and changes only in
+//! its CID word; readers follow the pointer. A 1-worker ping-pong (each pair a process, the
+//! `process_switch` driver of the lab) under callgrind runs 132 instructions per switch more
+//! than with no hooks, against 153 with the two cells (the bitmap's hooks add about 315, the
+//! lazy design's 300). In CPU time the rework adds about 18 ns per switch over no hooks
+//! (medians of 15 interleaved runs on the lab's shared 2-core machine), of which the runqueue
+//! lock's compare-and-swap is about 11: the same build with that lock taken by a plain load and
+//! store (unsound, for the measurement only) adds about 7 ns. That lock is what stands between
+//! these hooks and a switch cheaper than 10 ns; [`Rework`]'s docs say why it stays.
 
-use std::cell::Cell;
 use std::future::Future;
 
 use super::design::{CidDesign, PidDesign, TableDesign};
@@ -35,11 +45,8 @@ use super::thread::Thread;
 use crate::cid::{self, Rework};
 use crate::pid::{NsId, PerCpu};
 use crate::sched::{Exit, Handle, Hooks, JoinHandle, Runtime, TaskId};
-use crate::sync::{self, Arc, AtomicU32, Ordering};
+use crate::sync::Arc;
 use crate::table::ScaledHash;
-
-/// No CID: the task is not running, or belongs to no process.
-const NO_CID: u32 = u32::MAX;
 
 /// What the running task is, as [`current`] reports it.
 ///
@@ -78,30 +85,6 @@ pub struct Current {
     pub cid: Option<u32>,
 }
 
-/// The IDs of the running task of a process, per worker thread (its CID is in the
-/// [`cid::current`] cell, which per-CID structures read). Each task keeps its own copy, made at
-/// spawn.
-#[derive(Debug, Clone, Copy)]
-struct Ids {
-    tid: u32,
-    pid: u32,
-    root_tid: u32,
-    root_pid: u32,
-}
-
-#[cfg(not(loom))]
-sync::thread_local! {
-    /// The IDs of the task the current worker runs, if it belongs to a process: set at
-    /// switch-in, cleared at switch-out (a few stores, no reference counting).
-    static RUNNING: Cell<Option<Ids>> = const { Cell::new(None) };
-}
-
-// loom's `thread_local!` takes no `const` initialisers.
-#[cfg(loom)]
-sync::thread_local! {
-    static RUNNING: Cell<Option<Ids>> = Cell::new(None);
-}
-
 /// The running task's IDs and CID, if the caller is a task of a process.
 ///
 /// # Examples
@@ -125,16 +108,14 @@ sync::thread_local! {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn current() -> Option<Current> {
-    #[cfg(not(loom))]
-    let ids = RUNNING.try_with(Cell::get).ok().flatten()?;
-    #[cfg(loom)]
-    let ids = RUNNING.with(Cell::get)?;
+    let running = cid::current::get()?;
+    let [tid, pid, root_tid, root_pid] = running.ids;
     Some(Current {
-        tid: ids.tid,
-        pid: ids.pid,
-        root_tid: ids.root_tid,
-        root_pid: ids.root_pid,
-        cid: cid::current::get().and_then(|running| running.cid),
+        tid,
+        pid,
+        root_tid,
+        root_pid,
+        cid: running.cid,
     })
 }
 
@@ -158,38 +139,37 @@ pub fn current() -> Option<Current> {
 /// ```
 pub struct TaskIds<C> {
     thread: Option<Arc<Thread<C>>>,
-    /// The thread's IDs, read once at spawn (they never change): the switch-in copies them into
-    /// the running cell instead of walking the thread's and the process's ID lists each time.
-    ids: Option<Ids>,
-    /// Written by the switch hooks only, which never overlap for one task: Relaxed.
-    cid: AtomicU32,
+    /// What the running-task cell points at while the task runs: its process's space, the
+    /// space's size and the thread's IDs, made once at spawn (they never change), and the CID
+    /// it holds, written at each switch.
+    record: cid::current::Record,
 }
 
 impl<C: cid::CidAllocator> TaskIds<C> {
     /// A task of `thread`.
     fn of(thread: Arc<Thread<C>>) -> TaskIds<C> {
         let process = thread.process();
-        let ids = Ids {
-            tid: thread.tid_in_own_ns(),
-            pid: process.pid_in_own_ns(),
-            root_tid: thread.tid(),
-            root_pid: process.pid(),
-        };
+        let ids = [
+            thread.tid_in_own_ns(),
+            process.pid_in_own_ns(),
+            thread.tid(),
+            process.pid(),
+        ];
+        let space = Arc::as_ptr(process).addr();
+        let record = cid::current::Record::new(space, process.cids().cpus(), ids);
         TaskIds {
             thread: Some(thread),
-            ids: Some(ids),
-            cid: AtomicU32::new(NO_CID),
+            record,
         }
     }
 }
 
 impl<C> TaskIds<C> {
-    /// A task of no process.
+    /// A task of no process: its record is never published.
     fn plain() -> TaskIds<C> {
         TaskIds {
             thread: None,
-            ids: None,
-            cid: AtomicU32::new(NO_CID),
+            record: cid::current::Record::new(0, 0, [0; 4]),
         }
     }
 
@@ -200,8 +180,7 @@ impl<C> TaskIds<C> {
 
     /// The CID the task holds while it runs.
     pub fn cid(&self) -> Option<u32> {
-        let cid = self.cid.load(Ordering::Relaxed);
-        (cid != NO_CID).then_some(cid)
+        self.record.cid()
     }
 }
 
@@ -278,14 +257,11 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Hooks for ProcessHooks<P, C, T>
             return;
         };
         let cid = thread.switch_in(worker);
-        data.cid.store(cid.unwrap_or(NO_CID), Ordering::Relaxed);
-        let process = thread.process();
-        RUNNING.with(|running| running.set(data.ids));
-        cid::current::set(Some(cid::current::Running {
-            space: Arc::as_ptr(process).addr(),
-            cpus: process.cids().cpus(),
-            cid,
-        }));
+        data.record.set_cid(cid);
+        // SAFETY: the record lives in the task's data, which lives (in place, in the task's
+        // allocation) as long as the task, so at least until its switch-out, which clears the
+        // cell before anything else; nothing after this line can unwind past it.
+        unsafe { cid::current::set(Some(&data.record)) };
     }
 
     #[inline]
@@ -293,10 +269,10 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> Hooks for ProcessHooks<P, C, T>
         let Some(thread) = &data.thread else {
             return;
         };
-        RUNNING.with(|running| running.set(None));
-        cid::current::set(None);
+        // SAFETY: clearing the cell leaves no pointer behind.
+        unsafe { cid::current::set(None) };
         thread.switch_out(worker);
-        data.cid.store(NO_CID, Ordering::Relaxed);
+        data.record.set_cid(None);
     }
 
     /// The thread stops running (taking the model's lock): it exits, its IDs freed or, for a
