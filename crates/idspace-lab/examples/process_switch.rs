@@ -23,19 +23,13 @@ use idspace::pid::{PerCpu, ROOT};
 use idspace::process::{CidDesign, ProcessHooks};
 use idspace::sched::{Builder, NoHooks, Policy};
 use idspace::table::ScaledHash;
+use idspace_lab::cputime::{self, Scope};
 use idspace_lab::driver::{arg, median};
 use idspace_lab::workloads::{ping_pong, BoxedTask};
 
 /// The CPU time this process has used so far, all threads together.
-fn cpu_time() -> Duration {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `now` is a live timespec that the call only writes.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID)");
-    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+fn cpu_time() -> Result<Duration, String> {
+    cputime::used(Scope::Process)
 }
 
 /// Ping-pong on a runtime of one worker without hooks; the CPU time it took.
@@ -46,12 +40,12 @@ fn plain(tasks: Vec<BoxedTask>) -> Result<Duration, String> {
         .hooks(Arc::new(NoHooks))
         .build()
         .map_err(|e| e.to_string())?;
-    let start = cpu_time();
+    let start = cpu_time()?;
     let joins: Vec<_> = tasks.into_iter().map(|task| runtime.spawn(task)).collect();
     for join in joins {
         join.join().map_err(|e| e.to_string())?;
     }
-    Ok(cpu_time().saturating_sub(start))
+    Ok(cpu_time()?.saturating_sub(start))
 }
 
 /// Ping-pong with each pair a process (leader, then a thread of it), CIDs from `C`.
@@ -65,7 +59,7 @@ fn processes<C: CidDesign>(tasks: Vec<BoxedTask>) -> Result<Duration, String> {
         .hooks(Arc::new(hooks))
         .build()
         .map_err(|e| e.to_string())?;
-    let start = cpu_time();
+    let start = cpu_time()?;
     let mut joins = Vec::with_capacity(tasks.len());
     let mut tasks = tasks.into_iter();
     while let (Some(leader), Some(partner)) = (tasks.next(), tasks.next()) {
@@ -93,7 +87,7 @@ fn processes<C: CidDesign>(tasks: Vec<BoxedTask>) -> Result<Duration, String> {
     for join in joins {
         join.join().map_err(|e| e.to_string())?;
     }
-    Ok(cpu_time().saturating_sub(start))
+    Ok(cpu_time()?.saturating_sub(start))
 }
 
 fn run_one(hooks: &str, pairs: usize, rounds: u64) -> Result<Duration, String> {
