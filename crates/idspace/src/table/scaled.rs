@@ -378,11 +378,12 @@ impl<T: Send + Sync, L: Locks> ScaledChains<T, L> {
         // Lock order: ascending bucket index. The sources (`n - m ..`) are all below the new
         // buckets (`n ..`), and every other thread locks one bucket at a time.
         let sources = self.run(n - m, span);
+        let sources = &sources[..span];
         let mut guards: [Option<ChainGuard<'_, T, L>>; GROWTH_SPAN] = [const { None }; GROWTH_SPAN];
-        for (guard, source) in guards.iter_mut().zip(sources.iter().flatten()) {
+        for (guard, source) in guards.iter_mut().zip(sources) {
             *guard = Some(source.chain());
         }
-        for source in sources.iter().flatten() {
+        for source in sources {
             // Relaxed: ordered before the moves by the fence below.
             source.splits.fetch_add(1, Ordering::Relaxed);
         }
@@ -391,11 +392,8 @@ impl<T: Send + Sync, L: Locks> ScaledChains<T, L> {
         fence(Ordering::Release);
         let mask = 2 * m - 1;
         let targets = self.run(n, span);
-        for (offset, (source, target)) in guards.iter_mut().zip(targets).enumerate() {
-            let (Some(source), Some(target)) = (source, target) else {
-                break;
-            };
-            let index = n + offset;
+        for ((guard, target), index) in guards.iter_mut().zip(&targets[..span]).zip(n..) {
+            let Some(source) = guard else { break };
             // No other thread can address `target` before the count below is published, so
             // this lock is uncontended; it is taken for the guard it gives.
             let mut new = target.chain();
@@ -407,7 +405,7 @@ impl<T: Send + Sync, L: Locks> ScaledChains<T, L> {
         // the new block. Stored while every source is still locked: a thread that locks a
         // source after us re-reads the count and learns that its key may have moved.
         self.buckets.store(n + span, Ordering::Release);
-        for source in sources.iter().flatten() {
+        for source in sources {
             // Release pairs with the Acquire load in `find`: a lookup that sees the split over
             // sees the new count, and with it the key's new home.
             source.splits.fetch_add(1, Ordering::Release);
@@ -415,28 +413,28 @@ impl<T: Send + Sync, L: Locks> ScaledChains<T, L> {
         drop(guards);
     }
 
-    /// Buckets `start .. start + len` (`len ≤ GROWTH_SPAN`), then `None`s: found through
-    /// [`bucket`](Self::bucket) once per block and by the next address within one, so that a
-    /// growth step pays for the segment arithmetic once rather than for each of its buckets
-    /// three times.
+    /// Buckets `start .. start + len` (`1 ≤ len ≤ GROWTH_SPAN`) in the first `len` places
+    /// (the rest repeat the first): found through [`bucket`](Self::bucket) once per block and
+    /// by the next address within one, so that a growth step pays for the segment arithmetic
+    /// once rather than for each of its buckets three times.
     #[inline]
-    fn run(&self, start: usize, len: usize) -> [Option<&Bucket<T, L>>; GROWTH_SPAN] {
+    fn run(&self, start: usize, len: usize) -> [&Bucket<T, L>; GROWTH_SPAN] {
         // Every segment and block starts at a multiple of `min(B, GROWTH_SPAN)`: segment `k`
         // at `B·2^(k-1)`, and its blocks, of `min(B·2^(k-1), GROWTH_SPAN)` buckets, after it.
-        let block = self.base().min(GROWTH_SPAN);
-        let mut run = [None; GROWTH_SPAN];
-        let mut last: *const Bucket<T, L> = ptr::null();
-        for (offset, slot) in run.iter_mut().enumerate().take(len) {
-            let index = start + offset;
-            last = if offset == 0 || index % block == 0 {
+        let block_mask = self.base().min(GROWTH_SPAN) - 1;
+        let mut at = self.bucket_at(start);
+        // SAFETY: a live bucket of a block that lives as long as `self` (see `bucket`).
+        let mut run = [unsafe { &*at }; GROWTH_SPAN];
+        for (slot, index) in run[..len].iter_mut().zip(start..).skip(1) {
+            at = if index & block_mask == 0 {
                 self.bucket_at(index)
             } else {
                 // SAFETY: `index - 1` and `index` lie in one block (no block starts at `index`),
-                // and `last`, from `bucket_at`, has the provenance of that block's allocation.
-                unsafe { last.add(1) }
+                // and `at`, from `bucket_at`, has the provenance of that block's allocation.
+                unsafe { at.add(1) }
             };
-            // SAFETY: a live bucket of a block that lives as long as `self` (see `bucket`).
-            *slot = Some(unsafe { &*last });
+            // SAFETY: as for the first.
+            *slot = unsafe { &*at };
         }
         run
     }
@@ -639,8 +637,10 @@ impl<T, L: Locks> Drop for ScaledChains<T, L> {
 /// * A step finds its sources and its new buckets once per block and walks each block by
 ///   address (`ScaledChains::run`), and keeps the sources' guards in an array on its stack:
 ///   finding every bucket through the segment arithmetic, three times per source, and keeping
-///   the guards in a `SmallVec` (which checks whether it spilled on every access) cost a
-///   one-owner create about 30 instructions of its 600, for the same splits in the same order.
+///   the guards in a `SmallVec` (which checks whether it spilled on every access) made the
+///   splits cost a one-owner create about 115 instructions of its 600; they now cost about 80,
+///   for the same splits in the same order (most of the rest is re-hashing each node a split
+///   looks at, which a node has no room to remember).
 /// * A step runs only if no other thread is splitting (a `try_lock`, never a wait): a
 ///   descheduled splitter delays growth but never blocks an insert. Directories and blocks are
 ///   allocated by the splitter when the split reaches them.
