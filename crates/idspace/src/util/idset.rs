@@ -46,6 +46,16 @@ enum Group {
     Dense { bits: Box<[u64; WORDS]>, len: usize },
 }
 
+/// Sets `offset`'s bit in a dense group's `bits`, counting it in `len`; false if it was set.
+#[inline]
+fn set_bit(bits: &mut [u64; WORDS], len: &mut usize, offset: u16) -> bool {
+    let (word, bit) = split(offset);
+    let added = bits[word] & bit == 0;
+    bits[word] |= bit;
+    *len += usize::from(added);
+    added
+}
+
 impl Group {
     fn len(&self) -> usize {
         match self {
@@ -71,13 +81,7 @@ impl Group {
                 }
                 _ => None,
             },
-            Group::Dense { bits, len } => {
-                let (word, bit) = split(offset);
-                let added = bits[word] & bit == 0;
-                bits[word] |= bit;
-                *len += usize::from(added);
-                Some(added)
-            }
+            Group::Dense { bits, len } => Some(set_bit(bits, len, offset)),
         }
     }
 
@@ -103,13 +107,7 @@ impl Group {
                 }
                 true
             }
-            Group::Dense { bits, len } => {
-                let (word, bit) = split(offset);
-                let added = bits[word] & bit == 0;
-                bits[word] |= bit;
-                *len += usize::from(added);
-                added
-            }
+            Group::Dense { bits, len } => set_bit(bits, len, offset),
         }
     }
 
