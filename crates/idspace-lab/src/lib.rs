@@ -38,6 +38,7 @@ mod process;
 mod progress;
 mod report;
 mod serve;
+mod stalls;
 mod stats;
 mod svg;
 mod sys;
@@ -71,6 +72,7 @@ pub use machine::Machine;
 pub use model::Section;
 use output::Output;
 pub use progress::Progress;
+pub use stalls::{CpuTimes, Stalls};
 
 /// How big the experiments are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -163,6 +165,7 @@ pub fn run(names: &[String], scale: Scale, out: &Path) -> Result<(), String> {
 fn run_selected(selected: &[Box<dyn Experiment>], scale: Scale, out: &Path) -> Result<(), String> {
     let output = Output::prepare(out)?;
     let machine = Machine::probe();
+    let conditions = stalls::Conditions::probe();
     let mut sections = Vec::new();
     let mut failed = Vec::new();
     for experiment in selected {
@@ -181,7 +184,7 @@ fn run_selected(selected: &[Box<dyn Experiment>], scale: Scale, out: &Path) -> R
         output.write_plots(&section)?;
         sections.push(section);
         // Write after every experiment, so an interrupted run keeps what it measured.
-        output.write_results(&machine, scale, &sections)?;
+        output.write_results(&machine, &conditions, scale, &sections)?;
     }
     eprintln!("report: {}", output.report_path().display());
     if failed.is_empty() {

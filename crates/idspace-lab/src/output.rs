@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::machine::Machine;
 use crate::model::Section;
+use crate::stalls::Conditions;
 use crate::{report, svg, Scale};
 
 /// The whole of `results.json`.
@@ -63,16 +64,18 @@ impl Output {
         Ok(())
     }
 
-    /// Writes `report.md` and `results.json` for the sections measured so far.
+    /// Writes `report.md` and `results.json` for the sections measured so far (the machine's
+    /// stalls go in the report only).
     pub(crate) fn write_results(
         &self,
         machine: &Machine,
+        conditions: &Conditions,
         scale: Scale,
         sections: &[Section],
     ) -> Result<(), String> {
         write(
             &self.dir.join("report.md"),
-            report::render(machine, scale.name(), sections),
+            report::render(machine, conditions, scale.name(), sections),
         )?;
         write(
             &self.dir.join("results.json"),

@@ -5,9 +5,15 @@ use std::fmt::Write;
 
 use super::machine::Machine;
 use super::model::{Section, Table};
+use super::stalls::Conditions;
 
 /// The whole report.
-pub fn render(machine: &Machine, scale: &str, sections: &[Section]) -> String {
+pub(crate) fn render(
+    machine: &Machine,
+    conditions: &Conditions,
+    scale: &str,
+    sections: &[Section],
+) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# idspace lab report\n");
     let _ = writeln!(
@@ -24,6 +30,7 @@ pub fn render(machine: &Machine, scale: &str, sections: &[Section]) -> String {
          machine has cores, it says so: those threads are oversubscribed, and the contention \
          they show is scheduling contention as much as cache-line contention.\n"
     );
+    let _ = writeln!(out, "{}", conditions.paragraph());
     for section in sections {
         let _ = writeln!(out, "## {}\n", section.title);
         for paragraph in &section.intro {

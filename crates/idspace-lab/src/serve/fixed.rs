@@ -6,7 +6,7 @@
 use crate::declare::{Measurement, Sweep};
 use crate::model::Row;
 
-use super::{inverse, subjects, Kind, Rig, OURS, TOKIO};
+use super::{inverse, subjects, Kind, Rig, OURS, STEAL_ROW, TOKIO};
 use crate::goals::Goal;
 
 /// The fraction of the peak the rate holds.
@@ -60,6 +60,7 @@ pub(super) fn fixed<'a>(rig: &'a Rig<'a>) -> Box<dyn Measurement + 'a> {
             Row::numbers("p99.9 (µs)", result.metric(4), 0),
             Row::numbers("server CPU per request (µs)", result.metric(5), 2),
             Row::numbers("errors", result.metric(7), 0),
+            Row::numbers(STEAL_ROW, result.metric(8), 1),
         ];
         swept
             .table(

@@ -29,7 +29,7 @@ use crate::measure::{Medians, Values};
 use crate::model::{Row, Section};
 
 use crate::goals::{self, Goal};
-use crate::{Context, Experiment, Scale};
+use crate::{Context, CpuTimes, Experiment, Scale};
 
 /// The experiment.
 pub struct Serve;
@@ -225,7 +225,8 @@ impl Rig<'_> {
     }
 
     /// One run: requests/s, IDs/s, p50, p99, p99.9 (µs), server CPU µs per request, server
-    /// CPU s per million IDs, errors.
+    /// CPU s per million IDs, errors, and the machine's steal share over the run (%, NaN where
+    /// `/proc/stat` has none).
     fn measure(
         &self,
         subject: &Subject,
@@ -233,10 +234,11 @@ impl Rig<'_> {
         batch: usize,
     ) -> Result<Vec<f64>, String> {
         if subject.kind.is_hello() && batch > 1 {
-            return Ok(vec![f64::NAN; 8]);
+            return Ok(vec![f64::NAN; 9]);
         }
         let addr = self.servers.address(subject.kind);
         let cpu = CpuClock::start()?;
+        let stolen_from = CpuTimes::read();
         let run = wrk::run(
             &self.wrk,
             &self.script,
@@ -245,6 +247,10 @@ impl Rig<'_> {
             load,
         )?;
         let cpu = cpu.elapsed()?;
+        let steal = stolen_from
+            .zip(CpuTimes::read())
+            .and_then(|(from, to)| from.steal_percent(&to))
+            .unwrap_or(f64::NAN);
         let per_second = run.requests as f64 / run.duration.as_secs_f64();
         let ids = |value: f64| {
             if subject.kind.is_hello() {
@@ -264,9 +270,14 @@ impl Rig<'_> {
             // CPU µs per ID is CPU seconds per million IDs.
             ids(cpu.as_secs_f64() * 1e6 / (answered * batch as f64)),
             run.errors as f64,
+            steal,
         ])
     }
 }
+
+/// The row of the host's steal share over each run: where it is more than a few percent, the
+/// latency percentiles measure the host's stalls more than the server.
+const STEAL_ROW: &str = "CPU time the host took as steal over the run (%)";
 
 /// Each cell's reference divided by the cell: ≥ 1 where the cell is smaller (better, for
 /// times and CPU).
@@ -422,6 +433,7 @@ fn steady<'a>(rig: &'a Rig<'a>) -> Box<dyn Measurement + 'a> {
                 ),
                 Row::numbers("server CPU per million IDs (s)", result.metric(6), 2),
                 Row::numbers("errors", result.metric(7), 0),
+                Row::numbers(STEAL_ROW, result.metric(8), 1),
             ];
             if *b > 1 {
                 // The hello-world has no IDs to batch: only the ID services' rows apply.

@@ -18,7 +18,7 @@ use crate::cputime::CpuClock;
 use crate::declare::{Measurement, Produced, Sweep, Swept};
 use crate::model::Row;
 use crate::sys::thread::CpuSet;
-use crate::Context;
+use crate::{Context, CpuTimes};
 use servers::Server;
 use wrk::{Load, Script};
 
@@ -101,7 +101,9 @@ const P50: usize = 1;
 const P99: usize = 2;
 const CPU: usize = 3;
 const SHARE: usize = 4;
-const METRICS: usize = 5;
+/// The host's steal share of the machine's CPU time over the run, %: the latency floor.
+const STEAL: usize = 5;
+const METRICS: usize = 6;
 
 /// What every run needs and that is found once: wrk, the pipelining script, the two CPUs of
 /// the pinned rows.
@@ -216,10 +218,15 @@ fn run(
     };
     let running = on_cpu(server_cpu, || server.start(workers))??;
     let cpu = CpuClock::start()?;
+    let stolen_from = CpuTimes::read();
     let report = on_cpu(wrk_cpu, || {
         wrk::run(&tools.wrk, running.addr, load, &tools.script)
     });
     let cpu = cpu.elapsed();
+    let steal = stolen_from
+        .zip(CpuTimes::read())
+        .and_then(|(from, to)| from.steal_percent(&to))
+        .unwrap_or(f64::NAN);
     let stats = running.stop()?;
     let report = report??;
     let cpu_per_million = cpu?.as_secs_f64() * 1e6 / report.requests as f64;
@@ -229,6 +236,7 @@ fn run(
         report.p99.unwrap_or(f64::NAN),
         cpu_per_million,
         wakelist_share(stats.as_ref()),
+        steal,
     ])
 }
 
@@ -261,6 +269,9 @@ fn tables(swept: &Swept<Point>, goals: &mut Goals) -> Produced {
         cpu.push(Row::ratios(format!("{name}: vs {TOKIO}"), cost.over(TOKIO)));
         http_goals(goals, point, &rates, &p99, &cost);
     }
+    latency.extend(swept.numbers(STEAL, 1, |p| {
+        format!("{}: CPU time the host took as steal over the run (%)", label(p))
+    }));
     cpu.extend(swept.numbers(SHARE, 1, |p| {
         format!("{}: % of wakeups through a wakelist", label(p))
     }));
