@@ -1,12 +1,14 @@
 //! The fixed-rate row: p99 when the load is held at half of our service's peak (its median
 //! requests/s at 64 connections, one ID a request, from the steady runs), by wrk's paced
 //! script (see [`super::wrk`]). Every server gets the same rate, so their columns compare
-//! latencies under one load; the naive services are left out, their peak is below it.
+//! latencies under one load; the naive services are left out, their peak is below it. The
+//! `io` experiment's single-thread mio loop joins this row only: HTTP with no runtime, no
+//! tasks and no IDs, its p99 is what this machine allows any server at that rate.
 
 use crate::declare::{Measurement, Sweep};
 use crate::model::Row;
 
-use super::{inverse, subjects, Kind, Rig, OURS, STEAL_ROW, TOKIO};
+use super::{inverse, subjects, Kind, Rig, Subject, MIO, OURS, STEAL_ROW, TOKIO};
 use crate::goals::Goal;
 
 /// The fraction of the peak the rate holds.
@@ -21,7 +23,7 @@ const P99_GOAL_US: f64 = 1000.0;
 
 /// The fixed-rate measurement; it reads the peak `rig` recorded in the steady runs.
 pub(super) fn fixed<'a>(rig: &'a Rig<'a>) -> Box<dyn Measurement + 'a> {
-    let paced = subjects()
+    let mut paced: Vec<_> = subjects()
         .into_iter()
         .filter(|s| {
             matches!(
@@ -30,6 +32,10 @@ pub(super) fn fixed<'a>(rig: &'a Rig<'a>) -> Box<dyn Measurement + 'a> {
             )
         })
         .collect();
+    paced.push(Subject {
+        name: MIO,
+        kind: Kind::Mio,
+    });
     Sweep::new(
         paced,
         vec![()],

@@ -42,12 +42,15 @@ enum Kind {
     NaiveSeries,
     Hello,
     HelloOurs,
+    /// The single-thread mio loop of the `io` experiment: HTTP with no runtime and no IDs, the
+    /// floor of the fixed-rate row.
+    Mio,
 }
 
 impl Kind {
     /// A hello-world: no IDs, no batches.
     fn is_hello(self) -> bool {
-        matches!(self, Kind::Hello | Kind::HelloOurs)
+        matches!(self, Kind::Hello | Kind::HelloOurs | Kind::Mio)
     }
 }
 
@@ -68,6 +71,7 @@ const NAIVE: &str = "nextval per ID";
 const NAIVE_SERIES: &str = "nextval, 1 statement";
 const HELLO: &str = "hyper hello (tokio)";
 const HELLO_OURS: &str = "hyper hello (ours)";
+const MIO: &str = "mio loop (no runtime)";
 
 /// The space every ID service serves.
 const SPACE: &str = "lab";
@@ -110,6 +114,8 @@ struct Servers {
     /// The hello-world on our runtime as the service builds it (wakelist, the kernel's
     /// placement, the default poller), without the service's process hooks.
     hello_ours: crate::io::http::servers::Running,
+    /// The mio loop (one thread).
+    mio: crate::io::http::servers::Running,
 }
 
 impl Servers {
@@ -135,6 +141,7 @@ impl Servers {
                 idspace::sched::DEFAULT_POLLER,
             )
             .start(workers)?,
+            mio: crate::io::http::servers::Server::Mio.start(1)?,
         };
         // The first request of a space starts its lease node: not part of any measurement.
         for addr in [
@@ -156,6 +163,7 @@ impl Servers {
             Kind::NaiveSeries => self.series.addr,
             Kind::Hello => self.hello.addr,
             Kind::HelloOurs => self.hello_ours.addr,
+            Kind::Mio => self.mio.addr,
         }
     }
 
@@ -165,6 +173,7 @@ impl Servers {
         drop(self.naive);
         drop(self.series);
         self.hello_ours.stop()?;
+        self.mio.stop()?;
         self.hello.stop().map(|_| ())
     }
 }
@@ -195,7 +204,7 @@ fn warm(addr: SocketAddr) -> Result<(), String> {
 /// The path a subject is driven on, for `batch` IDs a request.
 fn path(kind: Kind, batch: usize) -> String {
     match kind {
-        Kind::Hello | Kind::HelloOurs => "/".to_string(),
+        Kind::Hello | Kind::HelloOurs | Kind::Mio => "/".to_string(),
         _ => format!("/v1/spaces/{SPACE}/ids?count={batch}"),
     }
 }
@@ -331,13 +340,15 @@ impl Experiment for Serve {
                 .into(),
             intro: vec![format!(
                 "wrk ({} threads, keep-alive, a Lua script for the path and the percentiles) \
-                 against five servers in the lab's process on {} workers each: `idspace serve` \
+                 against servers in the lab's process, on {} workers each: `idspace serve` \
                  on our runtime, the same service code on tokio, the naive service that runs \
                  `SELECT nextval(..)` once per ID (one statement after the other), a better \
                  naive one that runs `SELECT nextval(..) FROM generate_series(1, N)` once per \
                  request (both on a pool of PostgreSQL connections, statements prepared once), \
-                 and hyper's hello-world on tokio and on our runtime. One throwaway \
-                 PostgreSQL (fsync on) on a Unix socket. Runs of {} s; at a fixed rate, {} s.",
+                 and hyper's hello-world on tokio and on our runtime; in the fixed-rate row \
+                 also the `io` experiment's single-thread mio loop (no runtime: this machine's \
+                 floor). One throwaway PostgreSQL (fsync on) on a Unix socket. Runs of {} s; at \
+                 a fixed rate, {} s. Every table gives the host's steal share over each run.",
                 plan.wrk_threads, plan.workers, plan.seconds, plan.paced_seconds
             )],
             measurements: vec![

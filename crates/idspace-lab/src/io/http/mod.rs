@@ -270,7 +270,10 @@ fn tables(swept: &Swept<Point>, goals: &mut Goals) -> Produced {
         http_goals(goals, point, &rates, &p99, &cost);
     }
     latency.extend(swept.numbers(STEAL, 1, |p| {
-        format!("{}: CPU time the host took as steal over the run (%)", label(p))
+        format!(
+            "{}: CPU time the host took as steal over the run (%)",
+            label(p)
+        )
     }));
     cpu.extend(swept.numbers(SHARE, 1, |p| {
         format!("{}: % of wakeups through a wakelist", label(p))
