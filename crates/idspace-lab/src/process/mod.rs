@@ -243,9 +243,9 @@ impl Experiment for Process {
 
     fn run(&self, cx: &mut Context) -> Result<Section, String> {
         let (pairs, rounds) = match cx.scale {
-            // Cells of 0.1 s or more: the figure is the difference of two medians near 100 ns,
-            // and shorter cells moved it by half between runs on a shared machine.
-            Scale::Quick => (2, 250_000u64),
+            // Split into the paired rounds: runs of about 60 ms each at quick scale, long
+            // against a runtime's start and a time slice, and a round's two runs close together.
+            Scale::Quick => (2, 500_000u64),
             Scale::Full => (4, 1_000_000u64),
         };
         let measurements = vec![
@@ -271,7 +271,10 @@ impl Experiment for Process {
 const NOTE: &str = "Per switch: the process's CPU time over switch-ins on one worker (every \
     wakeup local, no parking), so it is the runtime's own path plus the hooks; CPU time rather \
     than wall time, since on a shared machine the worker is descheduled for stretches that wall \
-    time would count. \"data only\" carries a word per \
+    time would count. A cell is 5 rounds, each running the no-hooks baseline and the column \
+    one right after the other; \"added over no hooks\" is the median of the rounds' \
+    differences (the no-hooks column's own, paired with itself, is the method's noise). \
+    \"data only\" carries a word per \
     task and stores it at every switch (the per-task data path without IDs); the CID columns \
     make each pair one process (leader and a thread, PIDs from percpu) taking its CID at every \
     switch-in. Pool: threads created and torn down per second, each CID design through the \
@@ -361,6 +364,52 @@ fn pool_table(runs: Vec<(pool::Shape, usize, String)>) -> Box<dyn Measurement> {
 /// rework's).
 const SWITCH_RATIOS: [(&str, &str); 2] = [("bitmap ÷ rework", "bitmap"), ("lazy ÷ rework", "lazy")];
 
+/// Rounds of a switch-cost cell. Each round runs the no-hooks baseline and the candidate one
+/// right after the other, in alternating order, and the cell's added cost is the median of the
+/// rounds' differences: a drift of the machine's speed (another tenant, the host's steal) moves
+/// both runs of a round alike, where a difference of two medians taken seconds apart carried
+/// it whole. The baseline's own column, paired with itself, shows what is left of the noise.
+const PAIRED_ROUNDS: u64 = 5;
+
+/// One switch-cost cell of `candidate`: its median ns per switch, and the median of its paired
+/// differences over the no-hooks baseline.
+fn paired(candidate: &Switch, pairs: usize, rounds: u64) -> Result<Vec<f64>, String> {
+    let per_round = (rounds / PAIRED_ROUNDS).max(1);
+    let (mut own, mut added) = (Vec::new(), Vec::new());
+    for round in 0..PAIRED_ROUNDS {
+        let (first, second) = if round % 2 == 0 {
+            (&Switch::NoHooks, candidate)
+        } else {
+            (candidate, &Switch::NoHooks)
+        };
+        let first = per_switch(first, pairs, per_round)?;
+        let second = per_switch(second, pairs, per_round)?;
+        let (base, mine) = if round % 2 == 0 {
+            (first, second)
+        } else {
+            (second, first)
+        };
+        own.push(mine);
+        added.push(mine - base);
+    }
+    let median = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
+    Ok(vec![median(&own), median(&added)])
+}
+
+/// CPU ns per switch-in of one ping-pong run with `switch`'s hooks.
+fn per_switch(switch: &Switch, pairs: usize, rounds: u64) -> Result<f64, String> {
+    let elapsed = match switch {
+        Switch::NoHooks => ping_pong_plain(Arc::new(idspace::sched::NoHooks), pairs, rounds),
+        Switch::DataOnly => ping_pong_plain(Arc::new(DataOnly), pairs, rounds),
+        Switch::Ids("rework") => ping_pong_ids::<Rework>(pairs, rounds),
+        Switch::Ids("bitmap") => ping_pong_ids::<BitmapCids>(pairs, rounds),
+        Switch::Ids(_) => ping_pong_ids::<LazyCids>(pairs, rounds),
+    }?;
+    // Every round trip switches each task of the pair in once.
+    let count = (pairs as u64 * rounds * 2) as f64;
+    Ok(elapsed.as_secs_f64() * 1e9 / count)
+}
+
 /// The IDs' cost per switch: ping-pong with each kind of hooks.
 fn switch_cost(pairs: usize, rounds: u64) -> Box<dyn Measurement> {
     let switches = vec![
@@ -377,29 +426,11 @@ fn switch_cost(pairs: usize, rounds: u64) -> Box<dyn Measurement> {
         switches,
         vec![()],
         move |_| step.clone(),
-        move |candidate, _| {
-            let elapsed = match candidate {
-                Switch::NoHooks => {
-                    ping_pong_plain(Arc::new(idspace::sched::NoHooks), pairs, rounds)
-                }
-                Switch::DataOnly => ping_pong_plain(Arc::new(DataOnly), pairs, rounds),
-                Switch::Ids("rework") => ping_pong_ids::<Rework>(pairs, rounds),
-                Switch::Ids("bitmap") => ping_pong_ids::<BitmapCids>(pairs, rounds),
-                Switch::Ids(_) => ping_pong_ids::<LazyCids>(pairs, rounds),
-            }?;
-            // Every round trip switches each task of the pair in once.
-            let count = (pairs as u64 * rounds * 2) as f64;
-            Ok(vec![elapsed.as_secs_f64() * 1e9 / count])
-        },
+        move |candidate, _| paired(candidate, pairs, rounds),
     )
     .tables(move |swept, cx| {
         let ns = swept.only().metric(0);
-        let base = ns.get("no hooks");
-        let added: Vec<Option<f64>> = ns
-            .cells()
-            .iter()
-            .map(|cell| cell.zip(base).map(|(v, b)| v - b))
-            .collect();
+        let added = swept.only().metric(1).cells().to_vec();
         let of = |name: &str| {
             ns.names()
                 .iter()
@@ -407,8 +438,8 @@ fn switch_cost(pairs: usize, rounds: u64) -> Box<dyn Measurement> {
                 .and_then(|i| added[i])
         };
         let rework = of("rework");
-        // Only a positive added cost makes a ratio: on a noisy machine the difference of two
-        // medians can come out at or below zero, which no ratio describes.
+        // Only a positive added cost makes a ratio: on a noisy machine a median of paired
+        // differences can still come out at or below zero, which no ratio describes.
         let ratios: Vec<Option<f64>> = SWITCH_RATIOS
             .iter()
             .map(|&(_, baseline)| {
@@ -420,7 +451,11 @@ fn switch_cost(pairs: usize, rounds: u64) -> Box<dyn Measurement> {
             .collect();
         let rows = vec![
             Row::numbers("per switch", ns, 1),
-            Row::numbers("added over no hooks", added, 1),
+            Row::numbers(
+                "added over no hooks (median of paired differences)",
+                added,
+                1,
+            ),
         ];
         let title = format!(
             "The IDs' cost per switch: {label} (median of {})",
@@ -429,7 +464,7 @@ fn switch_cost(pairs: usize, rounds: u64) -> Box<dyn Measurement> {
         let ratio_table = Table {
             id: "switch_ratios".into(),
             title: "The IDs' added cost per switch, each baseline's over the rework's (from the \
-                    medians above; above 1 the rework adds less)"
+                    paired medians above; above 1 the rework adds less)"
                 .into(),
             unit: "ratio".into(),
             columns: SWITCH_RATIOS
