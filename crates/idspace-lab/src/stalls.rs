@@ -62,6 +62,21 @@ impl CpuTimes {
         })
     }
 
+    /// The steal share from `start` (an earlier [`CpuTimes::read`]) until now, in percent;
+    /// `None` where either reading is missing or no tick passed.
+    ///
+    /// ```
+    /// let start = idspace_lab::CpuTimes::read();
+    /// if let Some(share) = idspace_lab::CpuTimes::steal_since(start) {
+    ///     assert!((0.0..=100.0).contains(&share));
+    /// }
+    /// ```
+    pub fn steal_since(start: Option<CpuTimes>) -> Option<f64> {
+        start
+            .zip(CpuTimes::read())
+            .and_then(|(start, now)| start.steal_percent(&now))
+    }
+
     /// The share of the machine's CPU time, from `self` to `later`, that was stolen, in
     /// percent; `None` if no tick passed.
     ///
@@ -137,9 +152,7 @@ impl Stalls {
             longest: Duration::ZERO,
             lost: Duration::ZERO,
             preempted: 0,
-            steal_percent: before
-                .zip(CpuTimes::read())
-                .and_then(|(before, after)| before.steal_percent(&after)),
+            steal_percent: CpuTimes::steal_since(before),
         };
         for seen in seen {
             stalls.gaps += seen.gaps;

@@ -256,10 +256,7 @@ impl Rig<'_> {
             load,
         )?;
         let cpu = cpu.elapsed()?;
-        let steal = stolen_from
-            .zip(CpuTimes::read())
-            .and_then(|(from, to)| from.steal_percent(&to))
-            .unwrap_or(f64::NAN);
+        let steal = CpuTimes::steal_since(stolen_from).unwrap_or(f64::NAN);
         let per_second = run.requests as f64 / run.duration.as_secs_f64();
         let ids = |value: f64| {
             if subject.kind.is_hello() {

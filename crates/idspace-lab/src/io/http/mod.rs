@@ -223,10 +223,7 @@ fn run(
         wrk::run(&tools.wrk, running.addr, load, &tools.script)
     });
     let cpu = cpu.elapsed();
-    let steal = stolen_from
-        .zip(CpuTimes::read())
-        .and_then(|(from, to)| from.steal_percent(&to))
-        .unwrap_or(f64::NAN);
+    let steal = CpuTimes::steal_since(stolen_from).unwrap_or(f64::NAN);
     let stats = running.stop()?;
     let report = report??;
     let cpu_per_million = cpu?.as_secs_f64() * 1e6 / report.requests as f64;
