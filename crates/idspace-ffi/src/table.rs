@@ -201,7 +201,7 @@ pub unsafe extern "C" fn idspace_table_lookup_with(
 /// Waits until `entry` is the last reference to its node (callbacks on it have returned).
 fn wait_for_visitors(mut entry: Entry<Value>) -> Value {
     loop {
-        match entry.try_unwrap() {
+        match entry.try_unwrap_copied() {
             Ok(value) => return value,
             Err(shared) => {
                 entry = shared;

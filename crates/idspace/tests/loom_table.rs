@@ -171,6 +171,37 @@ fn a_read_races_a_remove() {
     });
 }
 
+/// A remover takes a `Copy` value back with `Entry::try_unwrap_copied` (as the C ABI's remove
+/// does) while a lookup may hold the entry: the take succeeds only once the lookup's entry is
+/// gone, with the value, and the lookup read the value or found nothing. The take clears the
+/// count and the value's bit in one exchange, which a lookup's `try_retain` races.
+#[test]
+fn a_copied_take_waits_for_a_reader() {
+    each_design("a_copied_take_waits_for_a_reader", |table| {
+        table.create(1, 100).unwrap();
+        let reader = table.clone();
+        let read = thread::spawn(move || reader.get(1, 0).map(|e| *e));
+        let mut entry = table.remove(1, 0).unwrap();
+        let value = loop {
+            match entry.try_unwrap_copied() {
+                Ok(value) => break value,
+                Err(held) => {
+                    entry = held;
+                    thread::yield_now();
+                }
+            }
+        };
+        assert_eq!(value, 100, "{}", table.name());
+        let seen = read.join().unwrap();
+        assert!(
+            matches!(seen, Some(100) | None),
+            "{}: read {seen:?}",
+            table.name()
+        );
+        assert!(table.get(1, 0).is_none());
+    });
+}
+
 /// A lookup races `remove_owner` of the entry's owner: it finds the value or nothing, and the
 /// owner's entries are all gone afterwards while another owner's stay.
 #[test]

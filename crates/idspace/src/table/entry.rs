@@ -117,6 +117,39 @@ impl<T> Entry<T> {
             None => Err(self),
         }
     }
+
+    /// [`Entry::try_unwrap`] for a `Copy` value: the same answer, at one atomic operation on
+    /// the entry's count where `try_unwrap` takes two.
+    ///
+    /// # Errors
+    /// The entry, unchanged, while another reference to the same value exists.
+    ///
+    /// ```
+    /// use idspace::table::{IdTable, ScaledHash, TableError};
+    ///
+    /// let table = ScaledHash::new();
+    /// table.create(1, 7u64).unwrap();
+    /// let held = table.get(1, 0).expect("created");
+    /// let removed = table.remove(1, 0)?;
+    /// let removed = removed.try_unwrap_copied().unwrap_err();
+    /// drop(held);
+    /// assert_eq!(removed.try_unwrap_copied().ok(), Some(7));
+    /// # Ok::<(), TableError>(())
+    /// ```
+    pub fn try_unwrap_copied(self) -> Result<T, Self>
+    where
+        T: Copy,
+    {
+        let node = self.node;
+        // SAFETY: we own one reference; on success it is consumed, so `self` must not drop it.
+        match unsafe { Node::try_unwrap_copied(node) } {
+            Some(value) => {
+                core::mem::forget(self);
+                Ok(value)
+            }
+            None => Err(self),
+        }
+    }
 }
 
 impl<T> Drop for Entry<T> {

@@ -108,8 +108,11 @@ impl Limbo {
             core::mem::swap(&mut self.passed, &mut self.waiting);
         }
         core::mem::swap(&mut self.next, &mut self.waiting);
+        // In place: a snapshot is `MAX_SLOTS` words, most of them beyond this table's slots,
+        // and building one on the stack to move it into the box cost a clear and a copy of all
+        // of them per batch.
         match &mut self.snapshot {
-            Some(snapshot) => **snapshot = readers.snapshot(),
+            Some(snapshot) => readers.snapshot_into(snapshot),
             None => self.snapshot = Some(Box::new(readers.snapshot())),
         }
     }

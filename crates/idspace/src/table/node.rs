@@ -18,6 +18,13 @@
 //! kernel's `kfree_rcu`), so a lookup walking the chain may still stand on a node whose value
 //! was dropped: it takes a reference only if a strong one remains (`try_retain`, the kernel's
 //! `kref_get_unless_zero`), and otherwise the entry is gone. The radix design never pins.
+//!
+//! The usual end of an entry (removed, its `Entry` dropped at once, its pin released a few
+//! removes later) paid three atomic read-modify-writes; it now pays one. The last strong
+//! reference to a value without drop glue clears its count and [`ALIVE`] in one (there is
+//! nothing to drop between them), and a pin released when it is all that is left frees the
+//! memory after a plain load (no lookup can reach the node then, so nothing can change the
+//! count).
 
 use crate::prelude::*;
 use core::mem::ManuallyDrop;
@@ -202,6 +209,12 @@ impl<T> Node<T> {
     pub(crate) unsafe fn release(node: NonNull<Node<T>>) {
         // SAFETY: the caller's reference keeps the node alive until this decrement.
         let refs = unsafe { &node.as_ref().refs };
+        // SAFETY: as for `release` itself.
+        if !core::mem::needs_drop::<T>()
+            && unsafe { Node::release_last_inert(node, Ordering::Release) }
+        {
+            return;
+        }
         // Release pairs with the Acquire load below in whichever thread drops the last
         // reference: every use of the node through this reference happens before the drop.
         let before = refs.fetch_sub(STRONG, Ordering::Release);
@@ -221,13 +234,65 @@ impl<T> Node<T> {
         unsafe { Node::let_go(node, ALIVE) };
     }
 
+    /// [`Node::release`] of the last strong reference to a value without drop glue, in one
+    /// read-modify-write: with nothing to drop, the last reference clears its count and
+    /// [`ALIVE`] together, where the general path takes one for the count and one for the
+    /// bit (a remove's `Entry` dropped at once, the usual end of a create+lookup+remove cycle,
+    /// paid both). False, with nothing done, if other strong references remain.
+    ///
+    /// `order` is the exchange's ordering on success: at least Release.
+    ///
+    /// # Safety
+    /// As [`Node::release`]; `T` has no drop glue. On `true` the caller's reference is gone.
+    #[inline]
+    unsafe fn release_last_inert(node: NonNull<Node<T>>, order: Ordering) -> bool {
+        // SAFETY: the caller's reference keeps the node alive until the exchange.
+        let refs = unsafe { &node.as_ref().refs };
+        // Relaxed: the exchange below decides.
+        let mut now = refs.load(Ordering::Relaxed);
+        while now & !(ALIVE | PINNED) == STRONG {
+            // Release (at least), as the decrement in `release`: this holder's uses of the node
+            // happen before whoever frees it (below, or the table's unpin) loads the count
+            // with Acquire. A lookup that still sees `ALIVE` reads a value nothing drops.
+            match refs.compare_exchange_weak(now, now - STRONG - ALIVE, order, Ordering::Relaxed) {
+                Ok(_) => {
+                    if now - STRONG - ALIVE == 0 {
+                        // Not pinned: the memory is ours to free, as in `let_go`.
+                        refs.load(Ordering::Acquire);
+                        // SAFETY: nothing holds the node any more and its value needs no drop.
+                        unsafe { Node::free(node) };
+                    }
+                    return true;
+                }
+                Err(seen) => now = seen,
+            }
+        }
+        false
+    }
+
     /// Releases the pin of a hash table on a node it unlinked, a grace period ago.
+    ///
+    /// Usually the pin is all that is left (the removed entry's last `Entry` went long ago),
+    /// and then nothing can change the count any more: no lookup can reach the node, and a
+    /// new strong reference is made only from a strong one or by a lookup. The memory is then
+    /// freed after a load, without the read-modify-write `let_go` takes (one of a remove's
+    /// atomic operations on a line of its own).
     ///
     /// # Safety
     /// The node was pinned ([`Node::pin`]), the caller owns the pin and gives it up, and no
     /// read-side section that may have reached the node is still running.
     #[inline]
     pub(crate) unsafe fn unpin(node: NonNull<Node<T>>) {
+        // SAFETY: the pin keeps the node allocated.
+        let refs = unsafe { &node.as_ref().refs };
+        // Acquire pairs with the Release read-modify-write that let the value go (the last
+        // strong reference's), as the load after `let_go`'s decrement does.
+        if refs.load(Ordering::Acquire) == PINNED {
+            // SAFETY: the pin was the last hold, and none can be added (see above); the value
+            // is gone (`ALIVE` is clear).
+            unsafe { Node::free(node) };
+            return;
+        }
         // SAFETY: by the caller's promise.
         unsafe { Node::let_go(node, PINNED) }
     }
@@ -248,11 +313,45 @@ impl<T> Node<T> {
             return;
         }
         refs.load(Ordering::Acquire);
-        // SAFETY: still allocated: ours was the last hold.
+        // SAFETY: ours was the last hold, and the value is gone.
+        unsafe { Node::free(node) };
+    }
+
+    /// Frees the node's memory.
+    ///
+    /// # Safety
+    /// Nothing holds the node any more (its count word is 0, read with Acquire), and its
+    /// value is gone (dropped or taken, or it needs no drop).
+    #[inline]
+    unsafe fn free(node: NonNull<Node<T>>) {
+        // SAFETY: still allocated: the caller's was the last hold.
         unsafe { node.as_ref() }.freed();
-        // SAFETY: nothing holds the node any more and its value is gone (dropped or taken,
-        // and `ManuallyDrop` keeps the box from dropping it again); it came from a box.
+        // SAFETY: by the caller's promise (`ManuallyDrop` keeps the box from dropping the
+        // value again); the node came from a box.
         drop(unsafe { Box::from_raw(node.as_ptr()) });
+    }
+
+    /// [`Node::try_unwrap`] of a `Copy` value, in one read-modify-write where the general path
+    /// takes two (one to become the value's sole owner, one to clear [`ALIVE`] once the value
+    /// is read out): the value is copied first, while the caller's reference keeps it, and is
+    /// kept only if the caller's turns out to be the last strong reference.
+    ///
+    /// # Safety
+    /// As [`Node::try_unwrap`].
+    #[inline]
+    pub(crate) unsafe fn try_unwrap_copied(node: NonNull<Node<T>>) -> Option<T>
+    where
+        T: Copy,
+    {
+        // SAFETY: the caller's reference keeps the node and its value alive. A `Copy` value
+        // has no interior mutability and is never written once shared (nor dropped), so this
+        // read races nothing.
+        let value = *unsafe { node.as_ref() }.value();
+        // AcqRel: Acquire pairs with the Release decrements of the references dropped before,
+        // as in `try_unwrap`: their uses of the value (a callback reading what it points to)
+        // happen before the caller has it to itself.
+        // SAFETY: by the caller's promise; `T: Copy` has no drop glue.
+        unsafe { Node::release_last_inert(node, Ordering::AcqRel) }.then_some(value)
     }
 
     /// The node's value if the caller's reference is the only strong one, else `None` (the

@@ -262,11 +262,15 @@ impl<T, L: Locks> ScaledChains<T, L> {
         }
     }
 
-    /// `m`: the largest `B·2^L` at or below `n`.
+    /// `m`: the largest `B·2^L` at or below `n` (`n ≥ B`): as `B` is a power of two, the
+    /// largest power of two at or below `n`.
     #[inline]
     fn level_size(&self, n: usize) -> usize {
-        let quotient = n >> self.base_shift;
-        self.base() << (usize::BITS - 1 - quotient.leading_zeros())
+        debug_assert!(
+            n >= self.base(),
+            "a table holds at least its initial buckets"
+        );
+        1 << (usize::BITS - 1 - n.leading_zeros())
     }
 
     /// The bucket of `hash` when `n` buckets are in use.
@@ -441,7 +445,9 @@ impl<T: Send + Sync, L: Locks> ScaledChains<T, L> {
 }
 
 impl<T: Send + Sync, L: Locks> Chains<T, L> for ScaledChains<T, L> {
-    #[inline]
+    // Always inline: out of line, its saving and restoring of registers cost each create and
+    // each remove about 15 instructions of the 60 it takes.
+    #[inline(always)]
     fn lock(&self, hash: u64) -> ChainGuard<'_, T, L> {
         loop {
             // Acquire pairs with the Release stores in `grow`.

@@ -152,15 +152,25 @@ impl Readers {
 
     /// The slots' values now, for a writer that has already unlinked what it will free.
     pub(crate) fn snapshot(&self) -> Snapshot {
+        let mut snapshot = Snapshot {
+            values: [0; MAX_SLOTS],
+        };
+        self.snapshot_into(&mut snapshot);
+        snapshot
+    }
+
+    /// [`Readers::snapshot`] into a snapshot of this structure's slots taken before (or a
+    /// fresh one): only this structure's slots are written, the rest stay zero (free). A
+    /// writer that snapshots often keeps one and so does not clear and copy a whole
+    /// [`MAX_SLOTS`]-slot array each time.
+    pub(crate) fn snapshot_into(&self, snapshot: &mut Snapshot) {
         // SeqCst: the writer's half of the pattern in the module docs, between its unlink and
         // its scan; pairs with the fence in `claim`.
         fence(Ordering::SeqCst);
-        let mut values = [0; MAX_SLOTS];
-        for (value, slot) in values.iter_mut().zip(self.slots.iter()) {
+        for (value, slot) in snapshot.values.iter_mut().zip(self.slots.iter()) {
             // Acquire pairs with the Release in `Section::drop` (see `passed`).
             *value = slot.load(Ordering::Acquire);
         }
-        Snapshot { values }
     }
 
     /// Whether every section running at `snapshot` has ended.
