@@ -271,8 +271,9 @@ impl Experiment for Process {
 const NOTE: &str = "Per switch: the process's CPU time over switch-ins on one worker (every \
     wakeup local, no parking), so it is the runtime's own path plus the hooks; CPU time rather \
     than wall time, since on a shared machine the worker is descheduled for stretches that wall \
-    time would count. A cell is 5 rounds, each running the no-hooks baseline and the column \
-    one right after the other; \"added over no hooks\" is the median of the rounds' \
+    time would count. A cell is 6 rounds, each running the no-hooks baseline and the column \
+    one right after the other, half of them in each order; \"added over no hooks\" is the \
+    median of the rounds' \
     differences (the no-hooks column's own, paired with itself, is the method's noise). \
     \"data only\" carries a word per \
     task and stores it at every switch (the per-task data path without IDs); the CID columns \
@@ -369,7 +370,11 @@ const SWITCH_RATIOS: [(&str, &str); 2] = [("bitmap ÷ rework", "bitmap"), ("lazy
 /// rounds' differences: a drift of the machine's speed (another tenant, the host's steal) moves
 /// both runs of a round alike, where a difference of two medians taken seconds apart carried
 /// it whole. The baseline's own column, paired with itself, shows what is left of the noise.
-const PAIRED_ROUNDS: u64 = 5;
+///
+/// An even number, so that as many rounds run the baseline first as second: a run's place in
+/// its round moved it by several ns (the no-hooks column paired with itself read 7 ns with
+/// five rounds, three of one order and two of the other).
+const PAIRED_ROUNDS: u64 = 6;
 
 /// One switch-cost cell of `candidate`: its median ns per switch, and the median of its paired
 /// differences over the no-hooks baseline.
