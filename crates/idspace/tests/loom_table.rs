@@ -145,6 +145,18 @@ fn each_design(name: &str, model: fn(Shared)) {
     }
 }
 
+/// The end of a read racing the removal of owner 1's entry 0 (value 100): the reader saw the
+/// value or nothing, and the entry is gone.
+fn reader_saw_100_or_nothing(table: &Shared, read: thread::JoinHandle<Option<u64>>) {
+    let seen = read.join().unwrap();
+    assert!(
+        matches!(seen, Some(100) | None),
+        "{}: read {seen:?}",
+        table.name()
+    );
+    assert!(table.get(1, 0).is_none());
+}
+
 /// A lookup races a remove of the same entry: it finds the entry with its value, or nothing;
 /// an entry it found stays readable after the remove, and the remove gets the value either way.
 #[test]
@@ -160,13 +172,7 @@ fn a_read_races_a_remove() {
             entry.map(|e| *e)
         });
         assert_eq!(table.remove(1, 0).map(|e| *e), Ok(100), "{}", table.name());
-        let seen = read.join().unwrap();
-        assert!(
-            matches!(seen, Some(100) | None),
-            "{}: read {seen:?}",
-            table.name()
-        );
-        assert!(table.get(1, 0).is_none());
+        reader_saw_100_or_nothing(&table, read);
         assert_eq!(table.get(2, 0).map(|e| *e), Some(200));
     });
 }
@@ -192,13 +198,7 @@ fn a_copied_take_waits_for_a_reader() {
             }
         };
         assert_eq!(value, 100, "{}", table.name());
-        let seen = read.join().unwrap();
-        assert!(
-            matches!(seen, Some(100) | None),
-            "{}: read {seen:?}",
-            table.name()
-        );
-        assert!(table.get(1, 0).is_none());
+        reader_saw_100_or_nothing(&table, read);
     });
 }
 

@@ -382,17 +382,12 @@ fn paired(candidate: &Switch, pairs: usize, rounds: u64) -> Result<Vec<f64>, Str
     let per_round = (rounds / PAIRED_ROUNDS).max(1);
     let (mut own, mut added) = (Vec::new(), Vec::new());
     for round in 0..PAIRED_ROUNDS {
-        let (first, second) = if round % 2 == 0 {
-            (&Switch::NoHooks, candidate)
-        } else {
-            (candidate, &Switch::NoHooks)
-        };
-        let first = per_switch(first, pairs, per_round)?;
-        let second = per_switch(second, pairs, per_round)?;
         let (base, mine) = if round % 2 == 0 {
-            (first, second)
+            let base = per_switch(&Switch::NoHooks, pairs, per_round)?;
+            (base, per_switch(candidate, pairs, per_round)?)
         } else {
-            (second, first)
+            let mine = per_switch(candidate, pairs, per_round)?;
+            (per_switch(&Switch::NoHooks, pairs, per_round)?, mine)
         };
         own.push(mine);
         added.push(mine - base);
