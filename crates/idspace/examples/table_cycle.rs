@@ -4,8 +4,8 @@
 //!
 //! Run with `cargo run --release -p idspace --example table_cycle -- <registry|handle> <N>`;
 //! the difference between two counts over the difference of their `N` is a cycle's cost.
-//! `registry` creates with `create(owner, value)` (the C ABI's path), `handle` with
-//! `create_in` on an owner handle made once; both look up and remove by owner number.
+//! `registry` creates and removes by owner number (the C ABI's path), `handle` with
+//! `create_in` and `remove_in` on an owner handle made once; both look up by owner number.
 
 use std::hint::black_box;
 
@@ -29,8 +29,12 @@ fn main() {
             }
         };
         let ok = created.is_ok_and(|id| {
-            table.get_copied(black_box(owner), id) == Some(n)
-                && table.remove(black_box(owner), id).is_ok()
+            let found = table.get_copied(black_box(owner), id) == Some(n);
+            let removed = match mode.as_str() {
+                "handle" => table.remove_in(&handle, id),
+                _ => table.remove(black_box(owner), id),
+            };
+            found && removed.is_ok()
         });
         failures += u64::from(!ok);
     }

@@ -11,7 +11,7 @@
 
 #![cfg(loom)]
 
-use idspace::table::{GlobalHash, IdTable, Radix, ScaledHash, Sizing};
+use idspace::table::{GlobalHash, IdTable, Radix, ScaledHash, Sizing, TableError};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -368,6 +368,32 @@ fn a_handle_create_races_remove_owner() {
             }
             other => panic!("remove_owner removed {other} entries"),
         }
+    });
+}
+
+/// A remove through an owner handle (no registry lock) races `remove_owner` of its owner and a
+/// lookup: exactly one of the removes takes the entry, nothing of the owner is left, and the
+/// node's memory outlives the lookup's walk whichever remove unlinked it.
+#[test]
+fn a_handle_remove_races_remove_owner() {
+    run_model("a_handle_remove_races_remove_owner", || {
+        let table = tiny();
+        let handle = table.owner_handle(1).unwrap();
+        assert_eq!(table.create_in(&handle, 100), Ok(0));
+        let remover = table.clone();
+        let remove = thread::spawn(move || remover.remove_in(&handle, 0).map(|e| *e));
+        let reader = table.clone();
+        let look = thread::spawn(move || reader.get_copied(1, 0));
+        let removed = table.remove_owner(1);
+        let taken = remove.join().unwrap();
+        assert!(matches!(look.join().unwrap(), None | Some(100)));
+        match (removed, taken) {
+            (0, Ok(100)) | (1, Err(TableError::NotFound)) => {}
+            other => panic!("remove_owner and remove_in answered {other:?}"),
+        }
+        assert!(table.ids(1).is_empty());
+        assert!(table.get(1, 0).is_none(), "an entry outlived its owner");
+        assert_eq!(table.len(), 0);
     });
 }
 

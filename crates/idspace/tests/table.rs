@@ -524,3 +524,39 @@ fn owner_handles_create_as_creates_by_number() {
     );
     assert_eq!(table.owners(), [1]);
 }
+
+/// Removes through an owner handle answer as removes by number: the entry, then `NotFound`;
+/// an ID of another owner is not the handle's; after `remove_owner` the old handle removes
+/// from the owner's fresh state, and in another table it removes there.
+#[test]
+fn owner_handles_remove_as_removes_by_number() {
+    use idspace::table::ScaledHash;
+    let table = ScaledHash::new();
+    let handle = table.owner_handle(1).unwrap();
+    assert_eq!(table.create_in(&handle, 10), Ok(0));
+    assert_eq!(table.create(2, 20), Ok(0));
+    assert_eq!(table.remove_in(&handle, 0).map(|e| *e), Ok(10));
+    assert_eq!(
+        table.remove_in(&handle, 0).map(|e| *e),
+        Err(TableError::NotFound)
+    );
+    assert_eq!(
+        table.get(2, 0).map(|e| *e),
+        Some(20),
+        "owner 2's ID 0 stays"
+    );
+    assert_eq!(table.create_in(&handle, 11), Ok(1));
+    assert_eq!(table.remove_owner(1), 1);
+    assert_eq!(
+        table.remove_in(&handle, 1).map(|e| *e),
+        Err(TableError::NotFound),
+        "the owner's entries went with it"
+    );
+    assert_eq!(table.create(1, 12), Ok(0));
+    assert_eq!(table.remove_in(&handle, 0).map(|e| *e), Ok(12));
+    assert!(table.ids(1).is_empty());
+    let other = ScaledHash::new();
+    assert_eq!(other.create(1, 30), Ok(0));
+    assert_eq!(other.remove_in(&handle, 0).map(|e| *e), Ok(30));
+    assert_eq!(table.len(), 1, "only owner 2's entry is left here");
+}

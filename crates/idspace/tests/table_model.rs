@@ -103,7 +103,7 @@ fn op_strategy(max_id: Id) -> impl Strategy<Value = Op> {
     ]
 }
 
-/// How the check creates: through `IdTable::create`, or through owner handles a caller keeps.
+/// How the check creates and removes: by number, or through owner handles a caller keeps.
 trait Creator {
     fn create(
         &mut self,
@@ -111,6 +111,9 @@ trait Creator {
         owner: u64,
         value: u64,
     ) -> Result<Id, (TableError, u64)>;
+    fn remove(&mut self, table: &dyn IdTable<u64>, owner: u64, id: Id) -> Result<u64, TableError> {
+        table.remove(owner, id).map(|e| *e)
+    }
     fn owner_removed(&mut self, _owner: u64, _step: usize) {}
 }
 
@@ -128,9 +131,9 @@ impl Creator for ByNumber {
     }
 }
 
-/// Creates through an owner handle per owner, made on first use, in a `ScaledHash`. After a
-/// `remove_owner` the handle is kept on odd steps (its creates then go through the registry)
-/// and made afresh on even ones.
+/// Creates and removes through an owner handle per owner, made on first create, in a
+/// `ScaledHash`. After a `remove_owner` the handle is kept on odd steps (its creates and removes
+/// then go through the registry) and made afresh on even ones.
 struct ByHandle<'a> {
     table: &'a ScaledHash<u64>,
     handles: HashMap<u64, OwnerHandle>,
@@ -152,6 +155,15 @@ impl Creator for ByHandle<'_> {
         table
             .create_in(handle, value)
             .map_err(|r| (r.error, r.value))
+    }
+
+    fn remove(&mut self, table: &dyn IdTable<u64>, owner: u64, id: Id) -> Result<u64, TableError> {
+        // Through the owner's handle if one was made (a removed owner's kept handle removes
+        // through the registry), else by number.
+        match self.handles.get(&owner) {
+            Some(handle) => self.table.remove_in(handle, id).map(|e| *e),
+            None => table.remove(owner, id).map(|e| *e),
+        }
     }
 
     fn owner_removed(&mut self, owner: u64, step: usize) {
@@ -236,7 +248,7 @@ fn check_one(
                     assert_eq!(table.contains(owner, id), want.is_some(), "{at}");
                 }
                 Op::Remove(owner, id) => {
-                    let got = table.remove(owner, id).map(|e| *e);
+                    let got = creator.remove(table, owner, id);
                     let want = model
                         .owners
                         .get_mut(&owner)

@@ -123,9 +123,9 @@ const INTRO: &str = "Columns: `global` = 512 chains under one lock (Linux before
     growing by linear hashing; `scaled-fixed` = the same with the kernel's fixed boot-time size \
     (posix-timers: hash table scaled by CPUs, Linux 6.15); `radix` = a radix tree per owner (the \
     xarray); `dashmap`, `scc` = concurrent maps a user might pick instead; `kernel` = this \
-    machine's kernel. Ratio rows divide by `scaled`. The `scaled` columns create through an \
-    owner handle each owner keeps (as a process keeps its own state), so that a create takes no \
-    lock of the owner registry; the peers' cursors are likewise found by index.";
+    machine's kernel. Ratio rows divide by `scaled`. The `scaled` columns create and delete \
+    through an owner handle each owner keeps (as a process keeps its own state), so that neither \
+    takes a lock of the owner registry; the peers' cursors are likewise found by index.";
 
 const NOTES: [&str; 3] = [
     "Tests 4-5: every worker repeats its round (create K entries, look each up, then delete \

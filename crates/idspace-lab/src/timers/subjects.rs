@@ -160,6 +160,12 @@ impl Handled {
         }
         slot.get()
     }
+
+    /// The owner's handle if a create made it.
+    #[inline]
+    fn kept(&self, owner: u64) -> Option<&OwnerHandle> {
+        self.handles.get(usize::try_from(owner).ok()?)?.get()
+    }
 }
 
 impl Subject for Handled {
@@ -176,7 +182,10 @@ impl Subject for Handled {
     }
     #[inline]
     fn delete(&self, owner: u64, id: u32) -> bool {
-        self.table.delete(owner, id)
+        match self.kept(owner) {
+            Some(kept) => self.table.0.remove_in(kept, id).is_ok(),
+            None => self.table.delete(owner, id),
+        }
     }
     fn create_exact(&self, owner: u64, id: u32) -> bool {
         self.table.create_exact(owner, id)

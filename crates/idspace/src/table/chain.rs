@@ -221,6 +221,7 @@ pub(crate) trait Chains<T, L: Locks>: Send + Sync {
     /// Bytes held by the buckets and chains.
     fn memory_bytes(&self) -> usize;
 }
+
 /// Stripes of an owner's ID list: ID `id` is recorded in stripe `id % ID_STRIPES`. Concurrent
 /// creates of one owner claim consecutive IDs, so they land in different stripes.
 #[cfg(not(loom))]
@@ -290,6 +291,27 @@ impl<L: Locks> OwnerIds<L> {
         Some(then(&mut stripe.limbo))
     }
 
+    /// [`remove_then`](Self::remove_then) for a caller that holds no registry lock: checks
+    /// under the stripe's lock that `remove_owner` has not detached the state first.
+    #[inline]
+    fn remove_then_attached<R>(
+        &self,
+        id: Id,
+        detached: &AtomicBool,
+        then: impl FnOnce(&mut Limbo) -> R,
+    ) -> Attached<R> {
+        let (stripe, value) = self.stripe(id);
+        let mut stripe = stripe.lock();
+        // Relaxed: ordered by the stripe's lock (see `OwnerSlot::detached`).
+        if detached.load(Ordering::Relaxed) {
+            return Attached::Detached;
+        }
+        if !stripe.ids.remove(value) {
+            return Attached::Missing;
+        }
+        Attached::Removed(then(&mut stripe.limbo))
+    }
+
     /// Moves every node the stripes' limbos keep into `into`, for a caller that waits for a
     /// grace period before dropping them.
     fn drain_limbo(&self, into: &mut Vec<Retired>) {
@@ -357,6 +379,16 @@ impl<L: Locks> Counted for OwnerSlot<L> {
     fn pointers(&self) -> &AtomicUsize {
         &self.pointers
     }
+}
+
+/// What [`OwnerIds::remove_then_attached`] found.
+enum Attached<R> {
+    /// The ID was listed and is no more; what the closure returned.
+    Removed(R),
+    /// The ID was not listed.
+    Missing,
+    /// `remove_owner` detached the state: nothing was touched.
+    Detached,
 }
 
 /// Why [`OwnerSlot::link_and_record`] linked nothing; the node comes back.
@@ -931,6 +963,41 @@ impl<C, L: Locks> ChainedTable<C, L> {
 }
 
 impl<C, L: Locks> ChainedTable<C, L> {
+    /// [`IdTable::remove`] through an owner handle: the registry is not consulted, as the
+    /// kernel's `timer_delete` finds its process's timers through `current->signal`. A handle
+    /// of another table, or one whose owner `remove_owner` dropped since, removes through the
+    /// registry instead (as `remove(handle.owner(), id)`).
+    #[inline]
+    pub(crate) fn remove_in<T>(
+        &self,
+        handle: &OwnerHandle<L>,
+        id: Id,
+    ) -> Result<Entry<T>, TableError>
+    where
+        T: Send + Sync,
+        C: Chains<T, L>,
+    {
+        if handle.table != self.id {
+            return self.remove(handle.owner, id);
+        }
+        let slot = &*handle.slot;
+        let owner = handle.owner;
+        // As `remove`, with the stripe's lock ordering it against `remove_owner` in place of
+        // the registry's: `remove_owner` sets `detached` and then takes every stripe's lock,
+        // so a section that sees the flag clear ran before that (its node went into a limbo
+        // `remove_owner` drains), and one that sees it set touches nothing of the old state.
+        let removed = slot.ids.remove_then_attached(id, &slot.detached, |limbo| {
+            let (entry, retired) = take(&self.chains, owner, id)?;
+            limbo.retire(retired, &self.readers);
+            Some(entry)
+        });
+        match removed {
+            Attached::Removed(entry) => entry.ok_or(TableError::NotFound),
+            Attached::Missing => Err(TableError::NotFound),
+            Attached::Detached => self.remove(owner, id),
+        }
+    }
+
     /// Drops the owner's state if it is back to the initial one, its limbo's nodes released
     /// after a grace period.
     fn forget_if_initial(&self, owner: Owner) {

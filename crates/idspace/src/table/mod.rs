@@ -78,8 +78,10 @@
 //!   before its bucket (so a removed ID stays taken until it is unhashed, as the kernel keeps
 //!   it reserved). A concurrent `remove_owner` cannot miss an entry: creates and removes by
 //!   owner number hold the owner registry's shard for reading throughout, and `remove_owner`
-//!   detaches the owner under the shard's write lock; creates through an owner handle are
-//!   ordered by the stripes instead (above). The kernel avoids the race because only an
+//!   detaches the owner under the shard's write lock; creates and removes through an owner
+//!   handle are ordered by the stripes instead: `remove_owner` flags the state detached and
+//!   then takes every stripe's lock, and a handle's create or remove checks the flag under its
+//!   stripe. The kernel avoids the race because only an
 //!   exiting process tears down its timers.
 //! * **Locks that yield.** The kernel's bucket locks are spinlocks held with preemption off. In
 //!   user space a lock holder can be preempted, and with more threads than CPUs std's futex
@@ -176,12 +178,17 @@
 //!     place rather than clearing and copying 64 words per batch.
 //!   - The bucket lock's addressing is inline in the create and the remove.
 //!
-//!   Now about 1,010 instructions (872 through an owner handle, from 994) and 15 atomic
+//!   Now about 1,010 instructions (770 through an owner handle, which creates and removes
+//!   without the registry) and 15 atomic
 //!   read-modify-writes. What remains beyond the kernel's: the registry's read lock and map
 //!   probe on a create and a remove by number (two read-modify-writes and about 70
-//!   instructions each; an owner handle avoids the create's); an allocation and a free per
-//!   create (about 140 instructions of glibc; recycling the node would change when memory is
-//!   given back, and with it [`IdTable::memory_bytes`]); the reader slot a lookup claims; and
+//!   instructions each; an owner handle avoids both, [`ScaledHash::create_in`] and
+//!   [`ScaledHash::remove_in`]); an allocation and a free per create (about 140 instructions
+//!   of glibc under callgrind). A node cache per CPU in front of the allocator (the kernel's
+//!   `kmem_cache` for `k_itimer`, built on [`PerCidPool`](crate::percid::PerCidPool)) was
+//!   measured and left out: glibc's per-thread cache already hands a freed node to the next
+//!   create on the same thread, and in the lab's create+delete loop at 8 workers the cached
+//!   table took 42.9 and 43.2 ms against 44.5 ms without it, within the run-to-run noise; the reader slot a lookup claims; and
 //!   unlocks that are read-modify-writes (a lock that yields must see its waiters), where the
 //!   kernel's `spin_unlock` is a store.
 //! * **Exact-ID errors.** `create_at` reports [`TableError::NotRestoring`] when restore mode is off

@@ -578,8 +578,8 @@ impl<T, L: Locks> Drop for ScaledChains<T, L> {
 /// Lookups take no lock (see "Lookups without locks" below); creates claim an ID from the
 /// owner's atomic cursor and, holding the ID's stripe of the owner's list, insert under one
 /// bucket's lock and record the ID in the stripe; removes forget the ID in its stripe, then
-/// take it out of its bucket under the same stripe. A create through an owner handle
-/// ([`ScaledHash::owner_handle`]) takes no lock of the owner registry. With
+/// take it out of its bucket under the same stripe. A create or a remove through an owner
+/// handle ([`ScaledHash::owner_handle`]) takes no lock of the owner registry. With
 /// [`Sizing::Growing`] the table splits buckets as it fills, keeping chains short without ever
 /// stopping other threads. This is the recommended table design.
 ///
@@ -808,6 +808,29 @@ impl<T: Send + Sync, L: Locks> ScaledHash<T, L> {
     #[inline]
     pub fn create_in(&self, handle: &OwnerHandle<L>, value: T) -> Result<Id, Rejected<T>> {
         self.table.create_in(handle, value)
+    }
+
+    /// [`IdTable::remove`](super::IdTable::remove) for the handle's owner, without the owner
+    /// registry's lock: the same answer as `remove(handle.owner(), id)`. A handle of another
+    /// table removes through this table's registry.
+    ///
+    /// # Errors
+    /// As [`IdTable::remove`](super::IdTable::remove): [`TableError::NotFound`] if the owner
+    /// holds no such ID.
+    ///
+    /// ```
+    /// use idspace::table::{IdTable, ScaledHash, TableError};
+    ///
+    /// let timers = ScaledHash::new();
+    /// let process = timers.owner_handle(7)?;
+    /// let id = timers.create_in(&process, "tick").map_err(|r| r.error)?;
+    /// assert_eq!(timers.remove_in(&process, id).map(|e| *e), Ok("tick"));
+    /// assert_eq!(timers.remove_in(&process, id).map(|e| *e), Err(TableError::NotFound));
+    /// # Ok::<(), idspace::table::TableError>(())
+    /// ```
+    #[inline]
+    pub fn remove_in(&self, handle: &OwnerHandle<L>, id: Id) -> Result<Entry<T>, TableError> {
+        self.table.remove_in(handle, id)
     }
 }
 
