@@ -560,3 +560,55 @@ fn owner_handles_remove_as_removes_by_number() {
     assert_eq!(other.remove_in(&handle, 0).map(|e| *e), Ok(30));
     assert_eq!(table.len(), 1, "only owner 2's entry is left here");
 }
+
+/// `get_with` lends the value to a closure in every design: the closure's answer for a live
+/// entry, `None` for a missing one, and a value removed and let go while a closure reads it is
+/// dropped once, after the closure.
+#[test]
+fn get_with_lends_the_value_and_a_racing_remove_drops_it_after() {
+    use idspace::table::{GlobalHash, Radix, ScaledHash};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Barrier};
+
+    /// Counts its drops and fails a read after one.
+    struct Watched(Arc<AtomicUsize>);
+    impl Drop for Watched {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn check<D: IdTable<Watched> + 'static>(table: D) {
+        let table = Arc::new(table);
+        let drops = Arc::new(AtomicUsize::new(0));
+        let id = table.create(1, Watched(drops.clone())).ok().unwrap();
+        assert!(table.get_with(1, id + 1, |_| ()).is_none());
+        assert!(table.get_with(2, id, |_| ()).is_none());
+        let reading = Arc::new(Barrier::new(2));
+        let remover = {
+            let (table, reading) = (table.clone(), reading.clone());
+            std::thread::spawn(move || {
+                reading.wait();
+                drop(table.remove(1, id).ok().unwrap()); // the table's reference, let go
+            })
+        };
+        let seen = table.get_with(1, id, |value| {
+            reading.wait();
+            // The remover now races this read; the value must outlive it.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            value.0.load(Ordering::SeqCst)
+        });
+        remover.join().unwrap();
+        assert_eq!(seen, Some(0), "the value was dropped under the closure");
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            1,
+            "dropped once, after the read"
+        );
+        assert!(table.get_with(1, id, |_| ()).is_none());
+    }
+
+    check(GlobalHash::new());
+    check(ScaledHash::new());
+    check(Radix::new());
+}

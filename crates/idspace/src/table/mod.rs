@@ -282,6 +282,36 @@ pub trait IdTable<T>: Send + Sync {
         self.get(owner, id).map(|entry| *entry)
     }
 
+    /// Runs `read` on the entry's value and returns its answer, or `None` if there is no such
+    /// entry: [`get`](Self::get) that lends the value to a closure instead of handing out an
+    /// [`Entry`], so no reference outlives the call.
+    ///
+    /// No lock of the table is taken. The value is kept alive for `read` by the entry's own
+    /// reference count, one increment and one decrement of the entry's word: a remove racing
+    /// the read takes the entry out of the table, and the value is dropped by whichever
+    /// reference goes last, never under `read`. Where this differs from the kernel: a timer
+    /// lookup there reads under `rcu_read_lock` and then takes the timer's own `it_lock`, and
+    /// the timer's memory is freed a grace period later (`kfree_rcu`); a Rust value with drop
+    /// glue is dropped when its last reference goes, not a grace period later, so the count
+    /// stands in for the timer's lock. [`get_copied`](Self::get_copied) takes no reference
+    /// for `Copy` values.
+    ///
+    /// ```
+    /// use idspace::table::{IdTable, ScaledHash};
+    ///
+    /// let sockets = ScaledHash::new();
+    /// let id = sockets.create(1, String::from("10.0.0.7:443")).map_err(|r| r.error)?;
+    /// assert_eq!(sockets.get_with(1, id, |peer| peer.len()), Some(12));
+    /// assert_eq!(sockets.get_with(1, id + 1, |peer| peer.len()), None);
+    /// # Ok::<(), idspace::table::TableError>(())
+    /// ```
+    fn get_with<R>(&self, owner: Owner, id: Id, read: impl FnOnce(&T) -> R) -> Option<R>
+    where
+        Self: Sized,
+    {
+        self.get(owner, id).map(|entry| read(&entry))
+    }
+
     /// Removes the entry and returns its value (shared with any [`Entry`] still held from an
     /// earlier `get`; [`Entry::try_unwrap`] takes it out once they are gone).
     ///
