@@ -297,7 +297,9 @@ pub struct HyperTimer {
 /// (a wakeup the connection's next poll of the sleep answers by arming for the rest) and
 /// costs nothing per request meanwhile. A kept entry on another worker's wheel than the caller's is
 /// not extended but cancelled and armed again here, so that a connection that moved does not
-/// reach into the other worker's wheel at every request.
+/// reach into the other worker's wheel at every request. A kept entry holds its task's waker
+/// until it fires or the timer is dropped (with its connection): a connection task that has no
+/// other waker left is therefore cancelled when the old deadline passes, not at once.
 ///
 /// The handle is the timer value's own (each clone makes one: a connection's builder gets its
 /// own), so that its sleeps count their references, and take the kept sleep, on a line only
