@@ -97,6 +97,15 @@ impl Slot {
         cancelled
     }
 
+    /// Whether the entry is on base `base` of `timers`.
+    #[cfg_attr(any(loom, not(feature = "hyper")), allow(dead_code))] // Only hyper's timer uses it.
+    pub(crate) fn is_on(&self, timers: &Timers, base: usize) -> bool {
+        timers
+            .bases
+            .get(base)
+            .is_some_and(|at| sync::Arc::ptr_eq(at, &self.base))
+    }
+
     /// Whether a sleeping future's entry is still pending; if so its waker is replaced by
     /// `waker` unless that would wake the same task, and the old one is handed back to be
     /// dropped outside the lock.

@@ -99,6 +99,10 @@ pub struct Sleep {
     driver: Option<Arc<dyn Driver>>,
     /// The armed entry, while it may be pending.
     slot: Option<Slot>,
+    /// The deadline the entry was armed for: earlier than `deadline` once
+    /// [`extend`](Self::extend) moved the deadline without touching the entry, which then fires
+    /// early and is armed again for the rest.
+    armed_for: Instant,
     /// Whether the deadline was seen to pass.
     done: bool,
 }
@@ -161,8 +165,39 @@ impl Sleep {
             deadline,
             driver,
             slot: None,
+            armed_for: deadline,
             done: false,
         }
+    }
+
+    /// Moves the deadline to `deadline`, as [`reset`](Self::reset) does, but leaves a pending
+    /// entry armed when the new deadline is no earlier: the entry then fires at the old
+    /// deadline, and the poll it wakes arms again for the rest. A timeout pushed back at every
+    /// step (hyper's header-read timeout, started anew for each request of a keep-alive
+    /// connection) so costs one early wakeup per old deadline instead of a cancel and an arm
+    /// per step: tokio's `TimerEntry::reset` extends a pending entry the same way.
+    #[cfg_attr(any(loom, not(feature = "hyper")), allow(dead_code))] // Only hyper's timer uses it.
+    pub(crate) fn extend(&mut self, deadline: Instant) {
+        if self.slot.is_some() && !self.done && deadline >= self.deadline {
+            self.deadline = deadline;
+        } else {
+            self.reset(deadline);
+        }
+    }
+
+    /// Whether the sleep holds an entry that may be pending (armed, not seen to fire).
+    #[cfg_attr(any(loom, not(feature = "hyper")), allow(dead_code))] // Only hyper's timer uses it.
+    pub(crate) fn is_armed(&self) -> bool {
+        self.slot.is_some() && !self.done
+    }
+
+    /// Whether its entry, if any, is on `base` (for [`extend`](Self::extend): a caller that
+    /// moves between workers may prefer an entry on its own worker's wheel).
+    #[cfg_attr(any(loom, not(feature = "hyper")), allow(dead_code))] // Only hyper's timer uses it.
+    pub(crate) fn is_on(&self, timers: &super::bases::Timers, base: usize) -> bool {
+        self.slot
+            .as_ref()
+            .is_some_and(|slot| slot.is_on(timers, base))
     }
 
     /// The instant the future completes at.
@@ -201,6 +236,17 @@ impl Sleep {
     /// [`poll_at`](Self::poll_at), with its runtime's shutdown as an error instead of a panic
     /// (for the futures that have an error to report it with).
     pub(crate) fn poll_checked(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ShutDown>> {
+        self.poll_checked_on(None, cx)
+    }
+
+    /// [`poll_checked`](Self::poll_checked), arming on `driver` if one is given (the caller
+    /// keeps it alive: a sleep made without a driver of its own takes no reference on the
+    /// runtime per sleep), else on the sleep's own driver or the calling thread's runtime.
+    pub(crate) fn poll_checked_on(
+        &mut self,
+        driver: Option<&dyn Driver>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), ShutDown>> {
         if self.done {
             return Poll::Ready(Ok(()));
         }
@@ -215,11 +261,15 @@ impl Sleep {
                     Waiting::Expired => self.slot = None,
                     Waiting::ShutDown => return Poll::Ready(Err(ShutDown)),
                 }
+                if self.armed_for < self.deadline {
+                    // Armed for an earlier deadline (`extend`): due only now, arm for the rest.
+                    return self.poll_checked_on(driver, cx);
+                }
             }
             None => {
                 let target = Target::Wake(cx.waker().clone());
-                let armed = match &self.driver {
-                    Some(driver) => arm::arm(driver.as_ref(), self.deadline, target),
+                let armed = match driver.or(self.driver.as_deref()) {
+                    Some(driver) => arm::arm(driver, self.deadline, target),
                     None => with_current_driver(|driver| {
                         arm::arm(driver.expect(NO_RUNTIME), self.deadline, target)
                     }),
@@ -227,6 +277,7 @@ impl Sleep {
                 match armed {
                     Ok(Some(slot)) => {
                         self.slot = Some(slot);
+                        self.armed_for = self.deadline;
                         return Poll::Pending;
                     }
                     // The wheel has seen the deadline pass already.
@@ -334,5 +385,62 @@ impl<H: Hooks> Handle<H> {
     /// ```
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
         Sleep::new(deadline, Some(self.driver()))
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::future::{poll_fn, Future};
+    use std::pin::pin;
+    use std::task::Poll;
+    use std::time::{Duration, Instant};
+
+    use super::sleep_until;
+    use crate::sched::{Policy, Runtime};
+
+    /// Polls `future` once: whether it is still pending.
+    async fn pending_once(future: impl Future) -> bool {
+        let mut future = pin!(future);
+        poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx).is_pending())).await
+    }
+
+    #[test]
+    fn an_extended_sleep_fires_at_its_new_deadline_not_at_its_entry() {
+        let runtime = Runtime::new(1, Policy::Wakelist).unwrap();
+        let (start, done) = runtime
+            .spawn(async {
+                let start = Instant::now();
+                let mut sleep = sleep_until(start + Duration::from_millis(20));
+                assert!(pending_once(&mut sleep).await, "armed at its first poll");
+                sleep.extend(start + Duration::from_millis(150));
+                assert!(sleep.is_armed(), "the entry stays armed for 20 ms");
+                sleep.await;
+                (start, Instant::now())
+            })
+            .join()
+            .unwrap();
+        // Without the check of what the entry was armed for, it completes at about 20 ms.
+        assert!(
+            done >= start + Duration::from_millis(150),
+            "{:?}",
+            done - start
+        );
+    }
+
+    #[test]
+    fn an_earlier_deadline_is_not_an_extension() {
+        let runtime = Runtime::new(1, Policy::Wakelist).unwrap();
+        let took = runtime
+            .spawn(async {
+                let start = Instant::now();
+                let mut sleep = sleep_until(start + Duration::from_secs(30));
+                assert!(pending_once(&mut sleep).await);
+                sleep.extend(start + Duration::from_millis(10));
+                sleep.await;
+                start.elapsed()
+            })
+            .join()
+            .unwrap();
+        assert!(took < Duration::from_secs(10), "{took:?}");
     }
 }

@@ -26,7 +26,8 @@
 //! (its entry fired or was cancelled, and the index perhaps reused) is recognised and refused.
 //! The generation is 32 bits: a key held across 2^32 reuses of its index would be taken for
 //! the newest entry there, which no caller comes near (a future or `Armed` holds its key only
-//! while its timer may be pending).
+//! while its timer may be pending, or, kept by hyper's timer after its entry fired, until its
+//! connection's next request).
 //! Cancelling unlinks and frees the entry at once: nothing is left behind until its deadline.
 //!
 //! An entry that expires is *detached*: unlinked, its value handed to the caller, its index kept.
