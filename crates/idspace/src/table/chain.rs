@@ -742,11 +742,8 @@ impl<T: Send + Sync, L: Locks, C: Chains<T, L>> IdTable<T> for ChainedTable<C, L
                 // while the node is unlinked and its pin retired into the stripe's limbo,
                 // which releases it a grace period later (the kernel's `kfree_rcu`): the
                 // remove never waits for a lookup.
-                slot.ids.remove_then(id, |limbo| {
-                    let (entry, retired) = take(&self.chains, owner, id)?;
-                    limbo.retire(retired, &self.readers);
-                    Some(entry)
-                })
+                slot.ids
+                    .remove_then(id, |limbo| self.take_into(limbo, owner, id))
             })
             .flatten()
             .flatten()
@@ -986,16 +983,26 @@ impl<C, L: Locks> ChainedTable<C, L> {
         // the registry's: `remove_owner` sets `detached` and then takes every stripe's lock,
         // so a section that sees the flag clear ran before that (its node went into a limbo
         // `remove_owner` drains), and one that sees it set touches nothing of the old state.
-        let removed = slot.ids.remove_then_attached(id, &slot.detached, |limbo| {
-            let (entry, retired) = take(&self.chains, owner, id)?;
-            limbo.retire(retired, &self.readers);
-            Some(entry)
-        });
+        let removed = slot
+            .ids
+            .remove_then_attached(id, &slot.detached, |limbo| self.take_into(limbo, owner, id));
         match removed {
             Attached::Removed(entry) => entry.ok_or(TableError::NotFound),
             Attached::Missing => Err(TableError::NotFound),
             Attached::Detached => self.remove(owner, id),
         }
+    }
+
+    /// Takes (owner, id) out of its chain and retires the table's pin on the node into
+    /// `limbo` (its stripe's, locked by the caller): the removed entry, if the chain held it.
+    #[inline]
+    fn take_into<T>(&self, limbo: &mut Limbo, owner: Owner, id: Id) -> Option<Entry<T>>
+    where
+        C: Chains<T, L>,
+    {
+        let (entry, retired) = take(&self.chains, owner, id)?;
+        limbo.retire(retired, &self.readers);
+        Some(entry)
     }
 
     /// Drops the owner's state if it is back to the initial one, its limbo's nodes released
