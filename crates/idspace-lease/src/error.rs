@@ -3,6 +3,20 @@
 use std::fmt;
 
 /// Why a lease, a space or an ID could not be had.
+///
+/// Connecting tells a URL the client cannot read from a server it cannot reach:
+///
+/// ```
+/// use idspace_lease::{LeaseError, Store};
+///
+/// let no_host = Store::connect("postgresql:///orders").err();
+/// assert!(matches!(no_host, Some(LeaseError::BadUrl(_))), "{no_host:?}");
+/// // A socket directory where no server listens: nothing to connect to.
+/// let nobody = Store::connect("host=/nonexistent-idspace-dir user=app dbname=app").err();
+/// assert!(matches!(nobody, Some(LeaseError::Connection(_))), "{nobody:?}");
+/// let exhausted = LeaseError::Exhausted("orders".into());
+/// assert_eq!(exhausted.to_string(), "space \"orders\" is exhausted");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LeaseError {

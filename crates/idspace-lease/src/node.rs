@@ -26,7 +26,25 @@ pub const MAX_CPUS: usize = 4096;
 /// The largest lease of a cyclic space (its bitmap of freed IDs is 2 MiB).
 pub const CYCLIC_MAX_STEP: u64 = 1 << 24;
 
-/// How a [`Node`] leases: built with [`Node::builder`].
+/// How a [`Node`] leases: built with [`Node::builder`] (see [`Node`] for one started).
+///
+/// The builder is a value: one configuration, cloned for each node of a process pool. Its
+/// settings are taken when the node starts, which first connects:
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use idspace_lease::{LeaseError, Node, NodeBuilder};
+///
+/// let pool: NodeBuilder = Node::builder("host=/nonexistent-idspace-dir dbname=app", "orders")
+///     .step(10_000, 1 << 22)
+///     .ttl(Duration::from_secs(30))
+///     .cpus(8)
+///     .sub_range(256);
+/// let web_1 = pool.clone().node_id("web-1");
+/// // No server listens in that directory.
+/// assert!(matches!(web_1.start(), Err(LeaseError::Connection(_))));
+/// ```
 #[derive(Debug, Clone)]
 pub struct NodeBuilder {
     url: String,
@@ -166,7 +184,32 @@ struct State {
     last_grant: Instant,
 }
 
-/// Counters of a node's traffic with the store.
+/// Counters of a node's traffic with the store, read by [`Node::stats`] (see [`Node`] for
+/// counters of a running node).
+///
+/// A health check on them:
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use idspace_lease::NodeStats;
+///
+/// /// Whether the node serves from a lease that is not about to expire.
+/// fn healthy(stats: &NodeStats) -> bool {
+///     stats.lease_expires_in.is_some_and(|left| left > Duration::from_secs(1))
+/// }
+///
+/// let serving = NodeStats {
+///     leases: 2,
+///     ids_leased: 3000,
+///     step: 2000,
+///     left_current: 1200,
+///     lease_expires_in: Some(Duration::from_secs(8)),
+///     ..NodeStats::default()
+/// };
+/// assert!(healthy(&serving));
+/// assert!(!healthy(&NodeStats::default()), "no lease held");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NodeStats {
     /// Statements sent to PostgreSQL (connections count one each).
@@ -399,6 +442,38 @@ impl RangeSource for Leases {
 ///
 /// See the crate documentation for the guarantees, the clock assumption and what a pause
 /// does.
+///
+/// Two CPUs serving from one lease, then a graceful stop and a restart of the same identity:
+///
+/// ```
+/// use idspace_lease::server::{Durability, Throwaway};
+/// use idspace_lease::{Node, NodeStats, Store};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let server = Throwaway::start(Durability { fsync: false })?;
+/// Store::connect(&server.url())?.create_space("orders", 1, 1_000_000, false)?;
+/// let builder = Node::builder(&server.url(), "orders")
+///     .node_id("web-1")
+///     .step(100, 100)
+///     .cpus(2)
+///     .sub_range(10);
+/// let node = builder.clone().start()?;
+/// // Each CPU carves its own sub-range of the lease 1..=100.
+/// assert_eq!((node.next_id_on(0)?, node.next_id_on(1)?), (1, 11));
+/// assert_eq!(node.next_id_on(0)?, 2);
+/// let stats: NodeStats = node.stats();
+/// assert!(stats.leases >= 1 && stats.round_trips >= 4);
+/// assert_eq!(stats.left_current, 80, "IDs 21..=100 are not carved yet");
+///
+/// // A graceful stop parks the uncarved tail; the carved, unissued IDs are gaps.
+/// let stopped = node.shutdown()?;
+/// assert_eq!(stopped.discarded, 8 + 9);
+/// assert!(stopped.parked >= 80);
+/// let again = builder.start()?;
+/// assert_eq!(again.next_id_on(0)?, 21, "the restart goes on from the parked tail");
+/// # Ok(())
+/// # }
+/// ```
 pub struct Node {
     ranges: SubRanges<Leases>,
     background: Option<JoinHandle<()>>,

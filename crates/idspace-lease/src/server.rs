@@ -18,6 +18,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 static SERVERS: AtomicU32 = AtomicU32::new(0);
 
 /// How the server runs.
+///
+/// ```
+/// use idspace_lease::server::Durability;
+///
+/// // Tests want cheap commits; a measurement of PostgreSQL as production runs it wants
+/// // every commit on disk. `Throwaway::start` takes one of the two (see `Throwaway`).
+/// let (tests, baselines) = (Durability { fsync: false }, Durability { fsync: true });
+/// assert_ne!(tests, baselines);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Durability {
     /// `fsync` and `synchronous_commit` on, as a production server runs (the lab's
@@ -26,6 +35,24 @@ pub struct Durability {
 }
 
 /// A throwaway PostgreSQL server: stopped and deleted when dropped.
+///
+/// It needs PostgreSQL's binaries (see the [module](self)). Stopped and started again, it
+/// keeps its data, as a server that went down for a while does:
+///
+/// ```
+/// use idspace_lease::server::{Durability, Throwaway};
+/// use idspace_lease::{LeaseError, Store};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let server = Throwaway::start(Durability { fsync: false })?;
+/// Store::connect(&server.url())?.create_space("orders", 1, 1000, false)?;
+/// server.stop()?;
+/// assert!(matches!(Store::connect(&server.url()), Err(LeaseError::Connection(_))));
+/// server.start_again()?;
+/// assert_eq!(Store::connect(&server.url())?.space("orders")?.max, 1000);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Throwaway {
     bin: PathBuf,
     dir: PathBuf,

@@ -12,7 +12,30 @@ use crate::schema::{EXHAUSTED, MIGRATIONS, MIGRATION_LOCK, UNKNOWN_SPACE};
 /// How often a statement that failed on a serialisation failure or a deadlock is retried.
 const RETRIES: u32 = 12;
 
-/// A space's definition and where its leasing stands.
+/// A space's definition and where its leasing stands, as [`Store::space`] reads it (see
+/// [`Store`] for one read from a server).
+///
+/// How many IDs a monotonic space lost to gaps, from its info and the count of IDs issued:
+///
+/// ```
+/// use idspace_lease::SpaceInfo;
+///
+/// fn gaps(info: &SpaceInfo, issued: u64) -> u64 {
+///     let leased = info.leased_through.map_or(0, |last| last + 1 - info.min);
+///     leased - issued
+/// }
+///
+/// let orders = SpaceInfo {
+///     name: "orders".into(),
+///     min: 1,
+///     max: 1_000_000,
+///     cyclic: false,
+///     leased_through: Some(3000),
+/// };
+/// assert_eq!(gaps(&orders, 2936), 64); // one CPU's sub-range, carved and never issued
+/// let fresh = SpaceInfo { min: 0, leased_through: None, ..orders };
+/// assert_eq!(gaps(&fresh, 0), 0);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpaceInfo {
     /// The space's name.
@@ -28,7 +51,17 @@ pub struct SpaceInfo {
     pub leased_through: Option<u64>,
 }
 
-/// A lease granted by the store.
+/// A lease granted by [`Store::lease`] (see [`Store`] for one granted by a server).
+///
+/// ```
+/// use idspace_lease::Grant;
+///
+/// let grant = Grant { lease: 17, epoch: 4, first: 1001, last: 2000 };
+/// assert_eq!(grant.last - grant.first + 1, 1000, "the bounds are inclusive");
+/// // Renewals name the lease by its row and the epoch it was granted with.
+/// let held: Vec<(i64, i64)> = vec![(grant.lease, grant.epoch)];
+/// assert_eq!(held, [(17, 4)]);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     /// The lease's row.
@@ -130,6 +163,38 @@ fn to_db(value: u64, what: &str) -> Result<i64, LeaseError> {
 }
 
 /// One connection to PostgreSQL, with the schema migrated.
+///
+/// What a [`Node`](crate::Node) does on its first lease, by hand, on a throwaway server:
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use idspace_lease::server::{Durability, Throwaway};
+/// use idspace_lease::{Grant, LeaseError, SpaceInfo, Store};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let server = Throwaway::start(Durability { fsync: false })?;
+/// let mut store = Store::connect(&server.url())?;
+/// store.create_space("orders", 1, 1_000_000, false)?;
+/// assert_eq!(
+///     store.create_space("orders", 1, 10, false),
+///     Err(LeaseError::SpaceExists("orders".into()))
+/// );
+///
+/// let grant: Grant = store.lease("orders", "web-1", 1000, Duration::from_secs(10), None)?;
+/// assert_eq!((grant.first, grant.last), (1, 1000));
+/// let renewed = store.renew(&[(grant.lease, grant.epoch)], Duration::from_secs(10))?;
+/// assert_eq!(renewed, [grant.lease], "the lease is still ours");
+/// let info: SpaceInfo = store.space("orders")?;
+/// assert_eq!((info.min, info.leased_through, info.cyclic), (1, Some(1000), false));
+///
+/// // "web-1" crashed: its lease's row is dropped, and its 1000 IDs are gaps.
+/// assert_eq!(store.reclaim("orders", "web-1")?, 1000);
+/// let next = store.lease("orders", "web-1", 1000, Duration::from_secs(10), None)?;
+/// assert_eq!(next.first, 1001, "a monotonic space never hands out an ID twice");
+/// # Ok(())
+/// # }
+/// ```
 pub struct Store {
     client: Client,
 }

@@ -52,6 +52,38 @@ use core::fmt;
 
 /// The machine's answers (see the [module docs](self)): implemented by a kernel and
 /// [`install`]ed once.
+///
+/// A board with two CPUs whose timer interrupt counts ticks of a millisecond:
+///
+/// ```
+/// use core::sync::atomic::{AtomicU64, Ordering};
+/// use idspace::host::{self, Host};
+/// use idspace::table::ScaledHash;
+///
+/// struct Board {
+///     ticks: AtomicU64,
+/// }
+///
+/// impl Host for Board {
+///     fn cpus(&self) -> usize {
+///         2
+///     }
+///     fn slot_hint(&self) -> usize {
+///         0 // the current CPU's index on a real board
+///     }
+///     fn now_ns(&self) -> u64 {
+///         self.ticks.load(Ordering::Relaxed) * 1_000_000
+///     }
+/// }
+///
+/// static BOARD: Board = Board { ticks: AtomicU64::new(0) };
+/// host::install(&BOARD)?;
+/// BOARD.ticks.fetch_add(3, Ordering::Relaxed); // three timer interrupts
+/// assert_eq!(host::now_ns(), 3_000_000);
+/// // Structures built from now on are sized for the board: the kernel's 512 buckets a CPU.
+/// assert_eq!(ScaledHash::<u32>::kernel_sized().buckets(), 1024);
+/// # Ok::<(), idspace::host::AlreadyInstalled>(())
+/// ```
 pub trait Host: Sync {
     /// The number of CPUs that may run the structures' callers, at least 1.
     fn cpus(&self) -> usize;
@@ -63,6 +95,30 @@ pub trait Host: Sync {
 }
 
 /// [`install`] was called after a host was already installed: the first one stays.
+///
+/// ```
+/// use idspace::host::{self, AlreadyInstalled, Host};
+///
+/// struct Fixed(usize);
+/// impl Host for Fixed {
+///     fn cpus(&self) -> usize {
+///         self.0
+///     }
+///     fn slot_hint(&self) -> usize {
+///         0
+///     }
+///     fn now_ns(&self) -> u64 {
+///         0
+///     }
+/// }
+///
+/// static BOOT: Fixed = Fixed(8);
+/// static LATE: Fixed = Fixed(1);
+/// assert_eq!(host::install(&BOOT), Ok(()));
+/// let refused: AlreadyInstalled = host::install(&LATE).unwrap_err();
+/// assert_eq!(refused.to_string(), "a host is already installed");
+/// assert_eq!(host::cpus(), 8, "the first host stays");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AlreadyInstalled;
 

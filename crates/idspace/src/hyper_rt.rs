@@ -84,6 +84,47 @@ mod sealed {
 }
 
 /// The streams [`HyperIo`] adapts: [`TcpStream`] and [`UnixStream`].
+///
+/// Sealed: it names what [`HyperIo`] needs of a stream, for code generic over the two.
+///
+/// ```
+/// use bytes::Bytes;
+/// use http_body_util::{BodyExt, Empty, Full};
+/// use hyper::{service::service_fn, Request, Response};
+/// use idspace::hyper_rt::{HyperIo, HyperStream};
+/// use idspace::net::UnixStream;
+/// use idspace::sched::{spawn, Policy, Runtime};
+///
+/// /// Serves one connection, over TCP or a Unix socket alike, answering "hello".
+/// async fn hello<T: HyperStream + Send + 'static>(stream: T) -> hyper::Result<()> {
+///     let hello = service_fn(|_request: Request<hyper::body::Incoming>| async {
+///         Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from("hello"))))
+///     });
+///     hyper::server::conn::http1::Builder::new()
+///         .serve_connection(HyperIo::new(stream), hello)
+///         .await
+/// }
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::new(1, Policy::Wakelist)?;
+/// let body = runtime.block_on(async {
+///     let (client, server) = UnixStream::pair()?;
+///     let served = spawn(hello(server))?;
+///     let (mut sender, connection) =
+///         hyper::client::conn::http1::handshake(HyperIo::new(client)).await?;
+///     spawn(connection)?;
+///     let request = Request::get("/").body(Empty::<Bytes>::new())?;
+///     let body = sender.send_request(request).await?.into_body().collect().await?;
+///     // The client hangs up: the server's connection ends without an error.
+///     drop(sender);
+///     served.await??;
+///     Ok::<_, Box<dyn std::error::Error + Send + Sync>>(body.to_bytes())
+/// })?
+/// .map_err(|error| error.to_string())?;
+/// assert_eq!(body, "hello");
+/// # Ok(())
+/// # }
+/// ```
 pub trait HyperStream: sealed::Sealed + Unpin {
     #[doc(hidden)]
     fn poll_read_into(
@@ -138,7 +179,47 @@ hyper_stream!(UnixStream);
 
 /// One of our streams as hyper's I/O ([`hyper::rt::Read`] and [`hyper::rt::Write`]).
 ///
-/// See the [module](self) for a server and a client.
+/// See the [module](self) for a server and a client. Here hyper's client talks to a server
+/// that speaks HTTP/1.1 by hand on the stream's other end:
+///
+/// ```
+/// use bytes::Bytes;
+/// use http_body_util::{BodyExt, Empty};
+/// use hyper::Request;
+/// use idspace::hyper_rt::HyperIo;
+/// use idspace::net::UnixStream;
+/// use idspace::sched::{spawn, Policy, Runtime};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::new(1, Policy::Wakelist)?;
+/// let (status, body) = runtime.block_on(async {
+///     let (here, there) = UnixStream::pair()?;
+///     spawn(async move {
+///         // Read the request's head, then answer it.
+///         let (mut head, mut buf) = (Vec::new(), [0; 256]);
+///         while !head.ends_with(b"\r\n\r\n") {
+///             let n = there.read(&mut buf).await?;
+///             assert!(n > 0, "the client hung up mid-request");
+///             head.extend_from_slice(&buf[..n]);
+///         }
+///         assert!(head.starts_with(b"GET /hi HTTP/1.1\r\n"));
+///         there.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello").await
+///     })?;
+///     let io = HyperIo::new(here);
+///     assert!(io.get_ref().peer_addr()?.is_unnamed(), "a socket pair's end has no path");
+///     let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await?;
+///     spawn(connection)?;
+///     let request = Request::get("/hi").body(Empty::<Bytes>::new())?;
+///     let response = sender.send_request(request).await?;
+///     let status = response.status();
+///     let body = response.into_body().collect().await?.to_bytes();
+///     Ok::<_, Box<dyn std::error::Error + Send + Sync>>((status, body))
+/// })?
+/// .map_err(|error| error.to_string())?;
+/// assert_eq!((status.as_u16(), &body[..]), (200, &b"hello"[..]));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct HyperIo<T>(T);
 

@@ -303,10 +303,32 @@ unsafe impl<R: RawMutex> RawRwLock for Exclusive<R> {
 
 /// The locks a structure takes when its type names none: [`StdLocks`] with the `std` feature,
 /// [`SpinLocks`] without.
+///
+/// ```
+/// use core::any::TypeId;
+/// use idspace::lock::{DefaultLocks, StdLocks};
+/// use idspace::table::{IdTable, ScaledHash};
+///
+/// // `ScaledHash::new()` names no locks: its table is on the defaults, `std`'s here.
+/// let timers: ScaledHash<&str, DefaultLocks> = ScaledHash::new();
+/// assert_eq!(timers.create(3, "tick"), Ok(0));
+/// assert_eq!(TypeId::of::<DefaultLocks>(), TypeId::of::<StdLocks>());
+/// ```
 #[cfg(feature = "std")]
 pub type DefaultLocks = StdLocks;
 /// The locks a structure takes when its type names none: [`StdLocks`] with the `std` feature,
 /// [`SpinLocks`] without.
+///
+/// ```
+/// use core::any::TypeId;
+/// use idspace::lock::{DefaultLocks, SpinLocks};
+/// use idspace::table::{IdTable, ScaledHash};
+///
+/// // `ScaledHash::new()` names no locks: without `std` its table spins on `spin`'s.
+/// let timers: ScaledHash<&str, DefaultLocks> = ScaledHash::new();
+/// assert_eq!(timers.create(3, "tick"), Ok(0));
+/// assert_eq!(TypeId::of::<DefaultLocks>(), TypeId::of::<SpinLocks>());
+/// ```
 #[cfg(not(feature = "std"))]
 pub type DefaultLocks = SpinLocks;
 

@@ -102,6 +102,21 @@ pub(crate) fn check_cpu_count(cpus: usize) -> Result<usize, CidError> {
 }
 
 /// Who owns the CIDs.
+///
+/// ```
+/// use idspace::cid::{BitmapCids, CidAllocator, CidError, LazyCids, Mode, Rework};
+///
+/// let spaces: [Box<dyn CidAllocator>; 3] = [
+///     Box::new(Rework::new(2)?),
+///     Box::new(BitmapCids::new(2)?),
+///     Box::new(LazyCids::new(2)?),
+/// ];
+/// let modes: Vec<Mode> = spaces.iter().map(|space| space.state().mode).collect();
+/// // The rewrite starts with its tasks owning the CIDs; the baselines have no modes.
+/// assert_eq!(modes, [Mode::Task, Mode::None, Mode::None]);
+/// assert_eq!(Mode::Cpu.as_str(), "cpu");
+/// # Ok::<(), CidError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Mode {

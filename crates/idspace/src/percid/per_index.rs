@@ -51,6 +51,18 @@ pub struct PerIndex<T> {
 }
 
 /// [`PerIndex::new`] was asked for no slots: there is always at least one CPU.
+///
+/// ```
+/// use idspace::percid::{NoSlots, PerIndex};
+///
+/// // A CPU count read from a configuration that may say 0.
+/// let configured = 0;
+/// let slots = PerIndex::new(configured, |cpu| cpu);
+/// assert_eq!(slots.err(), Some(NoSlots));
+/// let slots = PerIndex::new(configured.max(1), |cpu| cpu).map_err(|e| e.to_string())?;
+/// assert_eq!(slots.get(0), Some(&0));
+/// # Ok::<(), String>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NoSlots;
 

@@ -109,6 +109,22 @@ pub use object::Pid;
 pub use percpu::{PerCpu, RANGE};
 
 /// Names a PID space (namespace); the root is 0.
+///
+/// A container's init has PID 1 in its own space and another PID in the root's:
+///
+/// ```
+/// use idspace::pid::{IdrOnce, NsId, PidAllocator, PidError, ROOT};
+///
+/// let pids = IdrOnce::new();
+/// let host_init = pids.alloc(ROOT, &[], 0)?;
+/// let container: NsId = pids.new_ns(ROOT)?;
+/// assert_ne!(container, ROOT);
+/// let init = pids.alloc(container, &[], 0)?;
+/// assert_eq!(init.ns(), container);
+/// assert_eq!((init.id_in(container), init.id_in(ROOT)), (Some(1), Some(2)));
+/// assert_eq!(host_init.id_in(container), None, "the root's processes are not seen inside");
+/// # Ok::<(), PidError>(())
+/// ```
 pub type NsId = u32;
 
 /// The root space.

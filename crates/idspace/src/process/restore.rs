@@ -19,6 +19,34 @@ use crate::sync::Arc;
 /// Each running thread of a restored process, by root-level TID (the leader first, unless it
 /// was restored as a zombie, which runs nothing; then the others, ascending), with the join
 /// handle of the task that runs it.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use idspace::pid::ROOT;
+/// use idspace::process::{self, ProcessHooks, RestoredTasks};
+/// use idspace::sched::Builder;
+///
+/// // A process of two threads, checkpointed from a model that no runtime runs...
+/// let source: ProcessHooks = ProcessHooks::for_workers(1)?;
+/// let model = Arc::clone(source.model());
+/// let pid = model.fork(ROOT, 0)?.tid();
+/// let second = model.clone_thread(pid, 0)?.tid();
+/// let image = model.checkpoint(pid)?;
+///
+/// // ...restored on a runtime: a task per thread, the leader's first.
+/// let hooks: ProcessHooks = ProcessHooks::for_workers(2)?;
+/// let runtime = Builder::new().workers(2).hooks(Arc::new(hooks)).build()?;
+/// let tasks: RestoredTasks<Option<u32>> = runtime.restore_process(ROOT, &image, |_| async {
+///     process::current().map(|me| me.root_tid)
+/// })?;
+/// let tids: Vec<u32> = tasks.iter().map(|(tid, _)| *tid).collect();
+/// assert_eq!(tids, [pid, second]);
+/// for (tid, task) in tasks {
+///     assert_eq!(task.join()?, Some(tid));
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub type RestoredTasks<T> = Vec<(u32, JoinHandle<T>)>;
 
 impl<P: PidDesign, C: CidDesign, T: TableDesign> Handle<ProcessHooks<P, C, T>> {

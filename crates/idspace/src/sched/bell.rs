@@ -115,6 +115,25 @@ impl std::fmt::Debug for Bell {
 }
 
 /// The future [`Bell::until`] returns: ready once its bell has rung a given number of times.
+///
+/// It needs no runtime: here it is polled by hand, as any executor would poll it.
+///
+/// ```
+/// use std::future::Future;
+/// use std::pin::pin;
+/// use std::task::{Context, Waker};
+///
+/// use idspace::sched::{Bell, Until};
+///
+/// let bell = Bell::new();
+/// bell.ring(); // a ring before anyone waits is kept
+/// let mut second: std::pin::Pin<&mut Until> = pin!(bell.until(2));
+/// let mut cx = Context::from_waker(Waker::noop());
+/// assert!(second.as_mut().poll(&mut cx).is_pending(), "one ring of two");
+/// bell.ring();
+/// assert!(second.as_mut().poll(&mut cx).is_ready());
+/// assert!(pin!(bell.until(1)).poll(&mut cx).is_ready(), "a total already reached");
+/// ```
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
 pub struct Until {

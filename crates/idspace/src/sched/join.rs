@@ -138,6 +138,33 @@ impl std::error::Error for JoinError {}
 
 /// A caught panic: its message (when the payload is a string) and its payload.
 ///
+/// ```
+/// use idspace::sched::{JoinError, Panic, Policy, Runtime};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::new(1, Policy::Wakelist)?;
+/// let task = runtime.spawn(async {
+///     let cheese = 0;
+///     if cheese == 0 {
+///         panic!("out of cheese after {cheese} rounds");
+///     }
+///     cheese
+/// });
+/// let panic: Panic = match task.join() {
+///     Err(JoinError::Panicked(panic)) => panic,
+///     other => panic!("the task should have panicked: {other:?}"),
+/// };
+/// assert_eq!(panic.message(), Some("out of cheese after 0 rounds"));
+/// assert_eq!(panic.to_string(), "out of cheese after 0 rounds");
+/// // A formatted message's payload is a `String`, as `catch_unwind` gives it.
+/// let payload = panic.into_payload();
+/// assert!(payload.downcast_ref::<String>().is_some());
+/// // The runtime lives on after a task's panic.
+/// assert_eq!(runtime.spawn(async { 7 }).join()?, 7);
+/// # Ok(())
+/// # }
+/// ```
+///
 /// The payload is kept behind a lock so that the panic, and a [`JoinError`] holding it, is
 /// `Sync` although a payload need only be `Send`.
 pub struct Panic {

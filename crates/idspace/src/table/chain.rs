@@ -485,6 +485,29 @@ impl<L: Locks> OwnerSlot<L> {
 /// cursor 0 and restore mode off stays listed by [`IdTable::owners`]); `remove_owner` still
 /// removes the owner, after which creates through the handle go through the registry, as
 /// `create(handle.owner(), value)` would.
+///
+/// A process's threads share its handle (clones name the same state):
+///
+/// ```
+/// use idspace::table::{IdTable, OwnerHandle, ScaledHash};
+///
+/// let timers = ScaledHash::new();
+/// let process: OwnerHandle = timers.owner_handle(42)?;
+/// assert_eq!(timers.owners(), [42], "listed while its handle lives, though it holds no ID");
+/// std::thread::scope(|scope| {
+///     for thread in 0..4 {
+///         let (timers, handle) = (&timers, process.clone());
+///         scope.spawn(move || {
+///             for _ in 0..10 {
+///                 timers.create_in(&handle, thread).expect("room");
+///             }
+///         });
+///     }
+/// });
+/// assert_eq!(process.owner(), 42);
+/// assert_eq!(timers.ids(42), (0..40).collect::<Vec<_>>(), "one cursor, no ID twice");
+/// # Ok::<(), idspace::table::TableError>(())
+/// ```
 pub struct OwnerHandle<L: Locks = DefaultLocks> {
     owner: Owner,
     /// The number of the table that made the handle.

@@ -215,9 +215,34 @@ pub use radix::Radix;
 pub use scaled::{ScaledHash, Sizing, DEFAULT_MAX_LOAD, MAX_SIZED_BUCKETS};
 
 /// Names an independent ID space (the kernel's `signal_struct`: one per process).
+///
+/// ```
+/// use idspace::table::{IdTable, Owner, ScaledHash};
+///
+/// let timers = ScaledHash::new();
+/// let (shell, editor): (Owner, Owner) = (100, 101);
+/// // Each owner counts its IDs from 0, as each process numbers its own POSIX timers.
+/// assert_eq!(timers.create(shell, "alarm"), Ok(0));
+/// assert_eq!(timers.create(editor, "autosave"), Ok(0));
+/// assert_eq!(timers.get_copied(editor, 0), Some("autosave"));
+/// assert_eq!(timers.remove_owner(shell), 1, "an exit removes the owner's IDs");
+/// assert_eq!(timers.get_copied(shell, 0), None);
+/// ```
 pub type Owner = u64;
 
 /// An ID within an owner's space.
+///
+/// ```
+/// use idspace::table::{GlobalHash, Id, IdTable, MAX_ID};
+///
+/// let timers = GlobalHash::new();
+/// let ids: Vec<Id> = (0..3).map(|n| timers.create(7, n).expect("room")).collect();
+/// assert_eq!(ids, [0, 1, 2]);
+/// // A restore asks for the exact ID its checkpoint recorded, up to the kernel's `INT_MAX`.
+/// timers.set_restore(7, true);
+/// assert_eq!(timers.create_at(7, MAX_ID, 99), Ok(MAX_ID));
+/// assert!(timers.create_at(7, MAX_ID + 1, 100).is_err());
+/// ```
 pub type Id = u32;
 
 /// The largest ID the kernel hands out: `INT_MAX`.
