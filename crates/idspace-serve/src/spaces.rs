@@ -191,9 +191,9 @@ impl Spaces {
             .await?
     }
 
-    /// `Ok(reason)` while the node can serve (the store answers, or a lease held has IDs
-    /// left), else the store's error; either way followed by when each space's lease expires
-    /// unless renewed (see [`Spaces::deadlines`]).
+    /// `Ok(reason)` while the node can serve (the store answers, or a lease held and not
+    /// expired has IDs left), else the store's error; either way followed by when each
+    /// space's lease expires unless renewed (see [`Spaces::deadlines`]).
     pub async fn health(self: &Arc<Self>) -> Result<String, ApiError> {
         // Relaxed: a stop flag, read for display.
         if self.closed.load(Ordering::Relaxed) {
@@ -207,7 +207,10 @@ impl Spaces {
             let nodes = self.nodes.all();
             nodes.values().any(|space| {
                 let stats = space.node.stats();
-                stats.left_current + stats.left_next > 0
+                // The IDs of an expired lease are refused (another node may hold them by
+                // now): only a lease still live keeps the node serving.
+                let live = stats.lease_expires_in.is_some_and(|left| !left.is_zero());
+                live && stats.left_current + stats.left_next > 0
             })
         };
         let deadlines = self.deadlines();

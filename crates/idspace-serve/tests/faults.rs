@@ -1,7 +1,7 @@
 //! Faults against real `idspace-serve` processes on loopback and a throwaway PostgreSQL, each
 //! asserting that no ID is ever issued twice across all the nodes, and reporting the gaps:
 //! two nodes with clients on both and one of them killed and restarted; PostgreSQL restarted
-//! mid-run; a node paused past its lease's expiry.
+//! mid-run; a node paused past its lease's expiry; and `/healthz` while PostgreSQL is down.
 
 mod common;
 
@@ -164,5 +164,33 @@ fn a_node_paused_past_its_lease_expiry() {
             all.len(),
             gaps(&url, "pause", all.len())
         );
+    });
+}
+
+/// PostgreSQL stopped under a node holding a lease: `/healthz` answers 200 while the lease
+/// lives, and 503 once it has expired, when the ID routes refuse too (a load balancer must
+/// not keep sending requests that can only fail); both serve again once it is back.
+#[test]
+fn healthz_fails_once_the_held_leases_expire() {
+    within(Duration::from_secs(60), || {
+        let server = postgres();
+        let url = server.url();
+        space_at(&url, "expiry", 1_000_000);
+        let mut node = serve(&url, &["--ttl-ms", "3000"]);
+        let mut client = node.client();
+        assert_eq!(client.get("/api/segment/get/expiry", "").status, 200);
+        server.stop().expect("stops");
+        let health = client.get("/healthz", "");
+        assert_eq!(health.status, 200, "{}", health.text());
+        std::thread::sleep(Duration::from_millis(3500));
+        let id = client.get("/api/segment/get/expiry", "");
+        assert_eq!(id.status, 503, "{}", id.text());
+        let health = client.get("/healthz", "");
+        assert_eq!(health.status, 503, "{}", health.text());
+        assert!(health.text().contains("expired"), "{}", health.text());
+        server.start_again().expect("starts");
+        assert_eq!(client.get("/api/segment/get/expiry", "").status, 200);
+        assert_eq!(client.get("/healthz", "").status, 200);
+        assert_eq!(node.stop(), Some(0));
     });
 }
