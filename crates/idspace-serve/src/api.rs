@@ -23,7 +23,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Body;
-use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+use hyper::header::{HeaderValue, ACCEPT, ALLOW, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode};
 use serde::Deserialize;
 
@@ -167,6 +167,10 @@ impl Service {
         headers.insert(CONTENT_TYPE, answer.content_type);
         if let Some(seconds) = retry_after {
             headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        if answer.status == 405 {
+            // RFC 9110 15.5.6: a 405 names the methods the route answers.
+            headers.insert(ALLOW, allowed(route));
         }
         response
     }
@@ -356,6 +360,16 @@ impl Service {
         self.stopping.store(true, Ordering::Relaxed);
         self.spaces.shutdown();
     }
+}
+
+/// The methods `route` answers: `POST` to create a space, `GET` everywhere else.
+fn allowed(route: Route) -> HeaderValue {
+    let methods = if matches!(route, Route::CreateSpace) {
+        "POST"
+    } else {
+        "GET"
+    };
+    HeaderValue::from_static(methods)
 }
 
 /// The ID route of `path` and its space segment (not yet decoded), if it is one. Matched on

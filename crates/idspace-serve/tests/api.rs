@@ -197,6 +197,12 @@ fn malformed_requests_get_named_errors() {
             (method.status, method.code().as_str()),
             (405, "method_not_allowed")
         );
+        // A 405 says which methods the route takes (RFC 9110 15.5.6).
+        assert_eq!(method.header("allow"), Some("GET"));
+        let method = client.get("/v1/spaces", "");
+        assert_eq!((method.status, method.header("allow")), (405, Some("POST")));
+        let method = client.post("/healthz", "", "");
+        assert_eq!((method.status, method.header("allow")), (405, Some("GET")));
         let off = client.post("/v1/spaces", "Authorization: Bearer x\r\n", "{}");
         assert_eq!((off.status, off.code().as_str()), (404, "admin_disabled"));
         let huge = client.get(&format!("/v1/spaces/m/ids?count={}", u128::MAX), "");
