@@ -23,7 +23,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Body;
-use hyper::header::{HeaderValue, ACCEPT, ALLOW, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+use hyper::header::{
+    HeaderValue, ACCEPT, ALLOW, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE,
+};
 use hyper::{Method, Request, Response, StatusCode};
 use serde::Deserialize;
 
@@ -172,6 +174,10 @@ impl Service {
             // RFC 9110 15.5.6: a 405 names the methods the route answers.
             headers.insert(ALLOW, allowed(route));
         }
+        if answer.status == 401 {
+            // RFC 9110 11.6.1: a 401 names the scheme that would be accepted.
+            headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
         response
     }
 
@@ -312,7 +318,7 @@ impl Service {
         let given = request
             .headers()
             .get(AUTHORIZATION)
-            .and_then(|value| value.as_bytes().strip_prefix(b"Bearer "))
+            .and_then(|value| bearer_token(value.as_bytes()))
             .unwrap_or_default();
         if !same(given, token.as_bytes()) {
             return Err(ApiError::unauthorized());
@@ -441,6 +447,17 @@ fn percent_decode(segment: &str) -> Result<String, ApiError> {
     String::from_utf8(out).map_err(|_| ApiError::bad_request("the space name is not UTF-8"))
 }
 
+/// The token of an `Authorization` value of the Bearer scheme: the scheme's name in any
+/// case, one or more spaces, the token (RFC 9110 11.4, RFC 6750 2.1).
+fn bearer_token(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, rest) = value.split_at_checked(b"Bearer ".len())?;
+    if !scheme.eq_ignore_ascii_case(b"Bearer ") {
+        return None;
+    }
+    let start = rest.iter().position(|&b| b != b' ')?;
+    Some(&rest[start..])
+}
+
 /// Compares two tokens in time independent of where they differ.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -449,6 +466,17 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bearer_scheme_in_any_case() {
+        assert_eq!(bearer_token(b"Bearer s3cret"), Some(&b"s3cret"[..]));
+        assert_eq!(bearer_token(b"bearer s3cret"), Some(&b"s3cret"[..]));
+        assert_eq!(bearer_token(b"BEARER  s3cret"), Some(&b"s3cret"[..]));
+        assert_eq!(bearer_token(b"Basic s3cret"), None);
+        assert_eq!(bearer_token(b"Bearers3cret"), None);
+        assert_eq!(bearer_token(b"Bearer "), None);
+        assert_eq!(bearer_token(b"Bear"), None);
+    }
 
     #[test]
     fn counts_and_names_are_checked() {

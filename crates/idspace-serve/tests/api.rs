@@ -94,11 +94,15 @@ fn routes(runtime: &'static str) {
         (anonymous.status, anonymous.code().as_str()),
         (401, "unauthorized")
     );
+    assert_eq!(anonymous.header("www-authenticate"), Some("Bearer"));
     let wrong = client.post("/v1/spaces", "Authorization: Bearer nope\r\n", body);
     assert_eq!(wrong.status, 401);
     let created = client.post("/v1/spaces", "Authorization: Bearer s3cret\r\n", body);
     assert_eq!(created.status, 201, "{}", created.text());
     let again = client.post("/v1/spaces", "Authorization: Bearer s3cret\r\n", body);
+    assert_eq!((again.status, again.code().as_str()), (409, "space_exists"));
+    // The scheme's name is case-insensitive (RFC 9110 11.1).
+    let again = client.post("/v1/spaces", "Authorization: bearer s3cret\r\n", body);
     assert_eq!((again.status, again.code().as_str()), (409, "space_exists"));
     let junk = client.post("/v1/spaces", "Authorization: Bearer s3cret\r\n", "{");
     assert_eq!((junk.status, junk.code().as_str()), (400, "bad_request"));
