@@ -240,6 +240,8 @@ impl Spaces {
         let mut out = String::new();
         for name in names {
             let stats = nodes[name].node.stats();
+            // Escaped: a name holding a quote or a line break keeps to its one line.
+            let name = name.escape_debug();
             let _ = match stats.lease_expires_in {
                 None => writeln!(out, "space \"{name}\": no lease held"),
                 Some(left) if left.is_zero() => {

@@ -252,6 +252,18 @@ fn malformed_requests_get_named_errors() {
         );
         // Still serving.
         assert_eq!(client.get("/api/segment/get/m", "").status, 200);
+        // A name with a quote and a line break keeps to its one line of /healthz.
+        space_at(&url, "m\"\n", 1_000);
+        assert_eq!(client.get("/api/segment/get/m%22%0A", "").status, 200);
+        let health = client.get("/healthz", "").text();
+        assert!(
+            health
+                .lines()
+                .skip(1)
+                .all(|line| line.starts_with("space \"")),
+            "{health}"
+        );
+        assert!(health.contains(r#"space "m\"\n": "#), "{health}");
     });
 }
 
