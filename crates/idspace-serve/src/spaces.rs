@@ -171,11 +171,17 @@ impl Spaces {
         let Some(connected) = store.as_mut() else {
             return Err(ApiError::from(LeaseError::Closed));
         };
-        let result = f(connected);
-        if let Err(LeaseError::StoreUnreachable(_)) = &result {
-            *store = None;
+        match f(connected) {
+            Err(LeaseError::StoreUnreachable(why)) => {
+                *store = None;
+                // Said of the store alone: the lease error's own text ("no leased ID left")
+                // speaks of a node's leases, which this connection does not serve.
+                let mut error = ApiError::from(LeaseError::StoreUnreachable(String::new()));
+                error.message = format!("store unreachable: {why}");
+                Err(error)
+            }
+            result => Ok(result?),
         }
-        Ok(result?)
     }
 
     /// Creates a space.

@@ -179,9 +179,17 @@ fn healthz_fails_once_the_held_leases_expire() {
         let mut node = serve(&url, &["--ttl-ms", "3000"]);
         let mut client = node.client();
         assert_eq!(client.get("/api/segment/get/expiry", "").status, 200);
+        // Connects the node's store connection, which the stop then breaks.
+        assert_eq!(client.get("/healthz", "").status, 200);
         server.stop().expect("stops");
         let health = client.get("/healthz", "");
         assert_eq!(health.status, 200, "{}", health.text());
+        // The reason is the store's, not a lease's: this node has IDs left.
+        assert!(
+            !health.text().contains("no leased ID left"),
+            "{}",
+            health.text()
+        );
         std::thread::sleep(Duration::from_millis(3500));
         let id = client.get("/api/segment/get/expiry", "");
         assert_eq!(id.status, 503, "{}", id.text());
