@@ -145,8 +145,9 @@ impl Spaces {
         let node = builder.start()?;
         if crash_gap > 0 {
             crate::log(&format!(
-                "space \"{space}\": a crashed process of node \"{}\" left leases of {crash_gap} \
+                "space \"{}\": a crashed process of node \"{}\" left leases of {crash_gap} \
                  IDs; at most that many were never issued (gaps)",
+                space.escape_debug(),
                 config.node_id.as_deref().unwrap_or_default()
             ));
         }
@@ -344,6 +345,8 @@ impl Spaces {
         let _starting = lock(&self.starting);
         let nodes = self.nodes.take_all();
         for (name, space) in nodes {
+            // Escaped: a name holding a line break keeps to its one line of the log.
+            let name = name.escape_debug();
             let Ok(space) = Arc::try_unwrap(space) else {
                 crate::log(&format!(
                     "space \"{name}\": still in use at the stop; its leases are left to expire"

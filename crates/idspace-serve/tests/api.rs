@@ -189,7 +189,7 @@ fn malformed_requests_get_named_errors() {
     within(Duration::from_secs(60), || {
         let url = shared_url();
         space_at(&url, "m", 1_000_000);
-        let node = serve(&url, &[]);
+        let mut node = serve(&url, &[]);
         let mut client = node.client();
         let missing = client.get("/nope/../../etc", "");
         assert_eq!(
@@ -264,6 +264,10 @@ fn malformed_requests_get_named_errors() {
             "{health}"
         );
         assert!(health.contains(r#"space "m\"\n": "#), "{health}");
+        // And to its one line of the log at the stop.
+        assert_eq!(node.stop(), Some(0));
+        let line = r#"space "m\"\n": 1 IDs issued"#;
+        assert!(node.logged_within(line, Duration::from_secs(5)), "{line}");
     });
 }
 
