@@ -13,7 +13,9 @@
 //!   unless renewed;
 //! - `GET /metrics`: Prometheus text.
 //!
-//! A space name in a path is percent-decoded and must be UTF-8 of 1 to 200 bytes.
+//! A space name in a path is percent-decoded and must be UTF-8 of 1 to 200 bytes. `HEAD` is
+//! answered where `GET` only reads (`/healthz`, `/metrics`), never on the ID routes; a 405
+//! names the methods a route takes in `Allow`.
 
 use std::borrow::Cow;
 use std::fmt::Write;
@@ -186,6 +188,10 @@ impl Service {
     fn route_now<B>(&self, request: &Request<B>) -> Option<(Route, Result<Answer, ApiError>)> {
         let path = request.uri().path();
         let get = request.method() == Method::GET;
+        // HEAD, which every server must take where it takes GET (RFC 9110 9.1), on the routes
+        // that only read: the answer is GET's without its body (hyper leaves it out). Not on
+        // the ID routes, where a GET takes IDs.
+        let read = get || request.method() == Method::HEAD;
         let wrong = || Err(ApiError::method_not_allowed(request.method().as_str()));
         if let Some((route, space)) = id_route(path) {
             let answer = match route {
@@ -198,9 +204,9 @@ impl Service {
         let answer = match path {
             "/v1/spaces" if request.method() == Method::POST => return None,
             "/v1/spaces" => (Route::CreateSpace, wrong()),
-            "/healthz" if get => return None,
+            "/healthz" if read => return None,
             "/healthz" => (Route::Health, wrong()),
-            "/metrics" if get => (Route::Metrics, Ok(self.render())),
+            "/metrics" if read => (Route::Metrics, Ok(self.render())),
             "/metrics" => (Route::Metrics, wrong()),
             _ => (Route::Other, Err(ApiError::not_found(path))),
         };
@@ -368,14 +374,14 @@ impl Service {
     }
 }
 
-/// The methods `route` answers: `POST` to create a space, `GET` everywhere else.
+/// The methods `route` answers: `POST` to create a space, `GET` and `HEAD` on the routes
+/// that only read, `GET` on the ID routes.
 fn allowed(route: Route) -> HeaderValue {
-    let methods = if matches!(route, Route::CreateSpace) {
-        "POST"
-    } else {
-        "GET"
-    };
-    HeaderValue::from_static(methods)
+    HeaderValue::from_static(match route {
+        Route::CreateSpace => "POST",
+        Route::Health | Route::Metrics => "GET, HEAD",
+        Route::Segment | Route::Ids | Route::Other => "GET",
+    })
 }
 
 /// The ID route of `path` and its space segment (not yet decoded), if it is one. Matched on

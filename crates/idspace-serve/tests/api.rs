@@ -206,7 +206,27 @@ fn malformed_requests_get_named_errors() {
         let method = client.get("/v1/spaces", "");
         assert_eq!((method.status, method.header("allow")), (405, Some("POST")));
         let method = client.post("/healthz", "", "");
-        assert_eq!((method.status, method.header("allow")), (405, Some("GET")));
+        assert_eq!(
+            (method.status, method.header("allow")),
+            (405, Some("GET, HEAD"))
+        );
+        // HEAD where GET only reads: GET's status and headers, no body; not where GET takes
+        // IDs.
+        let head = |path: &str| {
+            let mut stream = TcpStream::connect(node.address).unwrap();
+            let request = format!("HEAD {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+            stream.write_all(request.as_bytes()).unwrap();
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).unwrap();
+            answer
+        };
+        for path in ["/healthz", "/metrics"] {
+            let answer = head(path);
+            assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+            assert!(answer.ends_with("\r\n\r\n"), "{answer}");
+        }
+        let answer = head("/api/segment/get/m");
+        assert!(answer.starts_with("HTTP/1.1 405 "), "{answer}");
         let off = client.post("/v1/spaces", "Authorization: Bearer x\r\n", "{}");
         assert_eq!((off.status, off.code().as_str()), (404, "admin_disabled"));
         let huge = client.get(&format!("/v1/spaces/m/ids?count={}", u128::MAX), "");
