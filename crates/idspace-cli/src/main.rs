@@ -17,7 +17,7 @@
 mod ids;
 mod serve;
 
-use std::io;
+use std::io::{self, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -198,12 +198,14 @@ fn usage(error: &clap::Error) -> ExitCode {
 fn bench(args: BenchArgs) -> ExitCode {
     use idspace_lab as lab;
     let done = if let Some(files) = args.compare {
-        lab::compare(&files[0], &files[1]).map(|text| print!("{text}"))
+        lab::compare(&files[0], &files[1]).and_then(|text| print_out(&text))
     } else if args.list {
-        lab::select(&args.experiments).map(|selected| {
-            for experiment in selected {
-                println!("{:<10} {}", experiment.name(), experiment.about());
-            }
+        lab::select(&args.experiments).and_then(|selected| {
+            let text: String = selected
+                .iter()
+                .map(|experiment| format!("{:<10} {}\n", experiment.name(), experiment.about()))
+                .collect();
+            print_out(&text)
         })
     } else {
         let scale = if args.full {
@@ -219,6 +221,20 @@ fn bench(args: BenchArgs) -> ExitCode {
             eprintln!("idspace bench: {error}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Writes `text` to stdout: an error for a stdout that fails (where `print!` would panic),
+/// nothing for one its reader closed early (`idspace bench --list | head -1`).
+#[cfg(feature = "bench")]
+fn print_out(text: &str) -> Result<(), String> {
+    let mut stdout = io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(error) if error.kind() != io::ErrorKind::BrokenPipe => Err(format!("stdout: {error}")),
+        _ => Ok(()),
     }
 }
 
