@@ -40,7 +40,8 @@ pub fn run(ids: Ids) -> ExitCode {
     match execute(ids) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("idspace ids: {error}");
+            // Not eprintln!, which panics when stderr fails: the status still tells.
+            let _ = writeln!(io::stderr(), "idspace ids: {error}");
             ExitCode::from(1)
         }
     }

@@ -218,7 +218,8 @@ fn bench(args: BenchArgs) -> ExitCode {
     match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("idspace bench: {error}");
+            // Not eprintln!, which panics when stderr fails: the status still tells.
+            let _ = writeln!(io::stderr(), "idspace bench: {error}");
             ExitCode::from(2)
         }
     }
@@ -270,7 +271,8 @@ fn ids(_: IdsArgs) -> ExitCode {
 /// Says that this build lacks `feature`, and how to get it; exit status 2.
 #[cfg(not(all(feature = "bench", feature = "ids", feature = "serve")))]
 pub(crate) fn missing_feature(feature: &str) -> ExitCode {
-    eprintln!(
+    let _ = writeln!(
+        io::stderr(),
         "idspace {feature}: this build lacks the `{feature}` feature; build with the default \
          features, or with `--features {feature}`"
     );
@@ -300,7 +302,7 @@ fn replay(family: Family) -> ExitCode {
             match replay::cid::CidReplay::new(design, usize::from(cpus)) {
                 Ok(mut replayer) => replay::run(&mut replayer, stdin, stdout),
                 Err(error) => {
-                    eprintln!("idspace replay: {error}");
+                    let _ = writeln!(io::stderr(), "idspace replay: {error}");
                     return ExitCode::from(2);
                 }
             }

@@ -106,3 +106,13 @@ fn a_stdout_that_fails_is_named_not_a_panic() {
     );
     assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
 }
+
+#[test]
+fn a_stderr_that_fails_keeps_the_exit_status() {
+    let output = Command::new(env!("CARGO_BIN_EXE_idspace"))
+        .args(["bench", "nosuchexperiment"])
+        .stderr(std::fs::File::create("/dev/full").expect("/dev/full"))
+        .output()
+        .expect("the binary runs");
+    assert_eq!(output.status.code(), Some(2));
+}

@@ -97,6 +97,22 @@ fn named_errors_for_bad_urls_unknown_and_exhausted_spaces() {
         stderr(&bad)
     );
 
+    // The error cannot be told where stderr fails, but the status still says it.
+    let untold = Command::new(env!("CARGO_BIN_EXE_idspace"))
+        .args([
+            "ids",
+            "--url",
+            "postgresql://[::1",
+            "--space",
+            "x",
+            "--count",
+            "1",
+        ])
+        .stderr(std::fs::File::create("/dev/full").expect("/dev/full"))
+        .output()
+        .expect("the binary runs");
+    assert_eq!(untold.status.code(), Some(1));
+
     let server = Throwaway::start(Durability { fsync: false }).expect("PostgreSQL starts");
     let url = server.url();
     let unknown = ids(&["--url", &url, "--space", "nope", "--count", "1"]);
