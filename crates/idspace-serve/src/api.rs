@@ -411,7 +411,13 @@ fn parse_count(query: Option<&str>) -> Result<usize, ApiError> {
     else {
         return Ok(1);
     };
-    match value.parse::<usize>() {
+    // A query's values may be percent-encoded (`count=%31%30` is 10), as a client library
+    // may send them.
+    let decoded = value
+        .contains('%')
+        .then(|| percent_decode(value).ok())
+        .flatten();
+    match decoded.as_deref().unwrap_or(value).parse::<usize>() {
         Ok(count) if (1..=MAX_COUNT).contains(&count) => Ok(count),
         _ => Err(ApiError::bad_count(value)),
     }
@@ -431,7 +437,8 @@ fn decode_space(segment: &str) -> Result<Cow<'_, str>, ApiError> {
     Ok(name)
 }
 
-/// `segment` with its `%XX` escapes decoded; the result must be UTF-8.
+/// `segment` (a path segment or a query value) with its `%XX` escapes decoded; the result
+/// must be UTF-8.
 fn percent_decode(segment: &str) -> Result<String, ApiError> {
     let bytes = segment.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -489,6 +496,14 @@ mod tests {
         assert_eq!(parse_count(None), Ok(1));
         assert_eq!(parse_count(Some("a=1&count=7")), Ok(7));
         assert_eq!(parse_count(Some("count=0")).unwrap_err().code, "bad_count");
+        assert_eq!(parse_count(Some("count=%31%30")), Ok(10));
+        for bad in ["count=%", "count=%3", "count=%FF", "count=%30"] {
+            assert_eq!(
+                parse_count(Some(bad)).unwrap_err().code,
+                "bad_count",
+                "{bad}"
+            );
+        }
         let huge = format!("count={}", MAX_COUNT + 1);
         assert_eq!(parse_count(Some(&huge)).unwrap_err().code, "bad_count");
         assert_eq!(decode_space("a%20b").as_deref(), Ok("a b"));
