@@ -53,7 +53,10 @@ pub fn compare(a: &Path, b: &Path) -> Result<String, String> {
         format!(
             "kernel {}, {} CPUs, {} scale, started {}",
             run["machine"]["kernel"].as_str().unwrap_or("unknown"),
-            run["machine"]["cpus"],
+            // A number, or "unknown" as the other fields say (not JSON's `null`).
+            run["machine"]["cpus"]
+                .as_u64()
+                .map_or_else(|| "unknown".to_string(), |cpus| cpus.to_string()),
             run["scale"].as_str().unwrap_or("unknown"),
             run["machine"]["started"].as_str().unwrap_or("unknown")
         )
@@ -186,6 +189,8 @@ mod tests {
         std::fs::write(&b, run(serde_json::json!(["b"]), serde_json::json!([7.0]))).unwrap();
         let text = compare(&a, &b).unwrap();
         assert!(text.contains("| r | b | 7.00 | 7.00 | 1.00x |"), "{text}");
+        // Without a machine: unknown, as every field says.
+        assert!(text.contains("kernel unknown, unknown CPUs"), "{text}");
         std::fs::remove_file(a).unwrap();
         std::fs::remove_file(b).unwrap();
     }
