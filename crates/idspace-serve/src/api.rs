@@ -252,11 +252,7 @@ impl Service {
             Ok(count) => count,
             Err(error) => return Some(Err(error)),
         };
-        let json = request
-            .headers()
-            .get_all(ACCEPT)
-            .iter()
-            .any(|value| value.to_str().is_ok_and(|v| v.contains("application/json")));
+        let json = request.headers().get_all(ACCEPT).iter().any(accepts_json);
         if count == 1 {
             let mut taken = 0;
             let taken = self.take(space, 1, |id| taken = id)?.map(|()| taken);
@@ -460,6 +456,16 @@ fn percent_decode(segment: &str) -> Result<String, ApiError> {
     String::from_utf8(out).map_err(|_| ApiError::bad_request("the space name is not UTF-8"))
 }
 
+/// Whether an `Accept` value names JSON: media types are case-insensitive (RFC 9110 8.3.1),
+/// so `Application/JSON` counts too.
+fn accepts_json(value: &HeaderValue) -> bool {
+    const JSON: &[u8] = b"application/json";
+    value
+        .as_bytes()
+        .windows(JSON.len())
+        .any(|window| window.eq_ignore_ascii_case(JSON))
+}
+
 /// The token of an `Authorization` value of the Bearer scheme: the scheme's name in any
 /// case, one or more spaces, the token (RFC 9110 11.4, RFC 6750 2.1).
 fn bearer_token(value: &[u8]) -> Option<&[u8]> {
@@ -479,6 +485,15 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_is_named_in_any_case() {
+        let accepts = |value: &'static str| accepts_json(&HeaderValue::from_static(value));
+        assert!(accepts("application/json"));
+        assert!(accepts("text/plain, Application/JSON; charset=utf-8"));
+        assert!(!accepts("text/plain"));
+        assert!(!accepts("*/*"));
+    }
 
     #[test]
     fn bearer_scheme_in_any_case() {
