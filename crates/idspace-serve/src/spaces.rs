@@ -207,9 +207,13 @@ impl Spaces {
             return Err(ApiError::shutting_down());
         }
         let spaces = self.clone();
-        let reached =
-            off_thread(move || spaces.with_store(|store| store.schema_version().map(|_| ())))
-                .await?;
+        // Bounded: a store that accepts but never answers (a frozen server, a partition under
+        // an open connection) must not hold the health check, which has to answer.
+        let reached = off_thread_within(PROBE_WAIT, move || {
+            spaces.with_store(|store| store.schema_version().map(|_| ()))
+        })
+        .await
+        .and_then(|reached| reached);
         let held = {
             let nodes = self.nodes.all();
             nodes.values().any(|space| {
@@ -366,6 +370,53 @@ impl Spaces {
                 )),
             }
         }
+    }
+}
+
+/// How long `/healthz` waits for the store's answer.
+const PROBE_WAIT: Duration = Duration::from_secs(2);
+
+/// [`off_thread`], but `store_unreachable` once `limit` has passed without a result (`f` runs
+/// on meanwhile: a blocked call cannot be taken back). The limit is kept by a thread of its
+/// own, which works on any runtime.
+async fn off_thread_within<T: Send + 'static>(
+    limit: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    // Whoever comes first, the result or the limit, answers.
+    let sender = Arc::new(Mutex::new(Some(sender)));
+    let late = sender.clone();
+    let unreachable = |why: String| ApiError::from(LeaseError::StoreUnreachable(why));
+    std::thread::Builder::new()
+        .name("idspace-serve-store".into())
+        .spawn(move || {
+            let result = f();
+            if let Some(sender) = lock(&sender).take() {
+                let _ = sender.send(Some(result));
+            }
+        })
+        .map_err(|e| unreachable(format!("no thread: {e}")))?;
+    std::thread::Builder::new()
+        .name("idspace-serve-wait".into())
+        .spawn(move || {
+            std::thread::sleep(limit);
+            if let Some(sender) = lock(&late).take() {
+                let _ = sender.send(None);
+            }
+        })
+        .map_err(|e| unreachable(format!("no thread: {e}")))?;
+    match receiver.await {
+        Ok(Some(result)) => Ok(result),
+        Ok(None) => {
+            let mut error = unreachable(String::new());
+            error.message = format!(
+                "store unreachable: no answer within {} s",
+                limit.as_secs_f64()
+            );
+            Err(error)
+        }
+        Err(_) => Err(unreachable("the store thread failed".into())),
     }
 }
 
