@@ -274,6 +274,30 @@ fn an_allocation_fails_rather_than_hangs_on_a_frozen_server() {
     }
 }
 
+/// A listener that accepts connections and never answers (a frozen server, or something
+/// that is not PostgreSQL): connecting fails, naming it, instead of hanging.
+#[test]
+fn connecting_to_a_server_that_never_answers_fails() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let url = format!(
+        "postgresql://u@127.0.0.1:{}/db?connect_timeout=1",
+        silent.local_addr().unwrap().port()
+    );
+    let started = Instant::now();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(idspace_lease::Store::connect(&url).map(|_| ()));
+    });
+    let error = receiver
+        .recv_timeout(Duration::from_secs(20))
+        .expect("an answer, not a hang")
+        .expect_err("no server");
+    assert!(matches!(error, LeaseError::Connection(_)), "{error:?}");
+    assert!(error.to_string().contains("did not answer"), "{error}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    drop(silent);
+}
+
 /// The processes of the throwaway server at `url` (`host=DIR ...`): the postmaster, named in
 /// its pid file, and its children.
 fn server_processes(url: &str) -> Vec<libc::pid_t> {
