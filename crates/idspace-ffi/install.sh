@@ -13,7 +13,9 @@ if [ $# -ne 1 ]; then
   echo "usage: $0 PREFIX" >&2
   exit 2
 fi
-prefix=$1
+# Absolute, so that idspace.pc's paths (and the library's rpath) hold from any directory.
+mkdir -p "$1"
+prefix=$(cd "$1" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 if [ -z "${IDSPACE_LIB_DIR:-}" ]; then
   cargo build --release -p idspace-ffi --manifest-path "$here/Cargo.toml"

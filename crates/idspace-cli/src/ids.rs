@@ -40,7 +40,8 @@ pub fn run(ids: Ids) -> ExitCode {
     match execute(ids) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("idspace ids: {error}");
+            // Not eprintln!, which panics when stderr fails: the status still tells.
+            let _ = writeln!(io::stderr(), "idspace ids: {error}");
             ExitCode::from(1)
         }
     }
@@ -65,7 +66,10 @@ fn execute(ids: Ids) -> Result<(), String> {
         .start()
         .map_err(|e| e.to_string())?;
     let threads = ids.threads.max(1) as u64;
-    let stdout = Mutex::new(io::stdout());
+    let stdout = Mutex::new(Output {
+        out: io::stdout(),
+        error: None,
+    });
     let failed: Mutex<Option<LeaseError>> = Mutex::new(None);
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
@@ -105,21 +109,39 @@ fn execute(ids: Ids) -> Result<(), String> {
             });
         }
     });
-    let mut out = stdout.into_inner().unwrap_or_else(|p| p.into_inner());
-    let flushed = out.flush();
+    let Output { mut out, error } = stdout.into_inner().unwrap_or_else(|p| p.into_inner());
+    let flushed = match error {
+        Some(error) => Err(error),
+        None => out.flush(),
+    };
     if let Some(error) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(error.to_string());
     }
-    flushed.map_err(|e| format!("stdout: {e}"))
+    match flushed {
+        // The reader closed its end (`idspace ids … | head -1`): it has all it wanted.
+        Err(error) if error.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        flushed => flushed.map_err(|e| format!("stdout: {e}")),
+    }
 }
 
-/// Writes a batch of lines; a closed stdout stops every thread.
-fn write(stdout: &Mutex<io::Stdout>, text: &str, stop: &AtomicBool) {
+/// Stdout, and the first error writing to it.
+struct Output {
+    out: io::Stdout,
+    error: Option<io::Error>,
+}
+
+/// Writes a batch of lines; a failed stdout stops every thread, and its error is kept for the
+/// exit status (a full disk must not look like IDs written).
+fn write(stdout: &Mutex<Output>, text: &str, stop: &AtomicBool) {
     if text.is_empty() {
         return;
     }
-    let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
-    if out.write_all(text.as_bytes()).is_err() {
+    let mut output = stdout.lock().unwrap_or_else(|p| p.into_inner());
+    if output.error.is_some() {
+        return;
+    }
+    if let Err(error) = output.out.write_all(text.as_bytes()) {
+        output.error = Some(error);
         stop.store(true, Ordering::Relaxed);
     }
 }

@@ -17,7 +17,7 @@
 mod ids;
 mod serve;
 
-use std::io;
+use std::io::{self, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -198,12 +198,14 @@ fn usage(error: &clap::Error) -> ExitCode {
 fn bench(args: BenchArgs) -> ExitCode {
     use idspace_lab as lab;
     let done = if let Some(files) = args.compare {
-        lab::compare(&files[0], &files[1]).map(|text| print!("{text}"))
+        lab::compare(&files[0], &files[1]).and_then(|text| print_out(&text))
     } else if args.list {
-        lab::select(&args.experiments).map(|selected| {
-            for experiment in selected {
-                println!("{:<10} {}", experiment.name(), experiment.about());
-            }
+        lab::select(&args.experiments).and_then(|selected| {
+            let text: String = selected
+                .iter()
+                .map(|experiment| format!("{:<10} {}\n", experiment.name(), experiment.about()))
+                .collect();
+            print_out(&text)
         })
     } else {
         let scale = if args.full {
@@ -216,9 +218,24 @@ fn bench(args: BenchArgs) -> ExitCode {
     match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("idspace bench: {error}");
+            // Not eprintln!, which panics when stderr fails: the status still tells.
+            let _ = writeln!(io::stderr(), "idspace bench: {error}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Writes `text` to stdout: an error for a stdout that fails (where `print!` would panic),
+/// nothing for one its reader closed early (`idspace bench --list | head -1`).
+#[cfg(feature = "bench")]
+fn print_out(text: &str) -> Result<(), String> {
+    let mut stdout = io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(error) if error.kind() != io::ErrorKind::BrokenPipe => Err(format!("stdout: {error}")),
+        _ => Ok(()),
     }
 }
 
@@ -254,7 +271,8 @@ fn ids(_: IdsArgs) -> ExitCode {
 /// Says that this build lacks `feature`, and how to get it; exit status 2.
 #[cfg(not(all(feature = "bench", feature = "ids", feature = "serve")))]
 pub(crate) fn missing_feature(feature: &str) -> ExitCode {
-    eprintln!(
+    let _ = writeln!(
+        io::stderr(),
         "idspace {feature}: this build lacks the `{feature}` feature; build with the default \
          features, or with `--features {feature}`"
     );
@@ -284,7 +302,7 @@ fn replay(family: Family) -> ExitCode {
             match replay::cid::CidReplay::new(design, usize::from(cpus)) {
                 Ok(mut replayer) => replay::run(&mut replayer, stdin, stdout),
                 Err(error) => {
-                    eprintln!("idspace replay: {error}");
+                    let _ = writeln!(io::stderr(), "idspace replay: {error}");
                     return ExitCode::from(2);
                 }
             }

@@ -90,3 +90,29 @@ fn an_out_dir_below_a_file_fails_before_any_experiment() {
     assert!(message.contains("cannot create"), "{message}");
     assert!(!message.contains("== cid"), "{message}");
 }
+
+#[test]
+fn a_stdout_that_fails_is_named_not_a_panic() {
+    let output = Command::new(env!("CARGO_BIN_EXE_idspace"))
+        .args(["bench", "--list"])
+        .stdout(std::fs::File::create("/dev/full").expect("/dev/full"))
+        .output()
+        .expect("the binary runs");
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("idspace bench: stdout: No space left on device"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+}
+
+#[test]
+fn a_stderr_that_fails_keeps_the_exit_status() {
+    let output = Command::new(env!("CARGO_BIN_EXE_idspace"))
+        .args(["bench", "nosuchexperiment"])
+        .stderr(std::fs::File::create("/dev/full").expect("/dev/full"))
+        .output()
+        .expect("the binary runs");
+    assert_eq!(output.status.code(), Some(2));
+}

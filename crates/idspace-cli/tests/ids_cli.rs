@@ -97,6 +97,22 @@ fn named_errors_for_bad_urls_unknown_and_exhausted_spaces() {
         stderr(&bad)
     );
 
+    // The error cannot be told where stderr fails, but the status still says it.
+    let untold = Command::new(env!("CARGO_BIN_EXE_idspace"))
+        .args([
+            "ids",
+            "--url",
+            "postgresql://[::1",
+            "--space",
+            "x",
+            "--count",
+            "1",
+        ])
+        .stderr(std::fs::File::create("/dev/full").expect("/dev/full"))
+        .output()
+        .expect("the binary runs");
+    assert_eq!(untold.status.code(), Some(1));
+
     let server = Throwaway::start(Durability { fsync: false }).expect("PostgreSQL starts");
     let url = server.url();
     let unknown = ids(&["--url", &url, "--space", "nope", "--count", "1"]);
@@ -150,6 +166,30 @@ fn named_errors_for_bad_urls_unknown_and_exhausted_spaces() {
     // part of a sub-range behind on the other one).
     assert!(!got.is_empty() && got.len() <= 100, "{}", got.len());
     assert!(got.iter().all(|&id| (1..=100).contains(&id)));
+
+    // Stdout that cannot be written (a full disk) is an error, not IDs written.
+    let created = ids(&[
+        "--url",
+        &url,
+        "--create-space",
+        "full",
+        "--min",
+        "1",
+        "--max",
+        "1000",
+    ]);
+    assert!(created.status.success(), "{}", stderr(&created));
+    let full = Command::new(env!("CARGO_BIN_EXE_idspace"))
+        .args(["ids", "--url", &url, "--space", "full", "--count", "5"])
+        .stdout(std::fs::File::create("/dev/full").expect("/dev/full"))
+        .output()
+        .expect("the binary runs");
+    assert_eq!(full.status.code(), Some(1), "{}", stderr(&full));
+    assert!(
+        stderr(&full).contains("stdout: No space left on device"),
+        "{}",
+        stderr(&full)
+    );
 }
 
 /// The server's URL as `role`, with `password` if any.

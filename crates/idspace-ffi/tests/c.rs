@@ -268,18 +268,23 @@ fn the_readme_example_builds_with_pkg_config_after_install() {
         loud_skip("the README's pkg-config example: pkg-config is not installed");
         return;
     }
+    // A prefix given relative to the installer's directory, used from another one: the
+    // installed paths are absolute.
     let prefix = scratch().join("prefix");
     run(Command::new(crate_dir().join("install.sh"))
-        .arg(&prefix)
+        .arg("prefix")
+        .current_dir(scratch())
         .env("IDSPACE_LIB_DIR", deps_dir()));
-    std::fs::write(scratch().join("example.c"), readme_example()).expect("write the example");
+    let build = scratch().join("build");
+    std::fs::create_dir_all(&build).expect("a build directory");
+    std::fs::write(build.join("example.c"), readme_example()).expect("write the example");
     // Exactly the README's command, through a shell, with the prefix's pkgconfig dir.
     run(Command::new("sh")
         .arg("-c")
         .arg("cc example.c $(pkg-config --cflags --libs idspace)")
-        .current_dir(scratch())
+        .current_dir(&build)
         .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig")));
-    let output = run(&mut Command::new(scratch().join("a.out")));
+    let output = run(&mut Command::new(build.join("a.out")));
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("owner 1, id 0 -> 42"), "{stdout}");
     assert!(stdout.contains("not a live handle"), "{stdout}");

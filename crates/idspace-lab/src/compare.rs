@@ -53,7 +53,10 @@ pub fn compare(a: &Path, b: &Path) -> Result<String, String> {
         format!(
             "kernel {}, {} CPUs, {} scale, started {}",
             run["machine"]["kernel"].as_str().unwrap_or("unknown"),
-            run["machine"]["cpus"],
+            // A number, or "unknown" as the other fields say (not JSON's `null`).
+            run["machine"]["cpus"]
+                .as_u64()
+                .map_or_else(|| "unknown".to_string(), |cpus| cpus.to_string()),
             run["scale"].as_str().unwrap_or("unknown"),
             run["machine"]["started"].as_str().unwrap_or("unknown")
         )
@@ -67,16 +70,19 @@ pub fn compare(a: &Path, b: &Path) -> Result<String, String> {
         let name = section["name"].as_str().unwrap_or("");
         for table in section["tables"].as_array().into_iter().flatten() {
             let id = table["id"].as_str().unwrap_or("");
-            let columns: Vec<&str> = table["columns"]
+            // Each name keeps its position: the values are matched to columns by it, also
+            // when a column of a damaged file has no name.
+            let columns: Vec<(usize, &str)> = table["columns"]
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter_map(Value::as_str)
+                .enumerate()
+                .filter_map(|(index, column)| Some((index, column.as_str()?)))
                 .collect();
             let mut lines = Vec::new();
             for row in table["rows"].as_array().into_iter().flatten() {
                 let label = row["label"].as_str().unwrap_or("");
-                for (index, column) in columns.iter().enumerate() {
+                for &(index, column) in &columns {
                     let Some(value_a) = row["values"].get(index).and_then(Value::as_f64) else {
                         continue;
                     };
@@ -155,6 +161,36 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("only here"), "{text}");
+        std::fs::remove_file(a).unwrap();
+        std::fs::remove_file(b).unwrap();
+    }
+
+    #[test]
+    fn a_column_without_a_name_shifts_no_value() {
+        let path = |name: &str| {
+            std::env::temp_dir().join(format!(
+                "idspace-compare-{}-{name}.json",
+                std::process::id()
+            ))
+        };
+        let run = |columns: serde_json::Value, values: serde_json::Value| {
+            serde_json::json!({"experiments": [{"name": "e", "tables": [{
+                "id": "t", "unit": "ms", "columns": columns,
+                "rows": [{"label": "r", "values": values}]
+            }]}]})
+            .to_string()
+        };
+        let (a, b) = (path("unnamed-a"), path("unnamed-b"));
+        std::fs::write(
+            &a,
+            run(serde_json::json!([1, "b"]), serde_json::json!([5.0, 7.0])),
+        )
+        .unwrap();
+        std::fs::write(&b, run(serde_json::json!(["b"]), serde_json::json!([7.0]))).unwrap();
+        let text = compare(&a, &b).unwrap();
+        assert!(text.contains("| r | b | 7.00 | 7.00 | 1.00x |"), "{text}");
+        // Without a machine: unknown, as every field says.
+        assert!(text.contains("kernel unknown, unknown CPUs"), "{text}");
         std::fs::remove_file(a).unwrap();
         std::fs::remove_file(b).unwrap();
     }

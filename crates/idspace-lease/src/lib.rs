@@ -79,7 +79,11 @@
 //! Allocation goes on from the leases held (the current and the prefetched one) until their
 //! IDs run out or their deadline passes; then it fails with [`LeaseError::StoreUnreachable`],
 //! never with a duplicate. The background thread reconnects, with a back-off of at most
-//! 200 ms, and allocation resumes once a lease is granted.
+//! 200 ms, and allocation resumes once a lease is granted. A server that accepts and never
+//! answers (frozen, or cut off under an open connection) counts as down too: an allocation
+//! that needs the store (a lease fetched, a renewal confirmed) waits at most 5 s for it, and
+//! a connection waits for the server's answer at most 5 s past its socket's connect timeout
+//! (`connect_timeout` in the URL, 3 s by default).
 //!
 //! # Graceful stops and crashes
 //!

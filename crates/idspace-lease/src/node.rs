@@ -23,6 +23,40 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The most worker slots a node has.
 pub const MAX_CPUS: usize = 4096;
 
+/// The longest an allocation waits for the background thread's round trip to the store (a
+/// lease fetched, a renewal confirmed) before it fails with [`LeaseError::StoreUnreachable`]:
+/// a server that accepts and never answers (frozen, or cut off under an open connection)
+/// must fail the caller, as a server that is down does, not hang it.
+const STORE_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits on `done` until `waiting` turns false, at most [`STORE_WAIT`]: the guard, and
+/// whether the wait ran out with `waiting` still true.
+fn wait_for_store<'a>(
+    done: &Condvar,
+    mut state: MutexGuard<'a, State>,
+    mut waiting: impl FnMut(&State) -> bool,
+) -> (MutexGuard<'a, State>, bool) {
+    let since = Instant::now();
+    while waiting(&state) {
+        let left = STORE_WAIT.saturating_sub(since.elapsed());
+        if left.is_zero() {
+            return (state, true);
+        }
+        state = done
+            .wait_timeout(state, left)
+            .map_or_else(|poisoned| poisoned.into_inner().0, |(state, _)| state);
+    }
+    (state, false)
+}
+
+/// The error of an allocation whose wait for the store ran out.
+fn no_answer() -> LeaseError {
+    LeaseError::StoreUnreachable(format!(
+        "no answer from the store within {} s",
+        STORE_WAIT.as_secs()
+    ))
+}
+
 /// The largest lease of a cyclic space (its bitmap of freed IDs is 2 MiB).
 pub const CYCLIC_MAX_STEP: u64 = 1 << 24;
 
@@ -370,14 +404,14 @@ impl RangeSource for Leases {
             let attempt = state.fetches;
             state.want_next = true;
             shared.wake.notify_one();
-            while state.fetches == attempt
-                && state.next.is_none()
-                && !shared.closed.load(Ordering::Relaxed)
-            {
-                state = shared
-                    .done
-                    .wait(state)
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let (guard, ran_out) = wait_for_store(&shared.done, state, |state| {
+                state.fetches == attempt
+                    && state.next.is_none()
+                    && !shared.closed.load(Ordering::Relaxed)
+            });
+            state = guard;
+            if ran_out {
+                return Err(no_answer());
             }
             if state.next.is_none() {
                 if let Some(error) = state.last_error.clone() {
@@ -418,11 +452,12 @@ impl RangeSource for Leases {
         let attempt = state.renewals;
         state.renew_now = true;
         shared.wake.notify_one();
-        while state.renewals == attempt && !shared.closed.load(Ordering::Relaxed) {
-            state = shared
-                .done
-                .wait(state)
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (state, ran_out) = wait_for_store(&shared.done, state, |state| {
+            state.renewals == attempt && !shared.closed.load(Ordering::Relaxed)
+        });
+        if ran_out {
+            // Nothing is served from the lease: the store has not confirmed it.
+            return Err(no_answer());
         }
         if lease.fenced.load(Ordering::Acquire) {
             return Ok(false);

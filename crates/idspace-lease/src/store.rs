@@ -74,6 +74,10 @@ pub struct Grant {
     pub last: u64,
 }
 
+/// The longest a connection waits, once its socket is connected, for the server's handshake
+/// and the schema's migration.
+const HANDSHAKE_WAIT: Duration = Duration::from_secs(5);
+
 /// Parses a connection URL (`postgresql://…` or `key=value …`) into a client configuration.
 pub fn parse_url(url: &str) -> Result<Config, LeaseError> {
     let mut config = Config::from_str(url).map_err(|e| LeaseError::BadUrl(e.to_string()))?;
@@ -216,10 +220,37 @@ impl Store {
     /// [`LeaseError::Authentication`] if the server refuses the credentials,
     /// [`LeaseError::Connection`] if no connection can be made.
     pub fn connect_with(config: &Config) -> Result<Store, LeaseError> {
-        let client = config.connect(NoTls).map_err(connect_error)?;
-        let mut store = Store { client };
-        store.migrate()?;
-        Ok(store)
+        // The client's connect timeout bounds the socket's connect only: a server that accepts
+        // and never answers (frozen, or a listener that is not PostgreSQL) would hold the
+        // handshake forever. So the handshake and the migration run on a thread of their own,
+        // waited for as long as the socket connects may take, plus HANDSHAKE_WAIT; a thread
+        // left waiting ends with the connection.
+        let hosts = u32::try_from(config.get_hosts().len().max(1)).unwrap_or(u32::MAX);
+        let wait = config
+            .get_connect_timeout()
+            .map_or(Duration::ZERO, |each| each.saturating_mul(hosts))
+            .saturating_add(HANDSHAKE_WAIT);
+        let config = config.clone();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("idspace-connect".into())
+            .spawn(move || {
+                let connected = config
+                    .connect(NoTls)
+                    .map_err(connect_error)
+                    .and_then(|client| {
+                        let mut store = Store { client };
+                        store.migrate().map(|()| store)
+                    });
+                let _ = sender.send(connected);
+            })
+            .map_err(|e| LeaseError::Connection(format!("no thread to connect on: {e}")))?;
+        receiver.recv_timeout(wait).unwrap_or_else(|_| {
+            Err(LeaseError::Connection(format!(
+                "the server did not answer within {} s",
+                wait.as_secs()
+            )))
+        })
     }
 
     /// Runs `f` in a transaction of several statements, retrying on serialisation failures

@@ -235,3 +235,103 @@ fn postgres_stopped_and_restarted_mid_run() {
     let note = format!(" ({held_while_down} from leases held while down)");
     assert_unique(&server, "outage", &ids, &note);
 }
+
+/// PostgreSQL frozen (SIGSTOP: connections accepted, never answered): once the lease's
+/// deadline has passed, an allocation fails with `StoreUnreachable` after its bounded wait
+/// for a renewal instead of hanging, and succeeds again once the server runs.
+#[test]
+fn an_allocation_fails_rather_than_hangs_on_a_frozen_server() {
+    let server = server();
+    space(&server, "frozen", 1, u64::from(u32::MAX), false);
+    let node = Node::builder(&server.url(), "frozen")
+        .ttl(Duration::from_millis(300))
+        .start()
+        .expect("node");
+    node.next_id().expect("id");
+    let frozen = server_processes(&server.url());
+    signal_all(&frozen, libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(400));
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        scope.spawn(|| sender.send(node.next_id()));
+        let answer = receiver.recv_timeout(Duration::from_secs(15));
+        let waited = started.elapsed();
+        signal_all(&frozen, libc::SIGCONT);
+        let error = answer
+            .expect("an answer, not a hang")
+            .expect_err("no renewal");
+        assert!(
+            matches!(error, LeaseError::StoreUnreachable(_)),
+            "{error:?}"
+        );
+        assert!(waited < Duration::from_secs(10), "{waited:?}");
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while node.next_id().is_err() {
+        assert!(Instant::now() < deadline, "the node serves again");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A listener that accepts connections and never answers (a frozen server, or something
+/// that is not PostgreSQL): connecting fails, naming it, instead of hanging.
+#[test]
+fn connecting_to_a_server_that_never_answers_fails() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let url = format!(
+        "postgresql://u@127.0.0.1:{}/db?connect_timeout=1",
+        silent.local_addr().unwrap().port()
+    );
+    let started = Instant::now();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(idspace_lease::Store::connect(&url).map(|_| ()));
+    });
+    let error = receiver
+        .recv_timeout(Duration::from_secs(20))
+        .expect("an answer, not a hang")
+        .expect_err("no server");
+    assert!(matches!(error, LeaseError::Connection(_)), "{error:?}");
+    assert!(error.to_string().contains("did not answer"), "{error}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    drop(silent);
+}
+
+/// The processes of the throwaway server at `url` (`host=DIR ...`): the postmaster, named in
+/// its pid file, and its children.
+fn server_processes(url: &str) -> Vec<libc::pid_t> {
+    let dir = url
+        .split_whitespace()
+        .find_map(|pair| pair.strip_prefix("host="))
+        .expect("a host directory");
+    let pid_file = std::fs::read_to_string(format!("{dir}/data/postmaster.pid")).unwrap();
+    let postmaster: libc::pid_t = pid_file.lines().next().unwrap().trim().parse().unwrap();
+    let mut pids = vec![postmaster];
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // The fields after the command's closing parenthesis: state, then the parent's PID.
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|ppid| ppid.parse::<libc::pid_t>().ok());
+        if parent == Some(postmaster) {
+            pids.extend(
+                entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|pid| pid.parse::<libc::pid_t>().ok()),
+            );
+        }
+    }
+    pids
+}
+
+fn signal_all(pids: &[libc::pid_t], signal: libc::c_int) {
+    for &pid in pids {
+        // SAFETY: kill with a PID of the test's own server and a valid signal.
+        unsafe { libc::kill(pid, signal) };
+    }
+}

@@ -13,7 +13,9 @@
 //!   unless renewed;
 //! - `GET /metrics`: Prometheus text.
 //!
-//! A space name in a path is percent-decoded and must be UTF-8 of 1 to 200 bytes.
+//! A space name in a path is percent-decoded and must be UTF-8 of 1 to 200 bytes. `HEAD` is
+//! answered where `GET` only reads (`/healthz`, `/metrics`), never on the ID routes; a 405
+//! names the methods a route takes in `Allow`.
 
 use std::borrow::Cow;
 use std::fmt::Write;
@@ -23,7 +25,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Body;
-use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+use hyper::header::{
+    HeaderValue, ACCEPT, ALLOW, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE,
+};
 use hyper::{Method, Request, Response, StatusCode};
 use serde::Deserialize;
 
@@ -168,6 +172,14 @@ impl Service {
         if let Some(seconds) = retry_after {
             headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
         }
+        if answer.status == 405 {
+            // RFC 9110 15.5.6: a 405 names the methods the route answers.
+            headers.insert(ALLOW, allowed(route));
+        }
+        if answer.status == 401 {
+            // RFC 9110 11.6.1: a 401 names the scheme that would be accepted.
+            headers.insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
         response
     }
 
@@ -176,6 +188,10 @@ impl Service {
     fn route_now<B>(&self, request: &Request<B>) -> Option<(Route, Result<Answer, ApiError>)> {
         let path = request.uri().path();
         let get = request.method() == Method::GET;
+        // HEAD, which every server must take where it takes GET (RFC 9110 9.1), on the routes
+        // that only read: the answer is GET's without its body (hyper leaves it out). Not on
+        // the ID routes, where a GET takes IDs.
+        let read = get || request.method() == Method::HEAD;
         let wrong = || Err(ApiError::method_not_allowed(request.method().as_str()));
         if let Some((route, space)) = id_route(path) {
             let answer = match route {
@@ -188,9 +204,9 @@ impl Service {
         let answer = match path {
             "/v1/spaces" if request.method() == Method::POST => return None,
             "/v1/spaces" => (Route::CreateSpace, wrong()),
-            "/healthz" if get => return None,
+            "/healthz" if read => return None,
             "/healthz" => (Route::Health, wrong()),
-            "/metrics" if get => (Route::Metrics, Ok(self.render())),
+            "/metrics" if read => (Route::Metrics, Ok(self.render())),
             "/metrics" => (Route::Metrics, wrong()),
             _ => (Route::Other, Err(ApiError::not_found(path))),
         };
@@ -236,11 +252,7 @@ impl Service {
             Ok(count) => count,
             Err(error) => return Some(Err(error)),
         };
-        let json = request
-            .headers()
-            .get_all(ACCEPT)
-            .iter()
-            .any(|value| value.to_str().is_ok_and(|v| v.contains("application/json")));
+        let json = request.headers().get_all(ACCEPT).iter().any(accepts_json);
         if count == 1 {
             let mut taken = 0;
             let taken = self.take(space, 1, |id| taken = id)?.map(|()| taken);
@@ -308,7 +320,7 @@ impl Service {
         let given = request
             .headers()
             .get(AUTHORIZATION)
-            .and_then(|value| value.as_bytes().strip_prefix(b"Bearer "))
+            .and_then(|value| bearer_token(value.as_bytes()))
             .unwrap_or_default();
         if !same(given, token.as_bytes()) {
             return Err(ApiError::unauthorized());
@@ -358,6 +370,16 @@ impl Service {
     }
 }
 
+/// The methods `route` answers: `POST` to create a space, `GET` and `HEAD` on the routes
+/// that only read, `GET` on the ID routes.
+fn allowed(route: Route) -> HeaderValue {
+    HeaderValue::from_static(match route {
+        Route::CreateSpace => "POST",
+        Route::Health | Route::Metrics => "GET, HEAD",
+        Route::Segment | Route::Ids | Route::Other => "GET",
+    })
+}
+
 /// The ID route of `path` and its space segment (not yet decoded), if it is one. Matched on
 /// the path as it is, without copying or splitting it: a space is one segment, so a `/` in the
 /// rest matches no route.
@@ -385,7 +407,13 @@ fn parse_count(query: Option<&str>) -> Result<usize, ApiError> {
     else {
         return Ok(1);
     };
-    match value.parse::<usize>() {
+    // A query's values may be percent-encoded (`count=%31%30` is 10), as a client library
+    // may send them.
+    let decoded = value
+        .contains('%')
+        .then(|| percent_decode(value).ok())
+        .flatten();
+    match decoded.as_deref().unwrap_or(value).parse::<usize>() {
         Ok(count) if (1..=MAX_COUNT).contains(&count) => Ok(count),
         _ => Err(ApiError::bad_count(value)),
     }
@@ -405,7 +433,8 @@ fn decode_space(segment: &str) -> Result<Cow<'_, str>, ApiError> {
     Ok(name)
 }
 
-/// `segment` with its `%XX` escapes decoded; the result must be UTF-8.
+/// `segment` (a path segment or a query value) with its `%XX` escapes decoded; the result
+/// must be UTF-8.
 fn percent_decode(segment: &str) -> Result<String, ApiError> {
     let bytes = segment.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -427,6 +456,27 @@ fn percent_decode(segment: &str) -> Result<String, ApiError> {
     String::from_utf8(out).map_err(|_| ApiError::bad_request("the space name is not UTF-8"))
 }
 
+/// Whether an `Accept` value names JSON: media types are case-insensitive (RFC 9110 8.3.1),
+/// so `Application/JSON` counts too.
+fn accepts_json(value: &HeaderValue) -> bool {
+    const JSON: &[u8] = b"application/json";
+    value
+        .as_bytes()
+        .windows(JSON.len())
+        .any(|window| window.eq_ignore_ascii_case(JSON))
+}
+
+/// The token of an `Authorization` value of the Bearer scheme: the scheme's name in any
+/// case, one or more spaces, the token (RFC 9110 11.4, RFC 6750 2.1).
+fn bearer_token(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, rest) = value.split_at_checked(b"Bearer ".len())?;
+    if !scheme.eq_ignore_ascii_case(b"Bearer ") {
+        return None;
+    }
+    let start = rest.iter().position(|&b| b != b' ')?;
+    Some(&rest[start..])
+}
+
 /// Compares two tokens in time independent of where they differ.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -437,10 +487,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn json_is_named_in_any_case() {
+        let accepts = |value: &'static str| accepts_json(&HeaderValue::from_static(value));
+        assert!(accepts("application/json"));
+        assert!(accepts("text/plain, Application/JSON; charset=utf-8"));
+        assert!(!accepts("text/plain"));
+        assert!(!accepts("*/*"));
+    }
+
+    #[test]
+    fn bearer_scheme_in_any_case() {
+        assert_eq!(bearer_token(b"Bearer s3cret"), Some(&b"s3cret"[..]));
+        assert_eq!(bearer_token(b"bearer s3cret"), Some(&b"s3cret"[..]));
+        assert_eq!(bearer_token(b"BEARER  s3cret"), Some(&b"s3cret"[..]));
+        assert_eq!(bearer_token(b"Basic s3cret"), None);
+        assert_eq!(bearer_token(b"Bearers3cret"), None);
+        assert_eq!(bearer_token(b"Bearer "), None);
+        assert_eq!(bearer_token(b"Bear"), None);
+    }
+
+    #[test]
     fn counts_and_names_are_checked() {
         assert_eq!(parse_count(None), Ok(1));
         assert_eq!(parse_count(Some("a=1&count=7")), Ok(7));
         assert_eq!(parse_count(Some("count=0")).unwrap_err().code, "bad_count");
+        assert_eq!(parse_count(Some("count=%31%30")), Ok(10));
+        for bad in ["count=%", "count=%3", "count=%FF", "count=%30"] {
+            assert_eq!(
+                parse_count(Some(bad)).unwrap_err().code,
+                "bad_count",
+                "{bad}"
+            );
+        }
         let huge = format!("count={}", MAX_COUNT + 1);
         assert_eq!(parse_count(Some(&huge)).unwrap_err().code, "bad_count");
         assert_eq!(decode_space("a%20b").as_deref(), Ok("a b"));

@@ -86,7 +86,7 @@ pub struct Args {
     /// This node's stable identity: a graceful stop parks the unused tails of its leases for
     /// the next start of the same identity, which also counts what a crash left. Unique among
     /// running nodes (default: host name and process ID, so nothing is resumed).
-    #[arg(long)]
+    #[arg(long, value_parser = node_id)]
     pub node_id: Option<String>,
     /// A file whose content (trimmed) is the bearer token of the admin routes; without it,
     /// they are off.
@@ -98,4 +98,39 @@ pub struct Args {
     /// The smallest lease, in IDs (it adapts up to 2^20 as the rate grows).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=i64::MAX as u64))]
     pub step: u64,
+}
+
+/// A `--node-id`: any text but an empty or blank one, which names no node (every node started
+/// with it would share one identity).
+fn node_id(value: &str) -> Result<String, String> {
+    if value.trim().is_empty() {
+        return Err("a node's identity must not be empty".into());
+    }
+    Ok(value.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Args;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: Args,
+    }
+
+    #[test]
+    fn a_blank_node_id_is_refused() {
+        let parse = |id: &str| Cli::try_parse_from(["serve", "--url", "u", "--node-id", id]);
+        assert_eq!(
+            parse("web-1").unwrap().serve.node_id.as_deref(),
+            Some("web-1")
+        );
+        for blank in ["", "  "] {
+            let error = parse(blank).err().expect("refused");
+            assert!(error.to_string().contains("must not be empty"), "{error}");
+        }
+    }
 }

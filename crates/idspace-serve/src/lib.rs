@@ -134,6 +134,26 @@ pub struct Running {
     service: Arc<Service>,
 }
 
+/// The token of `--admin-token-file`: the file's content, trimmed; refused if empty, or if it
+/// holds a control character (a second line, say), which no request header can carry, so no
+/// client could ever present it.
+fn admin_token(path: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--admin-token-file {}: {e}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(format!("--admin-token-file {}: empty", path.display()));
+    }
+    if token.chars().any(char::is_control) {
+        return Err(format!(
+            "--admin-token-file {}: the token holds a control character (a line break?), \
+             which no request header can carry",
+            path.display()
+        ));
+    }
+    Ok(token.to_string())
+}
+
 /// Starts the service `args` describe: checks the store, binds, and serves on a thread of its
 /// own until [`Running::stop`].
 ///
@@ -153,18 +173,11 @@ pub struct Running {
 /// # Ok::<(), String>(())
 /// ```
 pub fn start(args: &Args) -> Result<Running, String> {
-    let admin_token = match &args.admin_token_file {
-        None => None,
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("--admin-token-file {}: {e}", path.display()))?;
-            let token = text.trim().to_string();
-            if token.is_empty() {
-                return Err(format!("--admin-token-file {}: empty", path.display()));
-            }
-            Some(token)
-        }
-    };
+    let admin_token = args
+        .admin_token_file
+        .as_deref()
+        .map(admin_token)
+        .transpose()?;
     // Fail now on a bad URL or an unreachable store, not at the first request.
     idspace_lease::Store::connect(&args.url).map_err(|e| e.to_string())?;
     let workers = args
@@ -232,5 +245,26 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::admin_token;
+
+    #[test]
+    fn an_admin_token_a_header_cannot_carry_is_refused() {
+        let path = std::env::temp_dir().join(format!("idspace-token-{}", std::process::id()));
+        let token = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            admin_token(&path)
+        };
+        assert_eq!(token("  s3cret\n"), Ok("s3cret".to_string()));
+        assert!(token(" \n").unwrap_err().ends_with(": empty"));
+        for bad in ["s3cret\nsecond line", "a\u{1}b"] {
+            let error = token(bad).unwrap_err();
+            assert!(error.contains("control character"), "{error}");
+        }
+        std::fs::remove_file(&path).unwrap();
     }
 }

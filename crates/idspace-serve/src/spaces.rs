@@ -145,8 +145,9 @@ impl Spaces {
         let node = builder.start()?;
         if crash_gap > 0 {
             crate::log(&format!(
-                "space \"{space}\": a crashed process of node \"{}\" left leases of {crash_gap} \
+                "space \"{}\": a crashed process of node \"{}\" left leases of {crash_gap} \
                  IDs; at most that many were never issued (gaps)",
+                space.escape_debug(),
                 config.node_id.as_deref().unwrap_or_default()
             ));
         }
@@ -171,11 +172,17 @@ impl Spaces {
         let Some(connected) = store.as_mut() else {
             return Err(ApiError::from(LeaseError::Closed));
         };
-        let result = f(connected);
-        if let Err(LeaseError::StoreUnreachable(_)) = &result {
-            *store = None;
+        match f(connected) {
+            Err(LeaseError::StoreUnreachable(why)) => {
+                *store = None;
+                // Said of the store alone: the lease error's own text ("no leased ID left")
+                // speaks of a node's leases, which this connection does not serve.
+                let mut error = ApiError::from(LeaseError::StoreUnreachable(String::new()));
+                error.message = format!("store unreachable: {why}");
+                Err(error)
+            }
+            result => Ok(result?),
         }
-        Ok(result?)
     }
 
     /// Creates a space.
@@ -191,23 +198,30 @@ impl Spaces {
             .await?
     }
 
-    /// `Ok(reason)` while the node can serve (the store answers, or a lease held has IDs
-    /// left), else the store's error; either way followed by when each space's lease expires
-    /// unless renewed (see [`Spaces::deadlines`]).
+    /// `Ok(reason)` while the node can serve (the store answers, or a lease held and not
+    /// expired has IDs left), else the store's error; either way followed by when each
+    /// space's lease expires unless renewed (see [`Spaces::deadlines`]).
     pub async fn health(self: &Arc<Self>) -> Result<String, ApiError> {
         // Relaxed: a stop flag, read for display.
         if self.closed.load(Ordering::Relaxed) {
             return Err(ApiError::shutting_down());
         }
         let spaces = self.clone();
-        let reached =
-            off_thread(move || spaces.with_store(|store| store.schema_version().map(|_| ())))
-                .await?;
+        // Bounded: a store that accepts but never answers (a frozen server, a partition under
+        // an open connection) must not hold the health check, which has to answer.
+        let reached = off_thread_within(PROBE_WAIT, move || {
+            spaces.with_store(|store| store.schema_version().map(|_| ()))
+        })
+        .await
+        .and_then(|reached| reached);
         let held = {
             let nodes = self.nodes.all();
             nodes.values().any(|space| {
                 let stats = space.node.stats();
-                stats.left_current + stats.left_next > 0
+                // The IDs of an expired lease are refused (another node may hold them by
+                // now): only a lease still live keeps the node serving.
+                let live = stats.lease_expires_in.is_some_and(|left| !left.is_zero());
+                live && stats.left_current + stats.left_next > 0
             })
         };
         let deadlines = self.deadlines();
@@ -237,6 +251,8 @@ impl Spaces {
         let mut out = String::new();
         for name in names {
             let stats = nodes[name].node.stats();
+            // Escaped: a name holding a quote or a line break keeps to its one line.
+            let name = name.escape_debug();
             let _ = match stats.lease_expires_in {
                 None => writeln!(out, "space \"{name}\": no lease held"),
                 Some(left) if left.is_zero() => {
@@ -333,6 +349,8 @@ impl Spaces {
         let _starting = lock(&self.starting);
         let nodes = self.nodes.take_all();
         for (name, space) in nodes {
+            // Escaped: a name holding a line break keeps to its one line of the log.
+            let name = name.escape_debug();
             let Ok(space) = Arc::try_unwrap(space) else {
                 crate::log(&format!(
                     "space \"{name}\": still in use at the stop; its leases are left to expire"
@@ -352,6 +370,53 @@ impl Spaces {
                 )),
             }
         }
+    }
+}
+
+/// How long `/healthz` waits for the store's answer.
+const PROBE_WAIT: Duration = Duration::from_secs(2);
+
+/// [`off_thread`], but `store_unreachable` once `limit` has passed without a result (`f` runs
+/// on meanwhile: a blocked call cannot be taken back). The limit is kept by a thread of its
+/// own, which works on any runtime.
+async fn off_thread_within<T: Send + 'static>(
+    limit: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    // Whoever comes first, the result or the limit, answers.
+    let sender = Arc::new(Mutex::new(Some(sender)));
+    let late = sender.clone();
+    let unreachable = |why: String| ApiError::from(LeaseError::StoreUnreachable(why));
+    std::thread::Builder::new()
+        .name("idspace-serve-store".into())
+        .spawn(move || {
+            let result = f();
+            if let Some(sender) = lock(&sender).take() {
+                let _ = sender.send(Some(result));
+            }
+        })
+        .map_err(|e| unreachable(format!("no thread: {e}")))?;
+    std::thread::Builder::new()
+        .name("idspace-serve-wait".into())
+        .spawn(move || {
+            std::thread::sleep(limit);
+            if let Some(sender) = lock(&late).take() {
+                let _ = sender.send(None);
+            }
+        })
+        .map_err(|e| unreachable(format!("no thread: {e}")))?;
+    match receiver.await {
+        Ok(Some(result)) => Ok(result),
+        Ok(None) => {
+            let mut error = unreachable(String::new());
+            error.message = format!(
+                "store unreachable: no answer within {} s",
+                limit.as_secs_f64()
+            );
+            Err(error)
+        }
+        Err(_) => Err(unreachable("the store thread failed".into())),
     }
 }
 

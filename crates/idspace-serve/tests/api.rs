@@ -94,11 +94,15 @@ fn routes(runtime: &'static str) {
         (anonymous.status, anonymous.code().as_str()),
         (401, "unauthorized")
     );
+    assert_eq!(anonymous.header("www-authenticate"), Some("Bearer"));
     let wrong = client.post("/v1/spaces", "Authorization: Bearer nope\r\n", body);
     assert_eq!(wrong.status, 401);
     let created = client.post("/v1/spaces", "Authorization: Bearer s3cret\r\n", body);
     assert_eq!(created.status, 201, "{}", created.text());
     let again = client.post("/v1/spaces", "Authorization: Bearer s3cret\r\n", body);
+    assert_eq!((again.status, again.code().as_str()), (409, "space_exists"));
+    // The scheme's name is case-insensitive (RFC 9110 11.1).
+    let again = client.post("/v1/spaces", "Authorization: bearer s3cret\r\n", body);
     assert_eq!((again.status, again.code().as_str()), (409, "space_exists"));
     let junk = client.post("/v1/spaces", "Authorization: Bearer s3cret\r\n", "{");
     assert_eq!((junk.status, junk.code().as_str()), (400, "bad_request"));
@@ -185,7 +189,7 @@ fn malformed_requests_get_named_errors() {
     within(Duration::from_secs(60), || {
         let url = shared_url();
         space_at(&url, "m", 1_000_000);
-        let node = serve(&url, &[]);
+        let mut node = serve(&url, &[]);
         let mut client = node.client();
         let missing = client.get("/nope/../../etc", "");
         assert_eq!(
@@ -197,6 +201,32 @@ fn malformed_requests_get_named_errors() {
             (method.status, method.code().as_str()),
             (405, "method_not_allowed")
         );
+        // A 405 says which methods the route takes (RFC 9110 15.5.6).
+        assert_eq!(method.header("allow"), Some("GET"));
+        let method = client.get("/v1/spaces", "");
+        assert_eq!((method.status, method.header("allow")), (405, Some("POST")));
+        let method = client.post("/healthz", "", "");
+        assert_eq!(
+            (method.status, method.header("allow")),
+            (405, Some("GET, HEAD"))
+        );
+        // HEAD where GET only reads: GET's status and headers, no body; not where GET takes
+        // IDs.
+        let head = |path: &str| {
+            let mut stream = TcpStream::connect(node.address).unwrap();
+            let request = format!("HEAD {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+            stream.write_all(request.as_bytes()).unwrap();
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).unwrap();
+            answer
+        };
+        for path in ["/healthz", "/metrics"] {
+            let answer = head(path);
+            assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+            assert!(answer.ends_with("\r\n\r\n"), "{answer}");
+        }
+        let answer = head("/api/segment/get/m");
+        assert!(answer.starts_with("HTTP/1.1 405 "), "{answer}");
         let off = client.post("/v1/spaces", "Authorization: Bearer x\r\n", "{}");
         assert_eq!((off.status, off.code().as_str()), (404, "admin_disabled"));
         let huge = client.get(&format!("/v1/spaces/m/ids?count={}", u128::MAX), "");
@@ -242,6 +272,22 @@ fn malformed_requests_get_named_errors() {
         );
         // Still serving.
         assert_eq!(client.get("/api/segment/get/m", "").status, 200);
+        // A name with a quote and a line break keeps to its one line of /healthz.
+        space_at(&url, "m\"\n", 1_000);
+        assert_eq!(client.get("/api/segment/get/m%22%0A", "").status, 200);
+        let health = client.get("/healthz", "").text();
+        assert!(
+            health
+                .lines()
+                .skip(1)
+                .all(|line| line.starts_with("space \"")),
+            "{health}"
+        );
+        assert!(health.contains(r#"space "m\"\n": "#), "{health}");
+        // And to its one line of the log at the stop.
+        assert_eq!(node.stop(), Some(0));
+        let line = r#"space "m\"\n": 1 IDs issued"#;
+        assert!(node.logged_within(line, Duration::from_secs(5)), "{line}");
     });
 }
 

@@ -1,14 +1,15 @@
 //! Faults against real `idspace-serve` processes on loopback and a throwaway PostgreSQL, each
 //! asserting that no ID is ever issued twice across all the nodes, and reporting the gaps:
 //! two nodes with clients on both and one of them killed and restarted; PostgreSQL restarted
-//! mid-run; a node paused past its lease's expiry.
+//! mid-run; a node paused past its lease's expiry; and `/healthz` while PostgreSQL is down
+//! or frozen.
 
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{duplicates, gaps, hammer, postgres, serve, shared_url, space_at, within};
+use common::{duplicates, gaps, hammer, postgres, serve, shared_url, space_at, within, Client};
 
 /// Runs `clients` (node index, batch size) against `nodes`' addresses until `stop` is set,
 /// while `fault` runs; returns every ID and every refusal.
@@ -165,4 +166,110 @@ fn a_node_paused_past_its_lease_expiry() {
             gaps(&url, "pause", all.len())
         );
     });
+}
+
+/// PostgreSQL stopped under a node holding a lease: `/healthz` answers 200 while the lease
+/// lives, and 503 once it has expired, when the ID routes refuse too (a load balancer must
+/// not keep sending requests that can only fail); both serve again once it is back.
+#[test]
+fn healthz_fails_once_the_held_leases_expire() {
+    within(Duration::from_secs(60), || {
+        let server = postgres();
+        let url = server.url();
+        space_at(&url, "expiry", 1_000_000);
+        let mut node = serve(&url, &["--ttl-ms", "3000"]);
+        let mut client = node.client();
+        assert_eq!(client.get("/api/segment/get/expiry", "").status, 200);
+        // Connects the node's store connection, which the stop then breaks.
+        assert_eq!(client.get("/healthz", "").status, 200);
+        server.stop().expect("stops");
+        let health = client.get("/healthz", "");
+        assert_eq!(health.status, 200, "{}", health.text());
+        // The reason is the store's, not a lease's: this node has IDs left.
+        assert!(
+            !health.text().contains("no leased ID left"),
+            "{}",
+            health.text()
+        );
+        std::thread::sleep(Duration::from_millis(3500));
+        let id = client.get("/api/segment/get/expiry", "");
+        assert_eq!(id.status, 503, "{}", id.text());
+        let health = client.get("/healthz", "");
+        assert_eq!(health.status, 503, "{}", health.text());
+        assert!(health.text().contains("expired"), "{}", health.text());
+        server.start_again().expect("starts");
+        assert_eq!(client.get("/api/segment/get/expiry", "").status, 200);
+        assert_eq!(client.get("/healthz", "").status, 200);
+        assert_eq!(node.stop(), Some(0));
+    });
+}
+
+/// PostgreSQL frozen (SIGSTOP: it accepts connections and never answers, as a hung server or
+/// a partition under an open connection): `/healthz` still answers, within its wait for the
+/// store, from the lease held.
+#[test]
+fn healthz_answers_while_postgres_is_frozen() {
+    within(Duration::from_secs(60), || {
+        let server = postgres();
+        let url = server.url();
+        space_at(&url, "frozen", 1_000_000);
+        let mut node = serve(&url, &[]);
+        let mut client = node.client();
+        assert_eq!(client.get("/api/segment/get/frozen", "").status, 200);
+        assert_eq!(client.get("/healthz", "").status, 200);
+        let frozen = server_processes(&url);
+        signal_all(&frozen, libc::SIGSTOP);
+        let started = Instant::now();
+        let health = Client::connect(node.address).raw(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
+        let waited = started.elapsed();
+        signal_all(&frozen, libc::SIGCONT);
+        let health = health.expect("an answer while PostgreSQL is frozen");
+        assert_eq!(health.status, 200, "{}", health.text());
+        assert!(
+            health.text().contains("no answer within"),
+            "{}",
+            health.text()
+        );
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+        assert_eq!(client.get("/healthz", "").status, 200);
+        assert_eq!(node.stop(), Some(0));
+    });
+}
+
+/// The processes of the throwaway server at `url` (`host=DIR ...`): the postmaster, named in
+/// its pid file, and its children.
+fn server_processes(url: &str) -> Vec<libc::pid_t> {
+    let dir = url
+        .split_whitespace()
+        .find_map(|pair| pair.strip_prefix("host="))
+        .expect("a host directory");
+    let pid_file = std::fs::read_to_string(format!("{dir}/data/postmaster.pid")).unwrap();
+    let postmaster: libc::pid_t = pid_file.lines().next().unwrap().trim().parse().unwrap();
+    let mut pids = vec![postmaster];
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // The fields after the command's closing parenthesis: state, then the parent's PID.
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|ppid| ppid.parse::<libc::pid_t>().ok());
+        if parent == Some(postmaster) {
+            pids.extend(
+                entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|pid| pid.parse::<libc::pid_t>().ok()),
+            );
+        }
+    }
+    pids
+}
+
+fn signal_all(pids: &[libc::pid_t], signal: libc::c_int) {
+    for &pid in pids {
+        // SAFETY: kill with a PID of the test's own server and a valid signal.
+        unsafe { libc::kill(pid, signal) };
+    }
 }

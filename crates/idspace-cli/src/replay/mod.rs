@@ -78,7 +78,8 @@ impl Ended {
     pub fn exit_code(&self) -> ExitCode {
         match &self.error {
             Some(error) if error.kind() != io::ErrorKind::BrokenPipe => {
-                eprintln!("idspace replay: {error}");
+                // Not eprintln!, which panics when stderr fails: the status still tells.
+                let _ = writeln!(io::stderr(), "idspace replay: {error}");
                 ExitCode::from(2)
             }
             _ if self.any_bad => ExitCode::from(1),
