@@ -45,6 +45,7 @@
 
 #![warn(missing_docs)]
 
+mod admin_store;
 mod api;
 mod args;
 mod error;

@@ -8,7 +8,9 @@
 //! Everything that talks to the store from a request (starting a node, creating a space, the
 //! health check) runs on a thread of its own, awaited by the request: PostgreSQL's client
 //! blocks (and runs a tokio runtime of its own, which may not start on a tokio worker), and
-//! no worker of either runtime should wait for a network round trip.
+//! no worker of either runtime should wait for a network round trip. Creating a space and the
+//! health check wait a bounded time for the store's answer, through the service's own
+//! connection ([`AdminStore`]), and then fail with `store_unreachable`.
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,8 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use idspace::percid::PerCidCounter;
-use idspace_lease::{LeaseError, Node, Store};
+use idspace_lease::Node;
 
+use crate::admin_store::{off_thread, off_thread_within, AdminStore};
 use crate::error::ApiError;
 use crate::metrics::{label, metric};
 use crate::shards::Shards;
@@ -76,8 +79,8 @@ pub(crate) struct Spaces {
     config: NodeConfig,
     nodes: Shards<Arc<SpaceNode>>,
     starting: Mutex<()>,
-    /// A connection for admin requests and health checks, made again after a failure.
-    store: Mutex<Option<Store>>,
+    /// The connection for admin requests, health checks and reclaims.
+    store: AdminStore,
     closed: AtomicBool,
 }
 
@@ -88,10 +91,10 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Spaces {
     pub fn new(config: NodeConfig) -> Spaces {
         Spaces {
+            store: AdminStore::new(&config.url),
             config,
             nodes: Shards::new(),
             starting: Mutex::new(()),
-            store: Mutex::new(None),
             closed: AtomicBool::new(false),
         }
     }
@@ -139,7 +142,9 @@ impl Spaces {
             .cpus(config.cpus);
         let mut crash_gap = 0;
         if let Some(id) = &config.node_id {
-            crash_gap = self.with_store(|store| store.reclaim(space, id))?;
+            crash_gap = self
+                .store
+                .with(STORE_WAIT, |store| store.reclaim(space, id))?;
             builder = builder.node_id(id.clone());
         }
         let node = builder.start()?;
@@ -159,32 +164,6 @@ impl Spaces {
         })
     }
 
-    /// Runs `f` on the shared connection, connecting first if there is none; a failure drops
-    /// the connection.
-    fn with_store<T>(
-        &self,
-        f: impl FnOnce(&mut Store) -> Result<T, LeaseError>,
-    ) -> Result<T, ApiError> {
-        let mut store = lock(&self.store);
-        if store.is_none() {
-            *store = Some(Store::connect(&self.config.url)?);
-        }
-        let Some(connected) = store.as_mut() else {
-            return Err(ApiError::from(LeaseError::Closed));
-        };
-        match f(connected) {
-            Err(LeaseError::StoreUnreachable(why)) => {
-                *store = None;
-                // Said of the store alone: the lease error's own text ("no leased ID left")
-                // speaks of a node's leases, which this connection does not serve.
-                let mut error = ApiError::from(LeaseError::StoreUnreachable(String::new()));
-                error.message = format!("store unreachable: {why}");
-                Err(error)
-            }
-            result => Ok(result?),
-        }
-    }
-
     /// Creates a space.
     pub async fn create(
         self: &Arc<Self>,
@@ -194,8 +173,12 @@ impl Spaces {
         cyclic: bool,
     ) -> Result<(), ApiError> {
         let spaces = self.clone();
-        off_thread(move || spaces.with_store(|store| store.create_space(&name, min, max, cyclic)))
-            .await?
+        off_thread_within(STORE_WAIT, move || {
+            spaces.store.with(STORE_WAIT, |store| {
+                store.create_space(&name, min, max, cyclic)
+            })
+        })
+        .await?
     }
 
     /// `Ok(reason)` while the node can serve (the store answers, or a lease held and not
@@ -210,7 +193,9 @@ impl Spaces {
         // Bounded: a store that accepts but never answers (a frozen server, a partition under
         // an open connection) must not hold the health check, which has to answer.
         let reached = off_thread_within(PROBE_WAIT, move || {
-            spaces.with_store(|store| store.schema_version().map(|_| ()))
+            spaces
+                .store
+                .with(PROBE_WAIT, |store| store.schema_version().map(|_| ()))
         })
         .await
         .and_then(|reached| reached);
@@ -376,64 +361,6 @@ impl Spaces {
 /// How long `/healthz` waits for the store's answer.
 const PROBE_WAIT: Duration = Duration::from_secs(2);
 
-/// [`off_thread`], but `store_unreachable` once `limit` has passed without a result (`f` runs
-/// on meanwhile: a blocked call cannot be taken back). The limit is kept by a thread of its
-/// own, which works on any runtime.
-async fn off_thread_within<T: Send + 'static>(
-    limit: Duration,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, ApiError> {
-    let (sender, receiver) = tokio::sync::oneshot::channel();
-    // Whoever comes first, the result or the limit, answers.
-    let sender = Arc::new(Mutex::new(Some(sender)));
-    let late = sender.clone();
-    let unreachable = |why: String| ApiError::from(LeaseError::StoreUnreachable(why));
-    std::thread::Builder::new()
-        .name("idspace-serve-store".into())
-        .spawn(move || {
-            let result = f();
-            if let Some(sender) = lock(&sender).take() {
-                let _ = sender.send(Some(result));
-            }
-        })
-        .map_err(|e| unreachable(format!("no thread: {e}")))?;
-    std::thread::Builder::new()
-        .name("idspace-serve-wait".into())
-        .spawn(move || {
-            std::thread::sleep(limit);
-            if let Some(sender) = lock(&late).take() {
-                let _ = sender.send(None);
-            }
-        })
-        .map_err(|e| unreachable(format!("no thread: {e}")))?;
-    match receiver.await {
-        Ok(Some(result)) => Ok(result),
-        Ok(None) => {
-            let mut error = unreachable(String::new());
-            error.message = format!(
-                "store unreachable: no answer within {} s",
-                limit.as_secs_f64()
-            );
-            Err(error)
-        }
-        Err(_) => Err(unreachable("the store thread failed".into())),
-    }
-}
-
-/// Runs `f` on a thread of its own and awaits its result, on any runtime.
-async fn off_thread<T: Send + 'static>(
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, ApiError> {
-    let (sender, receiver) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
-        .name("idspace-serve-store".into())
-        .spawn(move || {
-            let _ = sender.send(f());
-        })
-        .map_err(|e| ApiError::from(LeaseError::StoreUnreachable(format!("no thread: {e}"))))?;
-    receiver.await.map_err(|_| {
-        ApiError::from(LeaseError::StoreUnreachable(
-            "the store thread failed".into(),
-        ))
-    })
-}
+/// How long creating a space waits for the store's answer, and a node's start for the
+/// connection an earlier call has.
+const STORE_WAIT: Duration = Duration::from_secs(5);

@@ -236,6 +236,93 @@ fn healthz_answers_while_postgres_is_frozen() {
     });
 }
 
+/// PostgreSQL frozen while requests keep asking the store: each health check and each space
+/// creation answers `store_unreachable` within its wait, and none leaves a thread behind
+/// waiting for the store (only the call that has the connection stays, on the frozen
+/// statement or handshake). Once the server runs again, the same connection path serves.
+#[test]
+fn a_frozen_postgres_holds_no_thread_per_request() {
+    within(Duration::from_secs(90), || {
+        let server = postgres();
+        let url = server.url();
+        space_at(&url, "still", 1_000_000);
+        let token =
+            std::env::temp_dir().join(format!("idspace-frozen-token-{}", std::process::id()));
+        std::fs::write(&token, "s3cret\n").unwrap();
+        let mut node = serve(&url, &["--admin-token-file", token.to_str().unwrap()]);
+        let mut client = node.client();
+        assert_eq!(client.get("/healthz", "").status, 200);
+        let frozen = server_processes(&url);
+        signal_all(&frozen, libc::SIGSTOP);
+        let before = threads(node.child.id());
+        for _ in 0..4 {
+            let started = Instant::now();
+            let health = client.get("/healthz", "");
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{:?}",
+                started.elapsed()
+            );
+            assert!(
+                health.text().contains("store unreachable"),
+                "{}",
+                health.text()
+            );
+        }
+        let body = r#"{"name":"made-frozen","min":1,"max":100,"cyclic":false}"#;
+        let started = Instant::now();
+        let created = client.post("/v1/spaces", "Authorization: Bearer s3cret\r\n", body);
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            (created.status, created.code().as_str()),
+            (503, "store_unreachable"),
+            "{}",
+            created.text()
+        );
+        // The call that has the connection waits on the frozen server (with a connect's own
+        // thread, if it was connecting), and a wait thread may be ending. A thread per
+        // request would be five more.
+        let after = threads(node.child.id());
+        signal_all(&frozen, libc::SIGCONT);
+        assert!(
+            after <= before + 2,
+            "threads: {before} before, {after} after"
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let created = loop {
+            let created = client.post("/v1/spaces", "Authorization: Bearer s3cret\r\n", body);
+            if created.status != 503 || Instant::now() > deadline {
+                break created;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        // 409: the refused request's own statement, still queued on the connection when the
+        // server froze, ran once it woke (an answer given up on is not a statement undone).
+        assert!(
+            created.status == 201 || created.code() == "space_exists",
+            "{}",
+            created.text()
+        );
+        assert_eq!(client.get("/api/segment/get/made-frozen", "").status, 200);
+        assert_eq!(node.stop(), Some(0));
+        let _ = std::fs::remove_file(&token);
+    });
+}
+
+/// The number of threads of process `pid`.
+fn threads(pid: u32) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Threads:"))
+        .and_then(|count| count.trim().parse().ok())
+        .expect("a thread count")
+}
+
 /// The processes of the throwaway server at `url` (`host=DIR ...`): the postmaster, named in
 /// its pid file, and its children.
 fn server_processes(url: &str) -> Vec<libc::pid_t> {
