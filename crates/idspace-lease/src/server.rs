@@ -244,6 +244,60 @@ impl Throwaway {
         self.start_again()
     }
 
+    /// Freezes the server: its processes stop (`SIGSTOP`), so that it accepts connections and
+    /// never answers, as a hung server or a partition under an open connection does. For tests
+    /// of what a client does then; [`thaw`](Throwaway::thaw) lets it run on.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// use idspace_lease::server::{Durability, Throwaway};
+    /// use idspace_lease::{LeaseError, Store};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let server = Throwaway::start(Durability { fsync: false })?;
+    /// let mut store = Store::connect(&server.url())?;
+    /// server.freeze()?;
+    /// // A new connection is refused once the handshake has waited its limit.
+    /// let url = format!("{} connect_timeout=1", server.url());
+    /// let started = Instant::now();
+    /// assert!(matches!(Store::connect(&url), Err(LeaseError::Connection(_))));
+    /// assert!(started.elapsed() < Duration::from_secs(10));
+    /// server.thaw()?;
+    /// store.create_space("orders", 1, 1000, false)?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn freeze(&self) -> Result<(), String> {
+        self.signal(libc::SIGSTOP)
+    }
+
+    /// Lets a [frozen](Throwaway::freeze) server run on (`SIGCONT`).
+    pub fn thaw(&self) -> Result<(), String> {
+        self.signal(libc::SIGCONT)
+    }
+
+    /// Sends `signal` to the server's processes: the postmaster, named in its pid file, and
+    /// its children.
+    fn signal(&self, signal: libc::c_int) -> Result<(), String> {
+        let pid_file = self.data().join("postmaster.pid");
+        let text =
+            fs::read_to_string(&pid_file).map_err(|e| format!("{}: {e}", pid_file.display()))?;
+        let postmaster: libc::pid_t = text
+            .lines()
+            .next()
+            .and_then(|line| line.trim().parse().ok())
+            .ok_or_else(|| format!("{}: no process ID", pid_file.display()))?;
+        let mut pids = vec![postmaster];
+        pids.extend(children(postmaster));
+        for pid in pids {
+            // SAFETY: `kill` takes any PID and signal number and only reports errors; these
+            // are the server's own processes (one that exited meanwhile is an ESRCH, ignored).
+            unsafe { libc::kill(pid, signal) };
+        }
+        Ok(())
+    }
+
     /// The connection string of the server, for [`crate::Node::builder`] and `idspace ids`.
     pub fn url(&self) -> String {
         format!(
@@ -253,8 +307,27 @@ impl Throwaway {
     }
 }
 
+/// The processes whose parent is `parent`, from `/proc`.
+fn children(parent: libc::pid_t) -> Vec<libc::pid_t> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<libc::pid_t>().ok()?;
+            let stat = fs::read_to_string(entry.path().join("stat")).ok()?;
+            // The fields after the command's closing parenthesis: state, then the parent's PID.
+            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?;
+            (ppid.parse::<libc::pid_t>().ok()? == parent).then_some(pid)
+        })
+        .collect()
+}
+
 impl Drop for Throwaway {
     fn drop(&mut self) {
+        // A frozen server would hold the stop below until it ran again.
+        let _ = self.thaw();
         let _ = self.run(
             "pg_ctl",
             [

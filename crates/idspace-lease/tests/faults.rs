@@ -248,8 +248,7 @@ fn an_allocation_fails_rather_than_hangs_on_a_frozen_server() {
         .start()
         .expect("node");
     node.next_id().expect("id");
-    let frozen = server_processes(&server.url());
-    signal_all(&frozen, libc::SIGSTOP);
+    server.freeze().expect("frozen");
     std::thread::sleep(Duration::from_millis(400));
     let (sender, receiver) = std::sync::mpsc::channel();
     let started = Instant::now();
@@ -257,7 +256,7 @@ fn an_allocation_fails_rather_than_hangs_on_a_frozen_server() {
         scope.spawn(|| sender.send(node.next_id()));
         let answer = receiver.recv_timeout(Duration::from_secs(15));
         let waited = started.elapsed();
-        signal_all(&frozen, libc::SIGCONT);
+        server.thaw().expect("thawed");
         let error = answer
             .expect("an answer, not a hang")
             .expect_err("no renewal");
@@ -296,42 +295,4 @@ fn connecting_to_a_server_that_never_answers_fails() {
     assert!(error.to_string().contains("did not answer"), "{error}");
     assert!(started.elapsed() < Duration::from_secs(10));
     drop(silent);
-}
-
-/// The processes of the throwaway server at `url` (`host=DIR ...`): the postmaster, named in
-/// its pid file, and its children.
-fn server_processes(url: &str) -> Vec<libc::pid_t> {
-    let dir = url
-        .split_whitespace()
-        .find_map(|pair| pair.strip_prefix("host="))
-        .expect("a host directory");
-    let pid_file = std::fs::read_to_string(format!("{dir}/data/postmaster.pid")).unwrap();
-    let postmaster: libc::pid_t = pid_file.lines().next().unwrap().trim().parse().unwrap();
-    let mut pids = vec![postmaster];
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // The fields after the command's closing parenthesis: state, then the parent's PID.
-        let parent = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|ppid| ppid.parse::<libc::pid_t>().ok());
-        if parent == Some(postmaster) {
-            pids.extend(
-                entry
-                    .file_name()
-                    .to_str()
-                    .and_then(|pid| pid.parse::<libc::pid_t>().ok()),
-            );
-        }
-    }
-    pids
-}
-
-fn signal_all(pids: &[libc::pid_t], signal: libc::c_int) {
-    for &pid in pids {
-        // SAFETY: kill with a PID of the test's own server and a valid signal.
-        unsafe { libc::kill(pid, signal) };
-    }
 }

@@ -217,12 +217,11 @@ fn healthz_answers_while_postgres_is_frozen() {
         let mut client = node.client();
         assert_eq!(client.get("/api/segment/get/frozen", "").status, 200);
         assert_eq!(client.get("/healthz", "").status, 200);
-        let frozen = server_processes(&url);
-        signal_all(&frozen, libc::SIGSTOP);
+        server.freeze().expect("frozen");
         let started = Instant::now();
         let health = Client::connect(node.address).raw(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
         let waited = started.elapsed();
-        signal_all(&frozen, libc::SIGCONT);
+        server.thaw().expect("thawed");
         let health = health.expect("an answer while PostgreSQL is frozen");
         assert_eq!(health.status, 200, "{}", health.text());
         assert!(
@@ -252,8 +251,7 @@ fn a_frozen_postgres_holds_no_thread_per_request() {
         let mut node = serve(&url, &["--admin-token-file", token.to_str().unwrap()]);
         let mut client = node.client();
         assert_eq!(client.get("/healthz", "").status, 200);
-        let frozen = server_processes(&url);
-        signal_all(&frozen, libc::SIGSTOP);
+        server.freeze().expect("frozen");
         let before = threads(node.child.id());
         for _ in 0..4 {
             let started = Instant::now();
@@ -287,7 +285,7 @@ fn a_frozen_postgres_holds_no_thread_per_request() {
         // thread, if it was connecting), and a wait thread may be ending. A thread per
         // request would be five more.
         let after = threads(node.child.id());
-        signal_all(&frozen, libc::SIGCONT);
+        server.thaw().expect("thawed");
         assert!(
             after <= before + 2,
             "threads: {before} before, {after} after"
@@ -321,42 +319,4 @@ fn threads(pid: u32) -> usize {
         .find_map(|line| line.strip_prefix("Threads:"))
         .and_then(|count| count.trim().parse().ok())
         .expect("a thread count")
-}
-
-/// The processes of the throwaway server at `url` (`host=DIR ...`): the postmaster, named in
-/// its pid file, and its children.
-fn server_processes(url: &str) -> Vec<libc::pid_t> {
-    let dir = url
-        .split_whitespace()
-        .find_map(|pair| pair.strip_prefix("host="))
-        .expect("a host directory");
-    let pid_file = std::fs::read_to_string(format!("{dir}/data/postmaster.pid")).unwrap();
-    let postmaster: libc::pid_t = pid_file.lines().next().unwrap().trim().parse().unwrap();
-    let mut pids = vec![postmaster];
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // The fields after the command's closing parenthesis: state, then the parent's PID.
-        let parent = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|ppid| ppid.parse::<libc::pid_t>().ok());
-        if parent == Some(postmaster) {
-            pids.extend(
-                entry
-                    .file_name()
-                    .to_str()
-                    .and_then(|pid| pid.parse::<libc::pid_t>().ok()),
-            );
-        }
-    }
-    pids
-}
-
-fn signal_all(pids: &[libc::pid_t], signal: libc::c_int) {
-    for &pid in pids {
-        // SAFETY: kill with a PID of the test's own server and a valid signal.
-        unsafe { libc::kill(pid, signal) };
-    }
 }
