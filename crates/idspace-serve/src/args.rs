@@ -27,9 +27,11 @@ store_unreachable (503, with Retry-After), unauthorized (401), admin_disabled (4
 not_found (404), method_not_allowed (405), space_exists (409), invalid_space (400),
 shutting_down (503).
 
-While PostgreSQL is down the node serves from the leases it holds. SIGTERM or SIGINT stops it
-gracefully: it stops accepting, finishes the requests in flight, parks the unused tail of each
-lease for the next start of the same --node-id, and exits 0. A crash leaves gaps, which the
+While PostgreSQL is down the node serves from the leases it holds. A server that accepts and
+never answers counts as down: /healthz waits 2 s for it, a new space and a lease 5 s each,
+then store_unreachable. SIGTERM or SIGINT stops the node gracefully: it stops accepting,
+finishes the requests in flight, parks the unused tail of each lease for the next start of the
+same --node-id, and exits 0. A crash leaves gaps, which the
 next start of the same --node-id counts and logs.
 
 Example:
