@@ -17,7 +17,9 @@ use idspace_lease::{LeaseError, Store};
 
 use crate::error::ApiError;
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Locks `mutex`, taking over a lock whose holder panicked: every value behind the crate's
+/// locks stays consistent between statements.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 

@@ -20,7 +20,7 @@ use std::time::Duration;
 use idspace::percid::PerCidCounter;
 use idspace_lease::Node;
 
-use crate::admin_store::{off_thread, off_thread_within, AdminStore};
+use crate::admin_store::{lock, off_thread, off_thread_within, AdminStore};
 use crate::error::ApiError;
 use crate::metrics::{label, metric};
 use crate::shards::Shards;
@@ -82,10 +82,6 @@ pub(crate) struct Spaces {
     /// The connection for admin requests, health checks and reclaims.
     store: AdminStore,
     closed: AtomicBool,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Spaces {
