@@ -135,7 +135,7 @@
 //! The default `std` feature brings the runtime, the process layer, [`percid`]'s structures
 //! that find their own index (rseq, thread IDs, the running task's CID), the kernel's
 //! rseq mm_cid and the `std` defaults of the two seams every family goes through: [`lock`]
-//! (each structure's locks, a `lock_api` type parameter: by default `parking_lot`'s mutex and
+//! (each structure's locks, a `lock_api` type parameter: by default our store-unlock mutex and
 //! std's futex reader-writer lock) and
 //! [`host`] (the CPU count, the current CPU and the clock). Without it, [`table`], [`pid`],
 //! [`cid`], [`range`] and [`percid::PerIndex`] (slots indexed by a CPU or CID the caller

@@ -188,7 +188,7 @@ pub(crate) fn exclusive_load<T>(atomic: &mut AtomicPtr<T>) -> *mut T {
 pub(crate) mod unmodeled {
     #[allow(unused_imports)] // Each build uses a different subset.
     pub(crate) use std::sync::{
-        atomic::{AtomicBool, AtomicIsize, AtomicU32, AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicIsize, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering},
         Arc, Barrier, Mutex, MutexGuard, OnceLock, Weak,
     };
 }
@@ -196,7 +196,7 @@ pub(crate) mod unmodeled {
 /// The raw locks of [`StdLocks`](crate::lock::StdLocks) under loom and Miri: spinlocks on the
 /// facade's atomics whose waits yield, so that loom explores every interleaving of the
 /// structures' critical sections (its own `Mutex` has no guard-less raw form to put behind
-/// `lock_api`), and Miri checks them without `parking_lot`'s integer-to-pointer casts (see
+/// `lock_api`), and Miri checks them without the `membarrier(2)` call it cannot run (see
 /// [`StdLocks`](crate::lock::StdLocks)).
 ///
 /// A loom atomic cannot be built in a `const` (`lock_api` needs `INIT` to be one), so the

@@ -5,6 +5,8 @@
 pub(crate) mod clock;
 #[cfg(not(loom))]
 pub(crate) mod futex;
+#[cfg(not(loom))]
+pub(crate) mod membarrier;
 pub(crate) mod rseq;
 /// Critical sections exist only where there is assembly for them and a real kernel to abort
 /// them.

@@ -86,7 +86,8 @@
 //! * **Locks that yield.** The kernel's bucket locks are spinlocks held with preemption off. In
 //!   user space a lock holder can be preempted, and with more threads than CPUs std's futex
 //!   mutex then convoys (waiters sleep, every unlock pays a wake-up). The tables use
-//!   `parking_lot`'s mutex by default, whose waiters yield to the holder before they park; a
+//!   [`AsymmetricMutex`](crate::lock::AsymmetricMutex) by default, whose waiters yield to the
+//!   holder before they sleep and whose unlock is a store, as a spinlock's is; a
 //!   kernel puts its own spinlock in their place (the type parameter `L`, see
 //!   [`lock`](crate::lock)), and then a bucket is as small as its lock allows.
 //! * **Out of memory is an answer.** A create allocates its entry before it takes any lock,
@@ -103,7 +104,7 @@
 //!   allocation holding its key, its chain link, a reference count and the value (the
 //!   kernel's `k_itimer` is its own hlist node), and an [`Entry`] is a counted pointer to it,
 //!   like an `Arc`: a create allocates once, and the chain never reallocates. A bucket is a
-//!   one-byte `parking_lot` lock, a split count in the lock's padding and a chain head: 16
+//!   32-bit lock word, a split count and a chain head: 16
 //!   bytes, four to a cache line, as the kernel's. The count field sits next to the ID, so a
 //!   node is a 24-byte header and the value. On 2048 IDs 512 apart the growing table holds
 //!   about 95 KB on two CPUs (1024 buckets to start with), against about 120 KB for a

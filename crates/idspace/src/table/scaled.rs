@@ -870,7 +870,7 @@ mod tests {
         }
     }
 
-    // std's mutex, used under Miri, is larger than `parking_lot`'s byte.
+    // The model lock used under Miri is larger than the default mutex's 32-bit word.
     #[cfg(not(miri))]
     #[test]
     fn a_bucket_is_a_lock_and_a_head_as_in_the_kernel() {

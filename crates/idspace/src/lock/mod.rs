@@ -10,9 +10,9 @@
 //! structure on other locks is built with a constructor whose name starts with `with_locks`,
 //! and an explicit type.
 //!
-//! * With the `std` feature, [`DefaultLocks`] is [`StdLocks`]: `parking_lot`'s raw mutex, whose
-//!   waiters spin briefly, then yield, then park, and std's futex reader-writer lock
-//!   ([`StdLocks`] says why each).
+//! * With the `std` feature, [`DefaultLocks`] is [`StdLocks`]: our [`AsymmetricMutex`], which
+//!   unlocks with a plain store and whose waiters spin briefly, then yield, then sleep, and
+//!   std's futex reader-writer lock ([`StdLocks`] says why each).
 //!   Under loom and Miri the same type holds model-checked spinlocks on the crate's facade
 //!   atomics instead, so every lock stays visible to the checkers.
 //! * Without `std`, [`DefaultLocks`] is [`SpinLocks`]: the `spin` crate's spinlocks.
@@ -55,6 +55,13 @@
 //! ```
 
 use core::marker::PhantomData;
+
+#[cfg(feature = "std")]
+// Under loom `StdLocks` holds model locks; only this file's own model builds one.
+#[cfg_attr(loom, allow(dead_code))]
+mod asymmetric;
+#[cfg(feature = "std")]
+pub use asymmetric::AsymmetricMutex;
 
 use lock_api::{GuardNoSend, RawMutex, RawRwLock};
 
@@ -106,16 +113,22 @@ pub(crate) fn rwlock<L: Locks, T>(value: T) -> RwLock<L, T> {
     lock_api::RwLock::from_raw(L::new_rwlock(), value)
 }
 
-/// `parking_lot`'s raw mutex and std's reader-writer lock (loom's and Miri's checked
-/// spinlocks under those checkers): the default with the `std` feature.
+/// [`AsymmetricMutex`] and std's reader-writer lock (loom's and Miri's checked spinlocks under
+/// those checkers): the default with the `std` feature.
 ///
 /// Why not std's mutex: a table lock is held for a few nanoseconds, but with more threads than CPUs
 /// a holder is sometimes preempted inside it. std's futex mutex then sends every waiter to
 /// sleep after a short spin, and each unlock pays a wake-up system call; once a lock is
-/// contended in this way it stays so (a lock convoy). `parking_lot`'s waiters spin briefly and
-/// then *yield* a few times before parking, which hands the CPU to the preempted holder, and
-/// its fast paths are one compare-exchange each way on one byte. The kernel's spinlocks never
-/// meet this case: it disables preemption while one is held.
+/// contended in this way it stays so (a lock convoy). [`AsymmetricMutex`]'s waiters spin
+/// briefly and then *yield* a few times before they sleep, which hands the CPU to the preempted
+/// holder. The kernel's spinlocks never meet this case: it disables preemption while one is
+/// held.
+///
+/// Why not `parking_lot`'s mutex, which waits the same way: its unlock is a compare-exchange,
+/// to learn whether a waiter is parked. [`AsymmetricMutex`]'s is a store, as a kernel
+/// spinlock's; the waiter that goes to sleep pays for it with a `membarrier(2)` call. A
+/// table's create takes two locks (the owner's ID list and the bucket), and one owner's
+/// creates ran about 25% faster on it: 90 ns per create instead of 115 on this 2-core machine.
 ///
 /// Why std's reader-writer lock ([`FutexRwLock`]: std's Linux futex lock as the maintained
 /// `rustix-futex-sync` crate offers it behind `lock_api`): `parking_lot`'s hands the lock to
@@ -126,9 +139,9 @@ pub(crate) fn rwlock<L: Locks, T>(value: T) -> RwLock<L, T> {
 /// allocations that hold it exclusively, ran at 0.4 to 0.55 times their speed on std's lock.
 /// Lookups are what those designs are measured by, as the kernel's readers are (RCU there).
 ///
-/// Under Miri the structures take spinlocks on the facade's atomics instead: `parking_lot`'s
-/// parking path stores thread pointers in integers, which Miri's strict-provenance mode
-/// rejects. Miri checks our code, which is the same over either lock.
+/// Under Miri the structures take spinlocks on the facade's atomics instead: Miri cannot run
+/// `membarrier(2)`, without which [`AsymmetricMutex`]'s waiters never sleep. Miri checks our
+/// code, which is the same over either lock.
 ///
 /// ```
 /// use idspace::lock::StdLocks;
@@ -143,7 +156,7 @@ pub struct StdLocks;
 
 #[cfg(all(feature = "std", not(any(loom, miri))))]
 impl Locks for StdLocks {
-    type Mutex = parking_lot::RawMutex;
+    type Mutex = AsymmetricMutex;
     type RwLock = FutexRwLock;
 }
 
