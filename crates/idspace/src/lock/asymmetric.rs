@@ -398,9 +398,17 @@ mod tests {
                 })
             })
             .collect();
-        for worker in workers {
-            worker.join().unwrap();
-        }
+        // A lost wake-up would leave a worker asleep for ever: fail after a minute instead.
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for worker in workers {
+                worker.join().unwrap();
+            }
+            let _ = done.send(());
+        });
+        finished
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a waiter was never woken");
         assert_eq!(*total.lock(), (threads * rounds) as u64);
     }
 
