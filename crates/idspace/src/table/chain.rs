@@ -5,6 +5,8 @@
 use crate::prelude::*;
 use core::ptr::NonNull;
 
+use crossbeam_utils::CachePadded;
+
 use super::entry::Entry;
 use super::limbo::{Limbo, Retired};
 use super::node::Node;
@@ -361,8 +363,10 @@ impl<L: Locks> OwnerIds<L> {
 /// Only the list has locks, one per stripe of IDs, each held to record or forget one ID.
 pub(crate) struct OwnerSlot<L: Locks> {
     /// The next ID a create tries. Relaxed throughout: it only steers the search; the chains'
-    /// locks decide which ID is whose.
-    cursor: AtomicU32,
+    /// locks decide which ID is whose. On a cache line of its own: every create of the owner
+    /// writes it, and the flags below, which every create reads, would otherwise leave with
+    /// it to whichever CPU created last.
+    cursor: CachePadded<AtomicU32>,
     /// Restore mode. Relaxed: a flag read on its own; no other data hangs on it.
     restoring: AtomicBool,
     /// Set once `remove_owner` took the state out of the registry: a create through an owner
@@ -402,7 +406,7 @@ enum Unlinked<T> {
 impl<L: Locks> Default for OwnerSlot<L> {
     fn default() -> Self {
         OwnerSlot {
-            cursor: AtomicU32::new(0),
+            cursor: CachePadded::new(AtomicU32::new(0)),
             restoring: AtomicBool::new(false),
             detached: AtomicBool::new(false),
             // The registry's (see `owners::Counted`).
