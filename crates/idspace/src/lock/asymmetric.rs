@@ -15,8 +15,8 @@ const HELD: u32 = 1;
 const SPIN_ROUNDS: u32 = 3;
 /// Yields before a waiter sleeps: enough for a preempted holder to run and finish. Each sleep
 /// costs a `membarrier(2)` call, which interrupts the other CPUs (hundreds of microseconds in a
-/// virtual machine whose other CPU is not running); with more threads than CPUs, 7 yields
-/// (`parking_lot`'s count) led to three times as many sleeps as 16.
+/// virtual machine whose other CPU is not running), so a waiter yields more often than
+/// `parking_lot`'s 7 times before it pays for one.
 #[cfg(not(loom))]
 const YIELD_ROUNDS: u32 = 16;
 // A model reaches the sleep at once: that is the protocol to check.
