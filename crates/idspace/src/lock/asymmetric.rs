@@ -161,28 +161,34 @@ impl AsymmetricMutex {
                 crate::sync::spin_wait();
             }
         }
-        if !park::barrier_available() {
+        if !self.acquire_asleep() {
             // No barrier to pay for the store unlock: never sleep, keep giving the CPU away.
             while !self.try_acquire() {
                 crate::sync::spin_wait();
             }
-            return;
+        }
+    }
+
+    /// Takes the lock, sleeping while it is held, counted as a sleeper for the whole wait;
+    /// `false`, with the lock not taken and nothing counted, if there is no process-wide
+    /// barrier to pay for the sleep.
+    fn acquire_asleep(&self) -> bool {
+        if !park::barrier_available() {
+            return false;
         }
         let sleepers = self.sleepers();
         // Relaxed: the barrier below orders it before every unlock's read of the count that
         // could miss our sleep.
         sleepers.fetch_add(1, Ordering::Relaxed);
-        if park::barrier() {
+        let barrier = park::barrier();
+        if barrier {
             while !self.try_acquire() {
                 self.sleep();
-            }
-        } else {
-            while !self.try_acquire() {
-                crate::sync::spin_wait();
             }
         }
         // Relaxed: an unlock that still sees us counted only makes a wake-up call.
         sleepers.fetch_sub(1, Ordering::Relaxed);
+        barrier
     }
 
     #[inline]
