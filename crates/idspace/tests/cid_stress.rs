@@ -13,7 +13,9 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
-use idspace::cid::{BitmapCids, CidAllocator, LazyCids, Rework, ScanPlacement, Task};
+use idspace::cid::{
+    bind_current_thread, BitmapCids, CidAllocator, LazyCids, Rework, ScanPlacement, Task,
+};
 
 const CPUS: usize = 4;
 const FREE: usize = usize::MAX;
@@ -27,7 +29,10 @@ impl Drop for StopOnDrop<'_> {
     }
 }
 
-fn hammer(design: &dyn CidAllocator) {
+/// The stress itself. With `bound`, each CPU thread binds itself to its CPU, so that its
+/// runqueue locks become biased and every migration, exit and walk from another thread revokes
+/// the bias.
+fn hammer(design: &dyn CidAllocator, bound: bool) {
     let name = design.name();
     let all = (1u64 << CPUS) - 1;
     // Tasks not running anywhere: a CPU thread takes one out to run it, puts it back after.
@@ -46,6 +51,9 @@ fn hammer(design: &dyn CidAllocator) {
                 let (idle, holders, stop) = (&idle, &holders, &stop);
                 let (switches, started) = (&switches, &started);
                 scope.spawn(move || {
+                    if bound {
+                        bind_current_thread(Some(cpu));
+                    }
                     let mut current: Option<(Task, u32)> = None;
                     let mut seed = cpu as u64 + 1;
                     let mut first = true;
@@ -144,15 +152,24 @@ fn hammer(design: &dyn CidAllocator) {
 
 #[test]
 fn stress_every_design() {
-    hammer(&Rework::new(CPUS).unwrap());
-    hammer(&BitmapCids::new(CPUS).unwrap());
-    hammer(&LazyCids::new(CPUS).unwrap());
+    hammer(&Rework::new(CPUS).unwrap(), false);
+    hammer(&BitmapCids::new(CPUS).unwrap(), false);
+    hammer(&LazyCids::new(CPUS).unwrap(), false);
+}
+
+/// The same with each CPU thread bound to its CPU: biased runqueue locks, revoked by the
+/// forks, exits, walks and migrations of the other threads.
+#[test]
+fn stress_every_design_with_biased_runqueues() {
+    hammer(&Rework::new(CPUS).unwrap(), true);
+    hammer(&BitmapCids::new(CPUS).unwrap(), true);
+    hammer(&LazyCids::new(CPUS).unwrap(), true);
 }
 
 #[test]
 fn rework_leaks_no_cid_under_threads() {
     let design = Rework::new(CPUS).unwrap();
-    hammer(&design);
+    hammer(&design, true);
     assert_eq!(
         design.cids_in_use(),
         0,
@@ -230,7 +247,7 @@ fn lazy_scans_race_switches_migrations_and_exits() {
     ];
     for placement in placements {
         let design = LazyCids::with_scan(CPUS, placement).unwrap();
-        hammer(&design);
+        hammer(&design, true);
         if let ScanPlacement::Tick { .. } = placement {
             // Quiet now (a worker could be mid-scan, holding a CID it is freeing).
             let held: Vec<u32> = design.cpu_cids().into_iter().flatten().collect();

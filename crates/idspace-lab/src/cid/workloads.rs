@@ -24,8 +24,9 @@ pub fn switch_pair(space: &dyn CidAllocator, tasks: usize, pairs: u32) -> Result
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
     let (a, b) = (&tasks[0], &tasks[1]);
-    // Warm up: both tasks have switched in once (slow paths taken).
-    for _ in 0..16 {
+    // Warm up: both tasks have switched in (slow paths taken), and more than the 64 locks in a
+    // row that bias a runqueue to a bound thread.
+    for _ in 0..64 {
         space.switch(0, Some(a)).map_err(|e| e.to_string())?;
         space.switch(0, Some(b)).map_err(|e| e.to_string())?;
     }

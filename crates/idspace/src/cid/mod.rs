@@ -24,8 +24,10 @@
 //!   Tasks own CIDs while there are few of them; CPUs own them, and tasks borrow, when tasks
 //!   outnumber the CID budget. Mode changes happen in fork and exit, which walk the tasks or the
 //!   CPUs to hand CIDs over; context switches stay a few loads and stores, under a per-CPU
-//!   runqueue lock (one compare-and-swap: the kernel's scheduler holds `rq->lock` there
-//!   anyway; ours has no lock to share, and [`Rework`] says what that costs).
+//!   runqueue lock (the kernel's scheduler holds `rq->lock` there anyway; ours has no lock
+//!   to share, so a scheduler thread bound to its CPU with [`bind_current_thread`] takes a
+//!   lock biased to it, without an atomic read-modify-write; [`Rework`] says what that
+//!   saves).
 //! * [`BitmapCids`]: the first design (Linux 6.3): take the lowest free CID under a per-space
 //!   lock at every switch-in, give it back at every switch-out.
 //! * [`LazyCids`]: the design before the rewrite (Linux 6.4 to 6.18): CPUs cache CIDs across
@@ -53,6 +55,7 @@
 
 use crate::prelude::*;
 
+mod bias;
 mod bitmap;
 #[cfg(feature = "std")]
 pub(crate) mod current;
@@ -65,6 +68,7 @@ pub mod rseq;
 mod runqueue;
 mod task;
 
+pub use bias::bind_current_thread;
 pub use bitmap::BitmapCids;
 pub use error::CidError;
 pub use lazy::{

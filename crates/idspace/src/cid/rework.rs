@@ -127,21 +127,21 @@ struct Constraints {
 /// cache line beyond the space's read-mostly mode and budget.
 ///
 /// What that costs, measured as the process hooks run it (a 1-worker ping-pong, each pair a
-/// process, under callgrind): about 70 instructions per switch-in and a store per switch-out,
-/// with one atomic read-modify-write: the runqueue lock's compare-and-swap. (The claim checks
-/// the task's runqueue and that it did not exit in one compare of its word, the rare cases
-/// sorted out of line.) The kernel pays
-/// that one too, but to the scheduler (its switch holds `rq->lock` already); our runtime's
-/// switch takes no lock the CID code could share, so the space takes its own. In that
-/// ping-pong the rework adds about 18 ns of CPU time per switch over a runtime without hooks
-/// (on the lab's shared 2-core machine); a build whose lock takes no compare-and-swap (unsound,
-/// for the measurement only) adds about 7 ns: the lock is most of what the switch adds. Dropping it needs an asymmetric fence
-/// (`membarrier`, microseconds) in every walk, exit and migration instead, since a switch-in
-/// racing one of them is a store-then-load on both sides (the current task against the mode
-/// and the CPU's CID), which a plain store and load do not order. The rest is kept small by
-/// inlining: [`CidAllocator::switch`] and the lock's uncontended path are inlined into the
-/// caller (the waits, migrations and fixups stay out of line); as calls, with the guard and
-/// the result returned through memory, the switch-in took half again as many instructions.
+/// process, under callgrind): about 70 instructions per switch-in and a store per switch-out.
+/// The kernel's CID code adds no atomic read-modify-write to a switch, since the scheduler
+/// holds `rq->lock` already; our runtime's switch takes no lock the CID code could share, so
+/// the space has its own, and its compare-and-swap was most of what the rework added: of
+/// 18 ns per switch over a runtime without hooks (on the lab's shared 2-core machine), a build
+/// whose lock took no compare-and-swap (unsound, for the measurement only) added 7. So the lock is *biased* (see `runqueue`): a scheduler thread bound to its CPU
+/// ([`bind_current_thread`](super::bind_current_thread), which the process runtime's workers
+/// call) takes that CPU's runqueue locks by a plain store and two loads once it has taken them
+/// 64 times in a row, and any other locker (a walk, a remote exit, a migration) revokes the
+/// bias with one `membarrier(2)` call first, which makes the bias holder's store and load
+/// ordered. The lab's `process` experiment made 681 such calls in its whole run. The rest is
+/// kept small by inlining: [`CidAllocator::switch`] and the lock's uncontended path are
+/// inlined into the caller (the waits, migrations and fixups stay out of line); as calls, with
+/// the guard and the result returned through memory, the switch-in took half again as many
+/// instructions.
 ///
 /// How the slow paths meet the fast path (the Acquire/Release pairs):
 ///

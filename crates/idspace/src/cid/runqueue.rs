@@ -4,13 +4,40 @@
 //!
 //! # The switch's common path
 //!
-//! A switch on a CPU of a task of that CPU's runqueue takes the CPU's lock (one
-//! compare-and-swap; unlocking is a Release store), reads the task's word (its runqueue, and
-//! whether it exited: one compare, the migration and the refusal out of line) and points the
-//! runqueue at it: the runqueue's current task is what says
-//! who runs, so neither the next nor the previous task's word is written. That is the only
-//! atomic read-modify-write: no task lock, no reference count, and the runqueue is on a cache
-//! line of its own.
+//! A switch on a CPU of a task of that CPU's runqueue takes the CPU's lock, reads the task's
+//! word (its runqueue, and whether it exited: one compare, the migration and the refusal out of
+//! line) and points the runqueue at it: the runqueue's current task is what says who runs, so
+//! neither the next nor the previous task's word is written. No task lock, no reference count,
+//! and the runqueue is on a cache line of its own. The lock is one compare-and-swap and a
+//! Release store, or, for the thread the runqueue is biased to, no atomic read-modify-write.
+//!
+//! # Biased locking
+//!
+//! The kernel's CID code runs under the `rq->lock` its scheduler holds anyway; ours would pay
+//! a compare-and-swap of its own per switch. But a runqueue is locked almost only by the one
+//! thread that switches on its CPU, so the lock is biased to that thread (the scheduler binds
+//! it: [`bind_current_thread`](super::bind_current_thread)), as asymmetric locks are:
+//!
+//! * **The bias holder** enters by storing `owner_in`, a compiler fence, and a load of `bias`
+//!   that must still name it; it leaves by a Release store clearing `owner_in`.
+//! * **Every other locker** takes the lock word (`locked`), then, if the runqueue is biased,
+//!   revokes the bias: it clears `bias`, calls `membarrier(2)`, which makes every running thread
+//!   of the process pass a full barrier, and waits (Acquire) until `owner_in` is clear. A bias
+//!   holder whose entry sees the bias gone takes the lock word like everyone else.
+//! * **Why that excludes.** Each side stores, then loads what the other stores. The barrier
+//!   falls on the holder's side either before its load (which then sees the bias cleared) or
+//!   after its store (which the revoker's load then sees, so it waits for the section's end).
+//!   Only a holder of `locked` changes `bias`, so a revoked bias stays revoked until the holder
+//!   earns it back through the lock word, which orders it after the revoker's section.
+//! * **Earning it.** The bound thread earns the bias after taking the lock word
+//!   [`LOCKS_BEFORE_BIAS`] times in a row with no other locker between, so that a runqueue
+//!   that other threads keep locking (a CPU whose tasks are often stolen) stays unbiased and
+//!   they pay no barrier each.
+//!
+//! A bias is a hint: with no bound thread, two threads bound to one CPU, or without
+//! `membarrier` (Miri, old kernels, seccomp) or `std`, the lock is the lock word alone. A loom
+//! model below checks the protocol, with a fence on each side standing for the barrier and
+//! the compiler fence; it fails with either fence removed.
 //!
 //! # Lock order, and who may wait under a runqueue lock
 //!
@@ -29,18 +56,36 @@ use core::ptr;
 use crossbeam_utils::CachePadded;
 
 use super::task::{Task, TaskInner, Word};
-use super::{CidError, UNSET};
-use crate::sync::{cpu_relax, spin_wait, Arc, AtomicBool, AtomicPtr, AtomicU32, Ordering};
+use super::{bias, CidError, UNSET};
+use crate::sync::{
+    cpu_relax, spin_wait, Arc, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering,
+};
 
 /// Spins of a contended lock before it starts yielding the thread (the holder may be preempted:
 /// a user-space "CPU" is a thread).
 const SPINS_BEFORE_YIELD: u32 = 64;
+
+/// Locks in a row by the CPU's bound thread, with no other locker between them, before the
+/// runqueue is biased to it: a runqueue that other threads keep locking (a CPU whose tasks are
+/// often stolen) stays unbiased, so that they do not pay a revocation each.
+#[cfg(not(loom))]
+const LOCKS_BEFORE_BIAS: u32 = 64;
+#[cfg(loom)]
+const LOCKS_BEFORE_BIAS: u32 = 2;
 
 /// A CPU's runqueue, as far as CIDs go. The fields are atomics only so that the lock needs no
 /// cell: every access is under the lock, but for one: a design whose switch-out does nothing
 /// but leave the CPU ([`Rqs::vacate`]) clears `curr` without the lock.
 pub(crate) struct Rq {
     locked: AtomicBool,
+    /// The token of the thread the lock is biased to (see the module docs), or 0. Changed only
+    /// by a holder of `locked`.
+    bias: AtomicUsize,
+    /// Set by the bias holder while it holds the lock by the fast path.
+    owner_in: AtomicBool,
+    /// The bound thread's locks in a row through `locked` (see [`LOCKS_BEFORE_BIAS`]); under
+    /// `locked`.
+    streak: AtomicU32,
     /// The current task, or null (see [`RqGuard::curr`] for why the pointer is valid).
     curr: AtomicPtr<TaskInner>,
     /// The CPU's CID word (`mm_cid_pcpu::cid`); the designs that keep it here use it.
@@ -56,6 +101,9 @@ impl Rqs {
             .map(|_| {
                 CachePadded::new(Rq {
                     locked: AtomicBool::new(false),
+                    bias: AtomicUsize::new(0),
+                    owner_in: AtomicBool::new(false),
+                    streak: AtomicU32::new(0),
                     curr: AtomicPtr::new(ptr::null_mut()),
                     cid: AtomicU32::new(UNSET),
                 })
@@ -65,9 +113,26 @@ impl Rqs {
 
     /// Locks `cpu`'s runqueue.
     // Inlined, with the wait out of line: the switch's common path is one compare-and-swap,
-    // and a call (with the guard returned through memory) cost it as much again.
+    // or for the thread the runqueue is biased to, a store and two loads.
     #[inline]
     pub(crate) fn lock(&self, cpu: usize) -> RqGuard<'_> {
+        let rq = &*self.0[cpu];
+        let token = bias::token();
+        // Relaxed: only a hint; the load after the barrier below decides.
+        if rq.bias.load(Ordering::Relaxed) == token {
+            rq.owner_in.store(true, Ordering::Relaxed);
+            // With a revoker's barrier (see the module docs): either the load below sees its
+            // revocation, or the revoker sees `owner_in` set and waits for our unlock.
+            bias::light_barrier();
+            // Acquire pairs with nothing a revoker stores (it only clears the bias): ordering
+            // with the previous holder comes from the `locked` hand-over that gave us the bias,
+            // or from our own earlier sections.
+            if rq.bias.load(Ordering::Relaxed) == token {
+                return RqGuard { rq, biased: true };
+            }
+            // Release pairs with the revoker's Acquire wait: our aborted entry wrote nothing.
+            rq.owner_in.store(false, Ordering::Release);
+        }
         match self.try_lock(cpu) {
             Some(guard) => guard,
             None => self.lock_contended(cpu),
@@ -113,21 +178,76 @@ impl Rqs {
         self.0[cpu].curr.store(ptr::null_mut(), Ordering::Release);
     }
 
-    /// Locks `cpu`'s runqueue unless another thread holds it.
+    /// Locks `cpu`'s runqueue through its lock word unless another thread holds it; revokes the
+    /// bias, or earns it, on the way.
     #[inline]
-    pub(crate) fn try_lock(&self, cpu: usize) -> Option<RqGuard<'_>> {
+    fn try_lock(&self, cpu: usize) -> Option<RqGuard<'_>> {
         let rq = &*self.0[cpu];
         // Acquire pairs with the Release store that unlocks (`RqGuard::drop`): the holder sees
         // everything the previous holder did.
         rq.locked
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .ok()
-            .map(|_| RqGuard(rq))
+            .ok()?;
+        // Relaxed: `bias` changes only under `locked`, which we hold.
+        let bias = rq.bias.load(Ordering::Relaxed);
+        if bias == 0 {
+            earn_bias(rq, cpu);
+        } else if bias != bias::token() {
+            revoke_bias(rq);
+        }
+        Some(RqGuard { rq, biased: false })
     }
 }
 
-/// A held runqueue lock.
-pub(crate) struct RqGuard<'a>(&'a Rq);
+/// Counts a lock of `rq` (held through `locked`, unbiased) towards biasing it to the calling
+/// thread, if that thread is bound to `cpu`; a lock by any other thread resets the count.
+#[inline]
+fn earn_bias(rq: &Rq, cpu: usize) {
+    // Relaxed: under `locked`.
+    let Some(token) = bias::bound_token(cpu) else {
+        if rq.streak.load(Ordering::Relaxed) != 0 {
+            rq.streak.store(0, Ordering::Relaxed);
+        }
+        return;
+    };
+    let streak = rq.streak.load(Ordering::Relaxed) + 1;
+    if streak < LOCKS_BEFORE_BIAS {
+        rq.streak.store(streak, Ordering::Relaxed);
+        return;
+    }
+    rq.streak.store(0, Ordering::Relaxed);
+    // Relaxed: published to other lockers by our unlock of `locked`; we read it ourselves.
+    rq.bias.store(token, Ordering::Relaxed);
+}
+
+/// Takes the bias away from the thread `rq` (held through `locked`) is biased to, and waits
+/// until that thread is out of any section it entered by the fast path.
+#[cold]
+#[inline(never)]
+fn revoke_bias(rq: &Rq) {
+    // Relaxed: the barrier orders it before our load of `owner_in`, and before the holder's
+    // recheck of the bias in any fast entry that we do not see.
+    rq.bias.store(0, Ordering::Relaxed);
+    rq.streak.store(0, Ordering::Relaxed);
+    bias::barrier();
+    let mut spins = 0;
+    // Acquire pairs with the Release store that ends the holder's fast section (or aborts its
+    // entry): we see everything it did inside.
+    while rq.owner_in.load(Ordering::Acquire) {
+        if spins < SPINS_BEFORE_YIELD {
+            spins += 1;
+            cpu_relax();
+        } else {
+            spin_wait();
+        }
+    }
+}
+
+/// A held runqueue lock: through the lock word, or (`biased`) by the bias holder's fast path.
+pub(crate) struct RqGuard<'a> {
+    rq: &'a Rq,
+    biased: bool,
+}
 
 impl RqGuard<'_> {
     /// The current task.
@@ -135,7 +255,7 @@ impl RqGuard<'_> {
     pub(crate) fn curr(&self) -> Option<&TaskInner> {
         // Acquire pairs with the Release store in `Rqs::vacate`, the one write of `curr` made
         // without the lock (the locked writes are ordered by the lock itself).
-        let curr = self.0.curr.load(Ordering::Acquire);
+        let curr = self.rq.curr.load(Ordering::Acquire);
         // SAFETY: a non-null `curr` was stored by `set_curr` from a live task of this
         // runqueue's space, which the space's roster keeps alive until its exit; exit clears
         // `curr` under this lock before the task leaves the roster, and the space (which owns
@@ -147,28 +267,33 @@ impl RqGuard<'_> {
     pub(crate) fn set_curr(&self, task: Option<&Task>) {
         let curr = task.map_or(ptr::null_mut(), |task| Arc::as_ptr(&task.0).cast_mut());
         // Relaxed: under the lock.
-        self.0.curr.store(curr, Ordering::Relaxed);
+        self.rq.curr.store(curr, Ordering::Relaxed);
     }
 
     /// The CPU's CID word.
     #[inline]
     pub(crate) fn cid(&self) -> u32 {
         // Relaxed: under the lock.
-        self.0.cid.load(Ordering::Relaxed)
+        self.rq.cid.load(Ordering::Relaxed)
     }
 
     #[inline]
     pub(crate) fn set_cid(&self, cid: u32) {
         // Relaxed: under the lock.
-        self.0.cid.store(cid, Ordering::Relaxed);
+        self.rq.cid.store(cid, Ordering::Relaxed);
     }
 }
 
 impl Drop for RqGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        // Release pairs with the Acquire compare-and-swap in `Rqs::try_lock`.
-        self.0.locked.store(false, Ordering::Release);
+        if self.biased {
+            // Release pairs with the revoker's Acquire wait in `revoke_bias`.
+            self.rq.owner_in.store(false, Ordering::Release);
+        } else {
+            // Release pairs with the Acquire compare-and-swap in `Rqs::try_lock`.
+            self.rq.locked.store(false, Ordering::Release);
+        }
     }
 }
 
@@ -334,4 +459,60 @@ pub(crate) fn exit_task(
     task.store_locked(word.exited_now());
     off(word.cid(), running.then_some(word.rq()));
     Ok(())
+}
+
+#[cfg(all(test, loom))]
+mod model {
+    use super::{Rqs, LOCKS_BEFORE_BIAS};
+    use crate::cid::bind_current_thread;
+    use crate::sync::{thread, Arc, UnsafeCell};
+
+    /// A count only lock holders touch: loom reports two holders at once, or a holder that does
+    /// not see the previous one's write, as a race on the cell.
+    struct Count(UnsafeCell<u32>);
+
+    // SAFETY: the cell is accessed only under a runqueue lock (what the model checks).
+    unsafe impl Sync for Count {}
+
+    impl Count {
+        fn bump(&self) {
+            // SAFETY: under the lock (checked by loom).
+            self.0.with_mut(|count| unsafe { *count += 1 });
+        }
+
+        fn get(&self) -> u32 {
+            // SAFETY: both threads are joined.
+            self.0.with(|count| unsafe { *count })
+        }
+    }
+
+    /// A thread bound to the CPU locks its runqueue often enough to earn the bias, then by the
+    /// fast path, while another thread locks it through the lock word, revoking the bias at
+    /// whatever point it comes: the sections exclude each other and each sees the other's
+    /// writes. Fails with the bias holder's barrier removed.
+    #[test]
+    fn the_bias_holder_and_a_revoker_exclude_each_other() {
+        loom::model(|| {
+            let rqs = Arc::new(Rqs::new(1));
+            let count = Arc::new(Count(UnsafeCell::new(0)));
+            let rounds = LOCKS_BEFORE_BIAS + 2;
+            let owner = {
+                let (rqs, count) = (Arc::clone(&rqs), Arc::clone(&count));
+                thread::spawn(move || {
+                    bind_current_thread(Some(0));
+                    for _ in 0..rounds {
+                        let _held = rqs.lock(0);
+                        count.bump();
+                    }
+                    bind_current_thread(None);
+                })
+            };
+            {
+                let _held = rqs.lock(0);
+                count.bump();
+            }
+            owner.join().unwrap();
+            assert_eq!(count.get(), rounds + 1);
+        });
+    }
 }

@@ -14,9 +14,11 @@
 //!
 //! # What a switch costs
 //!
-//! With the rework, a switch-in and switch-out of a thread cost one atomic read-modify-write:
-//! the compare-and-swap of the CID space's runqueue lock (see [`Rework`]'s docs for why it
-//! stays). The kill check before each poll is a load: the `Killable` takes the link's lock
+//! With the rework, a switch-in and switch-out of a thread cost no atomic read-modify-write:
+//! each worker binds itself to its CPU ([`cid::bind_current_thread`]) when it starts, so the CID
+//! space's runqueue lock is biased to it (see [`Rework`]'s docs), and a migration, a remote
+//! exit or a mode change's walk revokes the bias with a `membarrier(2)` call instead. The kill
+//! check before each poll is a load: the `Killable` takes the link's lock
 //! only at the task's first poll (or when its waker changes), where it used to take it at
 //! every poll (a compare-and-swap and an exchange, about as much as the rest of the hooks
 //! together). The design's switch is inlined into the hooks, so the per-switch path is the
@@ -29,11 +31,11 @@
 //! its CID word; readers follow the pointer. A 1-worker ping-pong (each pair a process, the
 //! `process_switch` driver of the lab) under callgrind runs 132 instructions per switch more
 //! than with no hooks, against 153 with the two cells (the bitmap's hooks add about 315, the
-//! lazy design's 300). In CPU time the rework adds about 18 ns per switch over no hooks
+//! lazy design's 300). In CPU time the rework added about 18 ns per switch over no hooks
 //! (medians of 15 interleaved runs on the lab's shared 2-core machine), of which the runqueue
-//! lock's compare-and-swap is about 11: the same build with that lock taken by a plain load and
-//! store (unsound, for the measurement only) adds about 7 ns. That lock is what stands between
-//! these hooks and a switch cheaper than 10 ns; [`Rework`]'s docs say why it stays.
+//! lock's compare-and-swap was about 11; with the lock biased to the worker, the `process`
+//! experiment's paired medians read 5 to 13 ns in four runs. On one thread, a rework switch-in
+//! and switch-out went from 21 to 11 ns (the `cid` experiment's switch table).
 
 use std::future::Future;
 
@@ -243,6 +245,16 @@ impl<P: PidDesign, C: CidDesign, T: TableDesign> ProcessHooks<P, C, T> {
 
 impl<P: PidDesign, C: CidDesign, T: TableDesign> Hooks for ProcessHooks<P, C, T> {
     type Data = TaskIds<C>;
+
+    /// Worker `worker` is the only thread that switches tasks in on CPU `worker` of every
+    /// process's CID space: it binds itself there, so that its runqueue locks become biased.
+    fn worker_started(&self, worker: usize) {
+        cid::bind_current_thread(Some(worker));
+    }
+
+    fn worker_stopped(&self, _worker: usize) {
+        cid::bind_current_thread(None);
+    }
 
     /// A plain spawn belongs to no process.
     fn created(&self, _task: TaskId, _worker: Option<usize>) -> TaskIds<C> {
