@@ -245,8 +245,8 @@ impl Experiment for Process {
         let (pairs, rounds) = match cx.scale {
             // Split into the paired rounds: runs of about 60 ms each at quick scale, long
             // against a runtime's start and a time slice, and a round's two runs close together.
-            Scale::Quick => (2, 500_000u64),
-            Scale::Full => (4, 1_000_000u64),
+            Scale::Quick => (2, 840_000u64),
+            Scale::Full => (4, 1_680_000u64),
         };
         let measurements = vec![
             pool_table(pool_runs(cx)),
@@ -374,7 +374,7 @@ const SWITCH_RATIOS: [(&str, &str); 2] = [("bitmap ÷ rework", "bitmap"), ("lazy
 /// An even number, so that as many rounds run the baseline first as second: a run's place in
 /// its round moved it by several ns (the no-hooks column paired with itself read 7 ns with
 /// five rounds, three of one order and two of the other).
-const PAIRED_ROUNDS: u64 = 6;
+const PAIRED_ROUNDS: u64 = 10;
 
 /// One switch-cost cell of `candidate`: its median ns per switch, and the median of its paired
 /// differences over the no-hooks baseline.
