@@ -40,8 +40,9 @@ loom::thread_local! {
 /// revokes the bias, at the price of one `membarrier(2)` call; the binding thread earns it
 /// back with its next run of switches.
 ///
-/// Nothing depends on the binding for correctness: binding two threads to one CPU, or
-/// switching on other CPUs, only leaves the locks unbiased. Without `membarrier` (old kernels,
+/// Unbinding stops the thread from earning new biases; a runqueue already biased to it stays
+/// so until another locker revokes it. Nothing depends on the binding for correctness:
+/// binding two threads to one CPU, or switching on other CPUs, only leaves locks unbiased. Without `membarrier` (old kernels,
 /// seccomp, Miri) or without `std`, this does nothing.
 ///
 /// ```
