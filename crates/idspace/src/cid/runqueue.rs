@@ -124,9 +124,10 @@ impl Rqs {
             // With a revoker's barrier (see the module docs): either the load below sees its
             // revocation, or the revoker sees `owner_in` set and waits for our unlock.
             bias::light_barrier();
-            // Acquire pairs with nothing a revoker stores (it only clears the bias): ordering
-            // with the previous holder comes from the `locked` hand-over that gave us the bias,
-            // or from our own earlier sections.
+            // Relaxed: a revoker's store is only ever seen to stop us, never to read its
+            // writes (it waits for our section, or we take `locked`, which orders them). What
+            // earlier holders wrote reached us through the `locked` hand-over that gave us the
+            // bias, or is our own.
             if rq.bias.load(Ordering::Relaxed) == token {
                 return RqGuard { rq, biased: true };
             }
