@@ -462,6 +462,57 @@ pub(crate) fn exit_task(
     Ok(())
 }
 
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::{bias, Rqs, LOCKS_BEFORE_BIAS};
+    use crate::cid::bind_current_thread;
+    use crate::sync::Ordering;
+
+    fn bias_of(rqs: &Rqs, cpu: usize) -> usize {
+        rqs.0[cpu].bias.load(Ordering::Relaxed)
+    }
+
+    /// The bound thread earns the bias after its run of locks (where `membarrier` works), keeps
+    /// it while it alone locks, and loses it to a lock from another thread; an unbound thread
+    /// never earns one.
+    #[test]
+    fn the_bound_thread_earns_the_bias_and_another_locker_revokes_it() {
+        let rqs = Rqs::new(2);
+        for _ in 0..2 * LOCKS_BEFORE_BIAS {
+            drop(rqs.lock(1));
+        }
+        assert_eq!(bias_of(&rqs, 1), 0, "an unbound thread earned a bias");
+        bind_current_thread(Some(1));
+        let token = bias::bound_token(1);
+        for _ in 0..LOCKS_BEFORE_BIAS {
+            drop(rqs.lock(1));
+            drop(rqs.lock(0)); // another CPU's runqueue: no bias earned there
+        }
+        assert_eq!(
+            bias_of(&rqs, 0),
+            0,
+            "a bias on a CPU the thread is not bound to"
+        );
+        let Some(token) = token else {
+            // No `membarrier` (Miri, an old kernel, seccomp): nothing is ever biased.
+            assert_eq!(bias_of(&rqs, 1), 0);
+            bind_current_thread(None);
+            return;
+        };
+        assert_eq!(bias_of(&rqs, 1), token, "no bias after a run of locks");
+        {
+            let held = rqs.lock(1);
+            assert!(held.biased, "the bias holder took the lock word");
+        }
+        std::thread::scope(|scope| {
+            scope.spawn(|| drop(rqs.lock(1)));
+        });
+        assert_eq!(bias_of(&rqs, 1), 0, "another locker left the bias in place");
+        assert!(!rqs.lock(1).biased, "the fast path after a revocation");
+        bind_current_thread(None);
+    }
+}
+
 #[cfg(all(test, loom))]
 mod model {
     use super::{Rqs, LOCKS_BEFORE_BIAS};
