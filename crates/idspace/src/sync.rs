@@ -317,3 +317,47 @@ pub(crate) mod model {
         }
     }
 }
+
+/// The two halves of an asymmetric fence: a process-wide barrier (`membarrier(2)`, private
+/// expedited) paid by the rare side, and a compiler fence on the common side, which the
+/// barrier turns into a full one whenever it matters. Under loom, which checks the language's
+/// model, both halves are `SeqCst` fences. Without `std` (no `membarrier` to call) the barrier
+/// is never available.
+pub(crate) mod asymmetric {
+    /// Whether [`heavy`] may be called: the process registered for it (once, on the first
+    /// call). No on kernels before 4.14, under a seccomp filter that refuses it, and under Miri.
+    #[inline]
+    pub(crate) fn available() -> bool {
+        #[cfg(all(feature = "std", not(loom)))]
+        return crate::sys::membarrier::available();
+        #[cfg(loom)]
+        return true;
+        #[cfg(all(not(feature = "std"), not(loom)))]
+        return false;
+    }
+
+    /// The rare side's half: every thread of the process passes a full barrier before this
+    /// returns. Only after [`available`] said yes; returns whether the kernel did it.
+    #[cold]
+    pub(crate) fn heavy() -> bool {
+        #[cfg(all(feature = "std", not(loom)))]
+        return crate::sys::membarrier::barrier();
+        #[cfg(loom)]
+        {
+            super::fence(super::Ordering::SeqCst);
+            true
+        }
+        #[cfg(all(not(feature = "std"), not(loom)))]
+        return false;
+    }
+
+    /// The common side's half: a compiler fence, made a full barrier by any [`heavy`] that
+    /// comes between the accesses around it.
+    #[inline(always)]
+    pub(crate) fn light() {
+        #[cfg(not(loom))]
+        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+        #[cfg(loom)]
+        super::fence(super::Ordering::SeqCst);
+    }
+}

@@ -160,19 +160,19 @@ fn switch_cost(plan: Plan) -> Box<dyn Measurement> {
             let pairs = plan.pairs;
             // Each shape twice, on a fresh space each time: by a thread bound to no CPU, and by
             // one bound to the CPU it switches on (whose runqueue lock becomes biased to it).
-            let both = |cpus: usize, tasks: usize| -> Result<Vec<f64>, String> {
-                let free = workloads::switch_pair(make(c_design(c), cpus).as_ref(), tasks, pairs)?;
+            let both = |design: &str, tasks: usize| -> Result<Vec<f64>, String> {
+                let free = workloads::switch_pair(make(design, 4).as_ref(), tasks, pairs)?;
                 bind_current_thread(Some(0));
-                let bound = workloads::switch_pair(make(c_design(c), cpus).as_ref(), tasks, pairs);
+                let bound = workloads::switch_pair(make(design, 4).as_ref(), tasks, pairs);
                 bind_current_thread(None);
                 Ok(vec![free, bound?, f64::NAN])
             };
             match c {
                 "kernel rseq" => workloads::rseq_read(pairs).map(|ns| vec![f64::NAN, f64::NAN, ns]),
                 // 8 tasks on 4 CPUs: users > max_cids, per-CPU mode.
-                "rework (per-CPU mode)" => both(4, 8),
+                "rework (per-CPU mode)" => both("rework", 8),
                 // 2 tasks on 4 CPUs: per-task mode.
-                _ => both(4, 2),
+                name => both(name, 2),
             }
         },
     )
@@ -193,14 +193,6 @@ fn switch_cost(plan: Plan) -> Box<dyn Measurement> {
         );
         swept.table("switch_cost", title, "ns", rows).into()
     })
-}
-
-/// The design a switch-cost column measures.
-fn c_design(column: &str) -> &str {
-    match column {
-        "rework (per-CPU mode)" => "rework",
-        name => name,
-    }
 }
 
 /// One cell shape of the pool test: pools, threads per pool, simulated CPUs.

@@ -20,6 +20,8 @@
 #[cfg(feature = "std")]
 use core::cell::Cell;
 
+use crate::sync::asymmetric;
+
 #[cfg(all(feature = "std", not(loom)))]
 std::thread_local! {
     /// The CPU the thread is bound to, plus one (0: none). Its address is the thread's token.
@@ -72,7 +74,7 @@ pub(crate) fn bound_token(cpu: usize) -> Option<usize> {
     #[cfg(feature = "std")]
     {
         BOUND.with(|bound| {
-            (bound.get() == cpu.wrapping_add(1) && barrier_available())
+            (bound.get() == cpu.wrapping_add(1) && asymmetric::available())
                 .then_some(bound as *const Cell<usize> as usize)
         })
     }
@@ -98,38 +100,15 @@ pub(crate) fn token() -> usize {
     }
 }
 
-#[cfg(all(feature = "std", not(loom)))]
-fn barrier_available() -> bool {
-    crate::sys::membarrier::available()
-}
-
-#[cfg(all(feature = "std", loom))]
-fn barrier_available() -> bool {
-    true
-}
-
 /// The revoker's half: every thread of the process passes a full barrier before this returns.
 /// Called only once [`bound_token`] gave some thread a token, so `membarrier` is registered.
 #[cold]
 pub(crate) fn barrier() {
-    #[cfg(all(feature = "std", not(loom)))]
-    {
-        let done = crate::sys::membarrier::barrier();
-        // Registered before any bias was given, and the kernel refuses the command only to an
-        // unregistered process: going on unordered would let two holders in.
-        assert!(done, "membarrier refused after registration");
-    }
-    #[cfg(loom)]
-    crate::sync::fence(crate::sync::Ordering::SeqCst);
-    // Without `std` no runqueue is ever biased, so there is nothing to revoke.
-}
-
-/// The bias holder's half: a compiler fence, which `barrier` turns into a full one whenever it
-/// matters (loom checks the language's model, so there it is the fence itself).
-#[inline(always)]
-pub(crate) fn light_barrier() {
-    #[cfg(not(loom))]
-    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
-    #[cfg(loom)]
-    crate::sync::fence(crate::sync::Ordering::SeqCst);
+    // Registered before any bias was given, and the kernel refuses the command only to an
+    // unregistered process: going on unordered would let two holders in. Without `std` no
+    // runqueue is ever biased, so there is nothing to revoke.
+    assert!(
+        !asymmetric::available() || asymmetric::heavy(),
+        "membarrier refused after registration"
+    );
 }

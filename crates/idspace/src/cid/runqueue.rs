@@ -58,7 +58,7 @@ use crossbeam_utils::CachePadded;
 use super::task::{Task, TaskInner, Word};
 use super::{bias, CidError, UNSET};
 use crate::sync::{
-    cpu_relax, spin_wait, Arc, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering,
+    asymmetric, cpu_relax, spin_wait, Arc, AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering,
 };
 
 /// Spins of a contended lock before it starts yielding the thread (the holder may be preempted:
@@ -117,13 +117,15 @@ impl Rqs {
     #[inline]
     pub(crate) fn lock(&self, cpu: usize) -> RqGuard<'_> {
         let rq = &*self.0[cpu];
-        let token = bias::token();
-        // Relaxed: only a hint; the load after the barrier below decides.
-        if rq.bias.load(Ordering::Relaxed) == token {
+        // Relaxed: only a hint; the load after the barrier below decides. An unbiased runqueue
+        // (every one a thread bound to no CPU locks) does not read the thread's token.
+        let biased = rq.bias.load(Ordering::Relaxed);
+        if biased != 0 && biased == bias::token() {
+            let token = biased;
             rq.owner_in.store(true, Ordering::Relaxed);
             // With a revoker's barrier (see the module docs): either the load below sees its
             // revocation, or the revoker sees `owner_in` set and waits for our unlock.
-            bias::light_barrier();
+            asymmetric::light();
             // Relaxed: a revoker's store is only ever seen to stop us, never to read its
             // writes (it waits for our section, or we take `locked`, which orders them). What
             // earlier holders wrote reached us through the `locked` hand-over that gave us the

@@ -2,7 +2,7 @@
 //! is, because the rare waiter that goes to sleep pays for the memory barrier the unlock skips.
 //! The design and its invariants are on the type.
 
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{asymmetric, AtomicU32, Ordering};
 
 /// The word of a lock no one holds.
 const FREE: u32 = 0;
@@ -173,14 +173,14 @@ impl AsymmetricMutex {
     /// `false`, with the lock not taken and nothing counted, if there is no process-wide
     /// barrier to pay for the sleep.
     fn acquire_asleep(&self) -> bool {
-        if !park::barrier_available() {
+        if !asymmetric::available() {
             return false;
         }
         let sleepers = self.sleepers();
         // Relaxed: the barrier below orders it before every unlock's read of the count that
         // could miss our sleep.
         sleepers.fetch_add(1, Ordering::Relaxed);
-        let barrier = park::barrier();
+        let barrier = asymmetric::heavy();
         if barrier {
             while !self.try_acquire() {
                 self.sleep();
@@ -197,7 +197,7 @@ impl AsymmetricMutex {
         self.word.store(FREE, Ordering::Release);
         // The barrier's light half: keeps the compiler from reading the count first. The CPU
         // may still do so; a sleeper's barrier covers that (see the module documentation).
-        park::light_barrier();
+        asymmetric::light();
         // Relaxed: the sleepers' barrier orders their increments before this read.
         if self.sleepers().load(Ordering::Relaxed) != 0 {
             self.wake();
@@ -267,7 +267,7 @@ unsafe impl lock_api::RawMutex for AsymmetricMutex {
     }
 }
 
-/// The sleepers' counts, the process-wide barrier and its light half, on the real kernel.
+/// The sleepers' counts, on the real kernel.
 #[cfg(not(loom))]
 mod park {
     use crate::sync::AtomicU32;
@@ -291,26 +291,13 @@ mod park {
         // buckets, 16 bytes apart) over the slots.
         &SLEEPERS.0[(address >> 4) % SLOTS]
     }
-
-    pub(super) fn barrier_available() -> bool {
-        crate::sys::membarrier::available()
-    }
-
-    pub(super) fn barrier() -> bool {
-        crate::sys::membarrier::barrier()
-    }
-
-    #[inline]
-    pub(super) fn light_barrier() {
-        core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
-    }
 }
 
-/// The same under loom: the barrier's two halves as fences, and a futex made of a count of
+/// Under loom: a futex made of a count of
 /// wake-ups, so that a lost wake-up leaves the model's sleeper waiting for ever (a failure).
 #[cfg(loom)]
 mod park {
-    use crate::sync::{fence, AtomicU32, Ordering};
+    use crate::sync::{AtomicU32, Ordering};
 
     #[derive(Default)]
     pub(super) struct Model {
@@ -334,19 +321,6 @@ mod park {
         pub(super) fn wake(&self) {
             self.wakes.fetch_add(1, Ordering::SeqCst);
         }
-    }
-
-    pub(super) fn barrier_available() -> bool {
-        true
-    }
-
-    pub(super) fn barrier() -> bool {
-        fence(Ordering::SeqCst);
-        true
-    }
-
-    pub(super) fn light_barrier() {
-        fence(Ordering::SeqCst);
     }
 }
 
