@@ -271,16 +271,19 @@ impl Experiment for Process {
                     .into(),
             ],
             measurements,
-            notes: vec![NOTE.into()],
+            notes: vec![note()],
         };
         Ok(declare::run(cx, declared))
     }
 }
 
-const NOTE: &str = "Per switch: the process's CPU time over switch-ins on one worker (every \
+/// The experiment's closing note.
+fn note() -> String {
+    format!(
+        "Per switch: the process's CPU time over switch-ins on one worker (every \
     wakeup local, no parking), so it is the runtime's own path plus the hooks; CPU time rather \
     than wall time, since on a shared machine the worker is descheduled for stretches that wall \
-    time would count. A cell is 6 rounds, each running the no-hooks baseline and the column \
+    time would count. A cell is {PAIRED_ROUNDS} rounds, each running the no-hooks baseline and the column \
     one right after the other, half of them in each order; \"added over no hooks\" is the \
     median of the rounds' \
     differences (the no-hooks column's own, paired with itself, is the method's noise). \
@@ -292,7 +295,9 @@ const NOTE: &str = "Per switch: the process's CPU time over switch-ins on one wo
     table of their own. Checkpoint and restore, kernel column: the kernel's own path for the \
     same 2048 timers, as CRIU takes it (read `/proc/self/timers`; then \
     `PR_TIMER_CREATE_RESTORE_IDS` and one `timer_create` per requested ID); it covers the \
-    timers only, not the 64 threads' IDs, which CRIU restores with one `clone3` per thread.";
+    timers only, not the 64 threads' IDs, which CRIU restores with one `clone3` per thread."
+    )
+}
 
 /// The pool's runs: two shapes, each on the benchmark's 2 workers and oversubscribed; with
 /// their row labels.

@@ -32,7 +32,13 @@
 //! * **Earning it.** The bound thread earns the bias after taking the lock word
 //!   [`LOCKS_BEFORE_BIAS`] times in a row with no other locker between, so that a runqueue
 //!   that other threads keep locking (a CPU whose tasks are often stolen) stays unbiased and
-//!   they pay no barrier each.
+//!   they pay no barrier each. Every revocation doubles the run the next bias needs, up to
+//!   [`MAX_LOCKS_BEFORE_BIAS`]: where other lockers come rarely but steadily (an HTTP
+//!   service whose connections migrate between workers now and then), a run of 64 is always
+//!   reached between them, and each bias earned would cost its revoker a barrier, an
+//!   interrupt of every CPU running the process. The doubling bounds the barriers to one per
+//!   [`MAX_LOCKS_BEFORE_BIAS`] locks of the bound thread, and a runqueue that nobody else
+//!   locks keeps its bias for good.
 //!
 //! A bias is a hint: with no bound thread, two threads bound to one CPU, or without
 //! `membarrier` (Miri, old kernels, seccomp) or `std`, the lock is the lock word alone. A loom
@@ -73,6 +79,13 @@ const LOCKS_BEFORE_BIAS: u32 = 64;
 #[cfg(loom)]
 const LOCKS_BEFORE_BIAS: u32 = 2;
 
+/// The longest run [`LOCKS_BEFORE_BIAS`] grows to, doubling at each revocation: about 65
+/// thousand switches, tens of milliseconds of a busy scheduler, per barrier at most.
+#[cfg(not(loom))]
+const MAX_LOCKS_BEFORE_BIAS: u32 = LOCKS_BEFORE_BIAS << 10;
+#[cfg(loom)]
+const MAX_LOCKS_BEFORE_BIAS: u32 = LOCKS_BEFORE_BIAS;
+
 /// A CPU's runqueue, as far as CIDs go. The fields are atomics only so that the lock needs no
 /// cell: every access is under the lock, but for one: a design whose switch-out does nothing
 /// but leave the CPU ([`Rqs::vacate`]) clears `curr` without the lock.
@@ -86,6 +99,9 @@ pub(crate) struct Rq {
     /// The bound thread's locks in a row through `locked` (see [`LOCKS_BEFORE_BIAS`]); under
     /// `locked`.
     streak: AtomicU32,
+    /// The run `streak` must reach to earn the bias: [`LOCKS_BEFORE_BIAS`], doubled by every
+    /// revocation up to [`MAX_LOCKS_BEFORE_BIAS`]; under `locked`.
+    needed: AtomicU32,
     /// The current task, or null (see [`RqGuard::curr`] for why the pointer is valid).
     curr: AtomicPtr<TaskInner>,
     /// The CPU's CID word (`mm_cid_pcpu::cid`); the designs that keep it here use it.
@@ -104,6 +120,7 @@ impl Rqs {
                     bias: AtomicUsize::new(0),
                     owner_in: AtomicBool::new(false),
                     streak: AtomicU32::new(0),
+                    needed: AtomicU32::new(LOCKS_BEFORE_BIAS),
                     curr: AtomicPtr::new(ptr::null_mut()),
                     cid: AtomicU32::new(UNSET),
                 })
@@ -214,7 +231,7 @@ fn earn_bias(rq: &Rq, cpu: usize) {
         return;
     };
     let streak = rq.streak.load(Ordering::Relaxed) + 1;
-    if streak < LOCKS_BEFORE_BIAS {
+    if streak < rq.needed.load(Ordering::Relaxed) {
         rq.streak.store(streak, Ordering::Relaxed);
         return;
     }
@@ -232,6 +249,9 @@ fn revoke_bias(rq: &Rq) {
     // recheck of the bias in any fast entry that we do not see.
     rq.bias.store(0, Ordering::Relaxed);
     rq.streak.store(0, Ordering::Relaxed);
+    let needed = rq.needed.load(Ordering::Relaxed);
+    rq.needed
+        .store((needed * 2).min(MAX_LOCKS_BEFORE_BIAS), Ordering::Relaxed);
     bias::barrier();
     let mut spins = 0;
     // Acquire pairs with the Release store that ends the holder's fast section (or aborts its
@@ -466,7 +486,7 @@ pub(crate) fn exit_task(
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::{bias, Rqs, LOCKS_BEFORE_BIAS};
+    use super::{bias, Rqs, LOCKS_BEFORE_BIAS, MAX_LOCKS_BEFORE_BIAS};
     use crate::cid::bind_current_thread;
     use crate::sync::Ordering;
 
@@ -511,7 +531,34 @@ mod tests {
         });
         assert_eq!(bias_of(&rqs, 1), 0, "another locker left the bias in place");
         assert!(!rqs.lock(1).biased, "the fast path after a revocation");
+        // The revocation doubled the run the next bias needs (one lock of it is taken above).
+        for _ in 1..LOCKS_BEFORE_BIAS {
+            drop(rqs.lock(1));
+        }
+        assert_eq!(bias_of(&rqs, 1), 0, "a bias after a run of the old length");
+        for _ in 0..LOCKS_BEFORE_BIAS {
+            drop(rqs.lock(1));
+        }
+        assert_eq!(
+            bias_of(&rqs, 1),
+            token,
+            "no bias after a run of twice the length"
+        );
         bind_current_thread(None);
+    }
+
+    /// However often a bias is revoked, the run that earns it back stays bounded.
+    #[test]
+    fn revocations_lengthen_the_run_to_a_bound() {
+        let rqs = Rqs::new(1);
+        for _ in 0..20 {
+            rqs.0[0].bias.store(1, Ordering::Relaxed); // a bias to some other thread
+            drop(rqs.lock(0)); // revoked by this one
+        }
+        assert_eq!(
+            rqs.0[0].needed.load(Ordering::Relaxed),
+            MAX_LOCKS_BEFORE_BIAS
+        );
     }
 }
 
